@@ -1,0 +1,76 @@
+# hermes-stack developer and user entry points. `make help` lists them.
+# Targets call `python -m hermes_stack ...`; the Makefile only provisions (venv, Docker) and dispatches.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+ALGO ?= grpo
+DEVICE ?= auto
+SERVICE ?=
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HS := $(PY) -m hermes_stack
+STAMP := $(VENV)/.installed
+
+ifneq ($(filter-out ppo grpo,$(ALGO)),)
+$(error ALGO=$(ALGO) is not an algorithm hermes-stack knows; expected ALGO=ppo or ALGO=grpo)
+endif
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  make %-16s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hermes-stack needs Python >= 3.11; set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements.lock
+	$(VENV)/bin/pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+.PHONY: venv
+venv: $(STAMP) ## Create the project's virtual environment (.venv)
+
+.PHONY: docker
+docker: ## Provision Docker Engine + Compose v2 when missing, and start dockerd
+	@bash scripts/provision-docker.sh
+
+.PHONY: images
+images: venv docker ## Build the three images (base image and wheelhouse made first when missing)
+	$(HS) build
+
+.PHONY: validate
+validate: venv ## Validate configs and key file: make validate ALGO=grpo
+	$(HS) validate --algo $(ALGO)
+
+.PHONY: up
+up: venv docker ## Validate, build, start the stack, dry-run, then train: make up ALGO=grpo
+	$(HS) up --algo $(ALGO) --device $(DEVICE)
+
+.PHONY: dry-run
+dry-run: venv docker ## Start the stack up to the dry-run stage only
+	$(HS) dry-run --algo $(ALGO) --device $(DEVICE)
+
+.PHONY: status
+status: venv ## Health, training step, reward trend, last checkpoint
+	$(HS) status --algo $(ALGO)
+
+.PHONY: logs
+logs: venv ## Logs of one service: make logs SERVICE=trainer
+	$(HS) logs --algo $(ALGO) $(SERVICE)
+
+.PHONY: down
+down: venv ## Stop the stack (volumes kept; make down VOLUMES=1 removes them)
+	$(HS) down --algo $(ALGO) $(if $(VOLUMES),--volumes,)
+
+.PHONY: test
+test: venv docker ## Run every test tier: unit, static, docker (provisions what is missing)
+	@bash scripts/run-tests.sh
+
+.PHONY: lint
+lint: venv ## ruff
+	$(VENV)/bin/ruff check hermes_stack tests bench
+
+.PHONY: bench
+bench: venv ## Print the benchmark figures (see bench/)
+	$(PY) bench/validate_speed.py

@@ -1,0 +1,3 @@
+from hermes_stack.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""Typed, strict models of the four config files. Field names follow the seed's files exactly.
+
+Units worth knowing:
+- `[rollout] batch_size` counts prompts (groups) per training step; one step consumes
+  `batch_size * group_size` sequences, which is what the trainer registers with Atropos (Atropos counts sequences).
+- `[rollout] max_token_length` is the per-sequence limit for rollouts (prompt + completion).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    # extra="forbid": an unknown key is an error (with a "did you mean" hint added by the loader).
+    # strict=True: "8" is not silently read as 8.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# ---------------------------------------------------------------- config_<algo>.toml
+
+
+class AtroposSection(Strict):
+    api_host: str = "localhost"
+    api_port: int = Field(8000, ge=1, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class EnvironmentSection(Strict):
+    name: str = "gsm8k"
+    # "gsm8k" (Hugging Face datasets, needs the hub), "offline-arith" (built-in generated task for the CPU tiny
+    # model), or a path to a JSONL file in gsm8k's shape (question, answer ending in "#### N").
+    dataset: str = "gsm8k"
+    split: Literal["train", "test"] = "train"
+    max_samples: int = Field(1000, ge=1)
+
+
+class RolloutSection(Strict):
+    group_size: int = Field(8, ge=1)
+    batch_size: int = Field(32, ge=1)
+    max_token_length: int = Field(2048, ge=16)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class AlgorithmSection(Strict):
+    name: Literal["ppo", "grpo"]
+    advantage_estimator: Literal["gae", "group_relative"]
+    gamma: float = 1.0
+    lam: float = 0.95
+    clip_epsilon: float = Field(0.2, gt=0.0, lt=1.0)
+    entropy_coef: float = Field(0.0, ge=0.0)
+    value_loss_coef: float = Field(0.0, ge=0.0)
+    kl_coef: float = Field(0.1, ge=0.0)
+
+
+class RewardSection(Strict):
+    correctness_weight: float = Field(1.0, ge=0.0)
+    format_weight: float = Field(0.1, ge=0.0)
+    # Optional LLM judge through the gateway (environment issue). Off by default: it costs money.
+    judge: bool = False
+    judge_style: Literal["auto", "openai", "anthropic"] = "auto"
+    judge_timeout_s: float = Field(20.0, gt=0.0)
+
+
+class AlgoConfig(Strict):
+    """config_<algo>.toml"""
+
+    atropos: AtroposSection
+    environment: EnvironmentSection
+    rollout: RolloutSection
+    algorithm: AlgorithmSection
+    reward: RewardSection
+
+
+# ---------------------------------------------------------------- settings_<algo>.json
+
+
+class TinkerSection(Strict):
+    lora_rank: int = Field(32, ge=1)
+    learning_rate: float = Field(4e-5, gt=0.0)
+    max_token_trainer_length: int = Field(9000, ge=16)
+    checkpoint_dir: str = "./temp/"
+    save_checkpoint_interval: int = Field(25, ge=1)
+
+
+class InferenceSection(Strict):
+    server: Literal["sglang", "builtin"] = "sglang"
+    port: int = Field(8001, ge=1, le=65535)
+    model_path: str = "Qwen/Qwen3-8B"
+    # Names of variables in .env.taotoken: the key that protects the inference service, and the gateway root
+    # used by test-inference and the judge.
+    api_key_env: str = "TAOTOKEN_API_KEY"
+    base_url_env: str = "TAOTOKEN_BASE_URL"
+    # The URL the environment calls for rollouts (OpenAI style, ends in /v1). Its port must equal `port`.
+    base_url: str = "http://localhost:8001/v1"
+
+
+class AtroposLink(Strict):
+    # The URL the environment and the trainer use to reach Atropos. Its port must equal [atropos] api_port.
+    rollout_server_url: str = "http://localhost:8000"
+
+
+class SettingsAlgorithm(Strict):
+    name: Literal["ppo", "grpo"]
+    group_size: int = Field(ge=1)
+    kl_coef: float = Field(ge=0.0)
+
+
+class TrainerSection(Strict):
+    # "auto": tinker when TINKER engine is usable on a GPU VM with a Tinker key, torch otherwise.
+    engine: Literal["auto", "torch", "tinker"] = "auto"
+    num_steps: int = Field(200, ge=1)
+
+
+class WandbSection(Strict):
+    enabled: bool = False
+    project: str = "hermes-stack"
+    group: str | None = None
+
+
+class Settings(Strict):
+    """settings_<algo>.json"""
+
+    tinker: TinkerSection
+    inference: InferenceSection
+    atropos: AtroposLink = AtroposLink()
+    algorithm: SettingsAlgorithm
+    trainer: TrainerSection = TrainerSection()
+    wandb: WandbSection = WandbSection()
+
+
+# The seed's values that tinker-atropos hard-coded; changing them needs --unlock.
+LOCKED_FIELDS: dict[str, object] = {
+    "tinker.lora_rank": 32,
+    "tinker.learning_rate": 4e-5,
+    "tinker.max_token_trainer_length": 9000,
+}
