@@ -1,0 +1,128 @@
+"""The rule reward: `correctness_weight * correct + format_weight * well_formatted`. Pure functions.
+
+The answer format every prompt asks for (gsm8k's own): the completion ends with a line
+
+    #### <number>
+
+e.g. `#### 72`. Commas, a currency sign, a decimal point or a unit after the number are accepted (`#### $1,000`,
+`#### 72.0`, `#### 18 apples`): equivalence with the reference is decided by math-verify, not by string equality.
+
+- well_formatted: the last non-empty line is `#### ` followed by something math-verify reads as a number.
+- correct: the text after the LAST `####` (anywhere) is equivalent to the reference. Without any marker, a `\\boxed{}`
+  answer is still graded (models trained on MATH write it by habit) but the completion is not well formatted.
+  A completion with neither marker nor box gets correct = False and well_formatted = False; the caller counts and
+  logs it as a format failure (`RewardResult.reason`), so a zero reward is never silent.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+MARKER = "####"
+_BOXED = re.compile(r"\\boxed\s*\{")
+# Only the tail matters and math-verify's cost grows with input length.
+_MAX_ANSWER_CHARS = 200
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    correctness: float = 1.0
+    format: float = 0.1
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    score: float
+    correct: bool
+    well_formatted: bool
+    extracted: str | None  # the answer text that was graded, None when none was found
+    reason: str  # "ok", "wrong answer", "no '#### N' final line", ...
+
+
+def _parse(text: str) -> list:
+    from math_verify import parse
+
+    # math-verify times out with SIGALRM, which only works on the main thread; elsewhere run without its timeout
+    # (inputs are capped to _MAX_ANSWER_CHARS so parsing stays fast).
+    timeout = 5 if threading.current_thread() is threading.main_thread() else None
+    return parse(text[:_MAX_ANSWER_CHARS], parsing_timeout=timeout)
+
+
+def _verify(gold: list, candidate: list) -> bool:
+    from math_verify import verify
+
+    timeout = 5 if threading.current_thread() is threading.main_thread() else None
+    return bool(verify(gold, candidate, timeout_seconds=timeout))
+
+
+def _boxed_content(text: str) -> str | None:
+    """The content of the last \\boxed{...}, braces balanced."""
+    matches = list(_BOXED.finditer(text))
+    if not matches:
+        return None
+    start = matches[-1].end()
+    depth = 1
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+    return None
+
+
+def after_marker(text: str) -> str | None:
+    """The text after the last `####` up to the end of that line, stripped; None when there is no marker."""
+    index = text.rfind(MARKER)
+    if index < 0:
+        return None
+    return text[index + len(MARKER):].split("\n", 1)[0].strip()
+
+
+def reference_answer(answer: str) -> str:
+    """gsm8k's reference: the text after the last `####` (the whole string when there is none)."""
+    found = after_marker(answer)
+    return found if found is not None else answer.strip()
+
+
+def is_well_formatted(completion: str) -> bool:
+    lines = [line.strip() for line in completion.strip().splitlines() if line.strip()]
+    if not lines or not lines[-1].startswith(MARKER):
+        return False
+    value = lines[-1][len(MARKER):].strip()
+    return bool(value) and bool(_parse(value))
+
+
+def answers_agree(candidate: str, reference: str) -> bool:
+    gold = _parse(reference)
+    guess = _parse(candidate)
+    if not gold or not guess:
+        return False
+    return _verify(gold, guess)
+
+
+def score_completion(completion: str, answer: str, weights: RewardWeights = RewardWeights()) -> RewardResult:
+    """Score one completion against a gsm8k-shaped answer (`... #### 72`) or a bare reference (`72`)."""
+    reference = reference_answer(answer)
+    formatted = is_well_formatted(completion)
+    extracted = after_marker(completion)
+    source = "marker"
+    if extracted is None:
+        extracted = _boxed_content(completion)
+        source = "boxed"
+    correct = bool(extracted) and answers_agree(extracted, reference)
+    if correct and formatted:
+        reason = "ok"
+    elif extracted is None:
+        reason = "no '#### N' final line and no \\boxed{} answer"
+    elif not formatted:
+        reason = "no '#### N' final line" + (" (graded the \\boxed{} answer)" if source == "boxed" else "")
+        if not correct:
+            reason += ", wrong answer"
+    else:
+        reason = "wrong answer"
+    score = weights.correctness * float(correct) + weights.format * float(formatted)
+    return RewardResult(score=score, correct=correct, well_formatted=formatted, extracted=extracted, reason=reason)

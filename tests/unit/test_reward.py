@@ -1,0 +1,83 @@
+"""The rule reward on real-looking completions: correctness by math-verify, format = final '#### N' line."""
+
+import threading
+
+import pytest
+
+from hermes_stack.environment.reward import (
+    RewardWeights,
+    is_well_formatted,
+    reference_answer,
+    score_completion,
+)
+
+GSM8K_ANSWER = (
+    "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+    "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72"
+)
+
+# (case, completion, reference answer, correct, well_formatted)
+TABLE = [
+    ("correct", "She sold 48/2 = 24 in May, so 48 + 24 = 72 in total.\n#### 72", GSM8K_ANSWER, True, True),
+    ("wrong", "She sold 48 + 48 = 96 clips.\n#### 96", GSM8K_ANSWER, False, True),
+    ("unformatted", "She sold 48 + 24 = 72 clips in total.", GSM8K_ANSWER, False, False),
+    ("boxed only", "48 + 24 = 72, so the answer is \\boxed{72}.", GSM8K_ANSWER, True, False),
+    ("boxed after marker", "48 + 24 = 72\n#### \\boxed{72}", GSM8K_ANSWER, True, True),
+    ("decimal", "48 + 24 = 72.0\n#### 72.0", GSM8K_ANSWER, True, True),
+    ("commas", "The total is one thousand.\n#### 1,000", "#### 1000", True, True),
+    ("commas in reference", "The total is 1000 dollars.\n#### 1000", "It costs 1,000.\n#### 1,000", True, True),
+    ("currency and units", "He pays 5 * 3 = 15 dollars.\n#### $15 dollars", "#### 15", True, True),
+    ("units", "She has 18 apples.\n#### 18 apples", "#### 18", True, True),
+    ("marker not last line", "#### 72\nI hope this helps!", GSM8K_ANSWER, True, False),
+    ("empty marker", "I am not sure.\n####", GSM8K_ANSWER, False, False),
+    ("last marker wins", "#### 96\nWait, 48 + 24 = 72.\n#### 72", GSM8K_ANSWER, True, True),
+    ("negative", "3 - 5 = -2\n#### -2", "#### -2", True, True),
+    ("empty completion", "", GSM8K_ANSWER, False, False),
+    ("tiny-model style", " #### 7", "#### 7", True, True),
+]
+
+
+@pytest.mark.parametrize("case,completion,answer,correct,formatted", TABLE, ids=[row[0] for row in TABLE])
+def test_reward_table(case, completion, answer, correct, formatted):
+    weights = RewardWeights(correctness=1.0, format=0.1)
+    result = score_completion(completion, answer, weights)
+    assert result.correct is correct
+    assert result.well_formatted is formatted
+    assert result.score == pytest.approx(1.0 * correct + 0.1 * formatted)
+
+
+def test_weights_are_applied():
+    result = score_completion("#### 72", "#### 72", RewardWeights(correctness=2.0, format=0.5))
+    assert result.score == pytest.approx(2.5)
+    wrong = score_completion("#### 71", "#### 72", RewardWeights(correctness=2.0, format=0.5))
+    assert wrong.score == pytest.approx(0.5)
+
+
+def test_missing_marker_reason_is_named():
+    # No silent zero: the caller logs `reason`, which names the missing marker.
+    result = score_completion("I think it is seventy-two.", GSM8K_ANSWER)
+    assert result.score == 0.0
+    assert result.extracted is None
+    assert "####" in result.reason
+    assert score_completion("48 + 24 = 72\n#### 72", GSM8K_ANSWER).reason == "ok"
+    assert score_completion("#### 71", GSM8K_ANSWER).reason == "wrong answer"
+
+
+def test_reference_answer_takes_text_after_last_marker():
+    assert reference_answer(GSM8K_ANSWER) == "72"
+    assert reference_answer("42") == "42"
+
+
+def test_format_needs_a_number_after_marker():
+    assert is_well_formatted("#### 12")
+    assert not is_well_formatted("#### ")
+    assert not is_well_formatted("#### twelve and a half-ish ??")
+
+
+def test_reward_works_off_the_main_thread():
+    # math-verify's timeout uses SIGALRM (main thread only): the reward must still work in worker threads.
+    results = []
+    thread = threading.Thread(target=lambda: results.append(score_completion("#### 72", GSM8K_ANSWER)))
+    thread.start()
+    thread.join()
+    assert results and results[0].correct and results[0].well_formatted
