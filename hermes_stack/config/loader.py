@@ -1,0 +1,256 @@
+"""Load config_<algo>.toml + settings_<algo>.json into a StackConfig, reporting every problem at once.
+
+Syntax errors name file:line:column; pydantic errors become Problems (unknown key -> "did you mean"; wrong type ->
+found/expected). Then the profile's overrides are applied and every rule in rules.py runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from hermes_stack import ALGOS
+from hermes_stack.config import profiles, rules
+from hermes_stack.config.models import AlgoConfig, Settings
+from hermes_stack.errors import InputError, Problem
+from hermes_stack.keyfile import KeyFile
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    algo: str
+    config: AlgoConfig  # resolved: the profile's overrides applied
+    settings: Settings
+    config_path: Path
+    settings_path: Path
+    profile: str
+    overrides: dict[str, object] = field(default_factory=dict)
+    # The files as written, before the profile's overrides.
+    config_as_written: AlgoConfig | None = None
+    settings_as_written: Settings | None = None
+    keyfile: KeyFile | None = None
+    warnings: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+
+
+def paths(algo: str, config_dir: Path) -> tuple[Path, Path]:
+    return config_dir / f"config_{algo}.toml", config_dir / f"settings_{algo}.json"
+
+
+def check_algo(algo: str) -> None:
+    if algo not in ALGOS:
+        raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo",
+                                 "hermes-stack runs PPO or GRPO; e.g. --algo grpo"))
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, [_missing(path)]
+    try:
+        return tomllib.loads(text), []
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
+        if m:
+            where, msg = f"{path}:{m.group(1)}:{m.group(2)}", msg[: m.start()]
+        else:
+            where, msg = f"{path}:{text.count(chr(10)) + 1}:1", re.sub(r"\s*\(at end of document\)$", "", msg)
+        return None, [Problem(where, "syntax", _lower_first(msg), "valid TOML",
+                              "fix that line; `git diff configs/` shows what changed")]
+
+
+def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, [_missing(path)]
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, [Problem(f"{path}:{exc.lineno}:{exc.colno}", "syntax", _lower_first(exc.msg), "valid JSON",
+                              "JSON has no comments and no trailing commas; strings take double quotes")]
+    if not isinstance(data, dict):
+        return None, [Problem(str(path), "(top level)", f"a JSON {type(data).__name__}", "a JSON object",
+                              "the file holds one object with sections tinker, inference, algorithm, …")]
+    return data, []
+
+
+def _missing(path: Path) -> Problem:
+    return Problem(str(path), "(file)", "no such file", f"the file {path.name}",
+                   "pass --config-dir pointing at the configs/ folder, or restore it from git")
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+# ---------------------------------------------------------------- pydantic errors -> Problems
+
+_TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number", dict: "a table",
+               list: "an array", type(None): "null"}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table" if value else "an empty table"
+    return repr(value)
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model class that owns the last element of `loc`."""
+    for part in loc[:-1]:
+        field_info = model.model_fields.get(part) if isinstance(part, str) else None
+        nested = getattr(field_info, "annotation", None) if field_info else None
+        if not (isinstance(nested, type) and issubclass(nested, BaseModel)):
+            return None
+        model = nested
+    return model
+
+
+def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sections_label: str) -> list[Problem]:
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        kind = err["type"]
+        value = err.get("input")
+        owner = _model_at(model, loc)
+        if kind == "extra_forbidden":
+            known = sorted(owner.model_fields) if owner else []
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+            prefix = ".".join(str(p) for p in loc[:-1])
+            hint = f"did you mean {prefix + '.' if prefix else ''}{close[0]}?" if close else "remove it"
+            out.append(Problem(str(path), key, f"an unknown {'section' if len(loc) == 1 else 'key'}",
+                               f"one of {', '.join(known)}", hint))
+        elif kind == "missing":
+            if len(loc) == 1:
+                out.append(Problem(str(path), key, "no such section", f"the {sections_label} section {key}",
+                                   "restore it from the shipped file in git"))
+            else:
+                out.append(Problem(str(path), key, "nothing", _expected_type(owner, loc[-1]),
+                                   f"add {loc[-1]} to the {'.'.join(map(str, loc[:-1]))} section"))
+        elif kind.endswith("_type") or kind == "model_type" or kind == "dict_type":
+            found = f"{_show(value)} ({_TYPE_NAMES.get(type(value), type(value).__name__)})"
+            expected = _expected_type(owner, loc[-1]) if owner else err["msg"].removeprefix("Input should be ")
+            hint = "quotes make a string; write numbers and booleans bare" if isinstance(value, str) else ""
+            out.append(Problem(str(path), key, found, expected, hint))
+        else:
+            expected = err["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+            out.append(Problem(str(path), key, _show(value), expected))
+    return out
+
+
+def _expected_type(owner: type[BaseModel] | None, name: Any) -> str:
+    info = owner.model_fields.get(name) if owner else None
+    if info is None:
+        return "a value"
+    ann = info.annotation
+    for typ, label in _TYPE_NAMES.items():
+        if ann is typ:
+            return label
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return "a table"
+    args = getattr(ann, "__args__", None)
+    if args and all(isinstance(a, str) for a in args):
+        return " or ".join(repr(a) for a in args)
+    return str(ann).replace("typing.", "")
+
+
+def _validate(model: type[BaseModel], data: dict | None, path: Path, label: str) -> tuple[Any, list[Problem]]:
+    if data is None:
+        return None, []
+    try:
+        return model.model_validate(data), []
+    except ValidationError as exc:
+        return None, problems_from(exc, model, path, label)
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def load_files(algo: str, config_dir: Path) -> tuple[AlgoConfig, Settings, Path, Path]:
+    """Parse and type-check both files (no rules). Raises InputError with the problems of both files."""
+    check_algo(algo)
+    config_path, settings_path = paths(algo, Path(config_dir))
+    config_data, p1 = read_toml(config_path)
+    settings_data, p2 = read_json(settings_path)
+    config, p3 = _validate(AlgoConfig, config_data, config_path, "TOML")
+    settings, p4 = _validate(Settings, settings_data, settings_path, "JSON")
+    problems = p1 + p3 + p2 + p4
+    if problems:
+        raise InputError(problems)
+    return config, settings, config_path, settings_path
+
+
+def resolve(config: AlgoConfig, settings: Settings, overrides: dict[str, object]) -> tuple[AlgoConfig, Settings]:
+    """The files with `overrides` applied, type-checked again."""
+    if not overrides:
+        return config, settings
+    c, s = config.model_dump(), settings.model_dump()
+    profiles.apply(c, s, overrides)
+    return AlgoConfig.model_validate(c), Settings.model_validate(s)
+
+
+def load_stack(
+    algo: str,
+    config_dir: Path | str = Path("configs"),
+    profile: str = "gpu",
+    unlock: bool = False,
+    keyfile: KeyFile | None = None,
+    gpu_memory_gib: float | None = None,
+) -> StackConfig:
+    """Load, resolve and check. Raises InputError with every problem; warnings/notices are in the result."""
+    config, settings, config_path, settings_path = load_files(algo, Path(config_dir))
+    overrides = profiles.overrides_for(profile, algo)
+    r_config, r_settings = resolve(config, settings, overrides)
+    errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,
+                                 profile=profile, unlock=unlock, keyfile=keyfile, gpu_memory_gib=gpu_memory_gib)
+    if errors:
+        raise InputError(errors)
+    notices = list(keyfile.notices if keyfile else ())
+    if profile == "gpu" and gpu_memory_gib is None:
+        notices.append("GPU memory unknown (no nvidia-smi, no --gpu-memory): the memory budget was not checked")
+    return StackConfig(
+        algo=algo, config=r_config, settings=r_settings, config_path=config_path, settings_path=settings_path,
+        profile=profile, overrides=overrides, config_as_written=config, settings_as_written=settings,
+        keyfile=keyfile, warnings=tuple((keyfile.warnings if keyfile else ())) + tuple(p.line() for p in cautions),
+        notices=tuple(notices),
+    )
+
+
+def check_all(algo: str, config: AlgoConfig, settings: Settings, r_config: AlgoConfig, r_settings: Settings,
+              config_path: Path, settings_path: Path, *, profile: str, unlock: bool, keyfile: KeyFile | None,
+              gpu_memory_gib: float | None) -> tuple[list[Problem], list[Problem]]:
+    """Every rule on the files as written (what the user can fix); the agreement rules once more on the resolved
+    configuration, so a profile override cannot break what the files got right."""
+    common = dict(algo=algo, config_file=str(config_path), settings_file=str(settings_path), keyfile=keyfile,
+                  unlock=unlock, gpu_memory_gib=gpu_memory_gib, base_dir=config_path.parent.parent, profile=profile)
+    resolving = (r_config, r_settings) != (config, settings)
+    # The Tinker key matters for the engine actually used, i.e. after the overrides.
+    written_rules = tuple(r for r in rules.RULES if not (resolving and r is rules.tinker_key))
+    errors, cautions = rules.check(rules.Inputs(config=config, settings=settings, **common), written_rules)
+    if resolving:
+        e2, c2 = rules.check(rules.Inputs(config=r_config, settings=r_settings, **common), RESOLVED_RULES)
+        errors += [p for p in e2 if p not in errors]
+        cautions += [p for p in c2 if p not in cautions]
+    return errors, cautions
+
+
+# The rules that must also hold after a profile's overrides (not the GPU-path ones: locked LoRA fields, memory).
+RESOLVED_RULES = tuple(r for r in rules.RULES if r not in (rules.locked_fields, rules.memory_budget))

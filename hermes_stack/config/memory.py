@@ -1,0 +1,195 @@
+"""GPU memory estimate for a rollout batch: weights + LoRA adapter + KV cache. Pure functions; I/O at the edges.
+
+KV cache bytes = 2 (K and V) x layers x kv_heads x head_dim x bytes(dtype) x tokens x sequences.
+Weights = embeddings + per layer (attention q/k/v/o [+ qkv bias] + gated MLP + 2 norms) + final norm + lm_head
+(absent when tie_word_embeddings). LoRA = rank x (in + out) for each of q, k, v, o, gate, up, down in every layer.
+Only a fraction of the card is usable (CUDA context, activations, fragmentation): USABLE_FRACTION.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+GIB = 1024**3
+USABLE_FRACTION = 0.9
+DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "float8": 1, "int8": 1}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    dtype_bytes: int = 2
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> ModelShape:
+        """From a Hugging Face config.json (Llama/Qwen/Mistral style)."""
+        heads = int(cfg["num_attention_heads"])
+        hidden = int(cfg["hidden_size"])
+        dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").removeprefix("torch.")
+        return cls(
+            hidden_size=hidden,
+            num_layers=int(cfg["num_hidden_layers"]),
+            num_attention_heads=heads,
+            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads),
+            intermediate_size=int(cfg["intermediate_size"]),
+            vocab_size=int(cfg["vocab_size"]),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            # Qwen2 puts a bias on q/k/v without saying so in config.json.
+            attention_bias=bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
+            dtype_bytes=DTYPE_BYTES.get(dtype, 2),
+        )
+
+
+# Shapes of well-known hub models, written from their published config.json, for when the model is not on disk.
+KNOWN_SHAPES: dict[str, ModelShape] = {
+    "meta-llama/meta-llama-3-8b": ModelShape(4096, 32, 32, 8, 128, 14336, 128256),
+    "meta-llama/llama-3.1-8b": ModelShape(4096, 32, 32, 8, 128, 14336, 128256),
+    "qwen/qwen3-8b": ModelShape(4096, 36, 32, 8, 128, 12288, 151936),
+    "qwen/qwen3-4b": ModelShape(2560, 36, 32, 8, 128, 9728, 151936, tie_word_embeddings=True),
+    "qwen/qwen2.5-1.5b": ModelShape(1536, 28, 12, 2, 128, 8960, 151936, tie_word_embeddings=True,
+                                    attention_bias=True),
+    "qwen/qwen2.5-7b": ModelShape(3584, 28, 28, 4, 128, 18944, 152064, attention_bias=True),
+}
+for _name in list(KNOWN_SHAPES):
+    KNOWN_SHAPES[_name + "-instruct"] = KNOWN_SHAPES[_name]
+
+
+def param_count(s: ModelShape) -> int:
+    q = s.num_attention_heads * s.head_dim
+    kv = s.num_kv_heads * s.head_dim
+    attention = s.hidden_size * q + 2 * s.hidden_size * kv + q * s.hidden_size
+    if s.attention_bias:
+        attention += q + 2 * kv
+    mlp = 3 * s.hidden_size * s.intermediate_size
+    per_layer = attention + mlp + 2 * s.hidden_size
+    embeddings = s.vocab_size * s.hidden_size
+    lm_head = 0 if s.tie_word_embeddings else embeddings
+    return embeddings + s.num_layers * per_layer + s.hidden_size + lm_head
+
+
+def lora_param_count(s: ModelShape, rank: int) -> int:
+    q = s.num_attention_heads * s.head_dim
+    kv = s.num_kv_heads * s.head_dim
+    h, i = s.hidden_size, s.intermediate_size
+    per_layer = rank * ((h + q) + 2 * (h + kv) + (q + h) + 2 * (h + i) + (i + h))
+    return s.num_layers * per_layer
+
+
+def kv_bytes_per_token(s: ModelShape) -> int:
+    return 2 * s.num_layers * s.num_kv_heads * s.head_dim * s.dtype_bytes
+
+
+@dataclass(frozen=True)
+class Budget:
+    group_size: int
+    batch_size: int
+    tokens: int
+    weights_bytes: int
+    lora_bytes: int
+    kv_bytes_per_sequence: int
+    gpu_bytes: int
+
+    @property
+    def sequences(self) -> int:
+        return self.group_size * self.batch_size
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.kv_bytes_per_sequence * self.sequences
+
+    @property
+    def need_bytes(self) -> int:
+        return self.weights_bytes + self.lora_bytes + self.kv_bytes
+
+    @property
+    def usable_bytes(self) -> int:
+        return int(self.gpu_bytes * USABLE_FRACTION)
+
+    @property
+    def fits(self) -> bool:
+        return self.need_bytes <= self.usable_bytes
+
+    def largest_batch_size(self) -> int:
+        """Largest batch_size (prompts) whose sequences fit next to the weights; 0 if not even one."""
+        per_prompt = self.kv_bytes_per_sequence * self.group_size
+        room = self.usable_bytes - self.weights_bytes - self.lora_bytes
+        return max(room // per_prompt, 0) if per_prompt else 0
+
+
+def estimate(shape: ModelShape, *, group_size: int, batch_size: int, tokens: int, lora_rank: int,
+             gpu_gib: float) -> Budget:
+    return Budget(
+        group_size=group_size,
+        batch_size=batch_size,
+        tokens=tokens,
+        weights_bytes=param_count(shape) * shape.dtype_bytes,
+        lora_bytes=lora_param_count(shape, lora_rank) * shape.dtype_bytes,
+        kv_bytes_per_sequence=kv_bytes_per_token(shape) * tokens,
+        gpu_bytes=int(gpu_gib * GIB),
+    )
+
+
+def refusal(b: Budget) -> str | None:
+    """The one-line explanation when the budget does not fit, with the largest batch_size that does."""
+    if b.fits:
+        return None
+    head = (f"group_size {b.group_size} × batch_size {b.batch_size} = {b.sequences} sequences × {b.tokens} tokens "
+            f"needs ~{b.need_bytes / GIB:.1f} GiB; this GPU has {_gib(b.gpu_bytes)} GiB "
+            f"(~{b.usable_bytes / GIB:.1f} GiB usable)")
+    best = b.largest_batch_size()
+    if best >= 1:
+        return f"{head}; try batch_size {best}"
+    if b.weights_bytes + b.lora_bytes >= b.usable_bytes:
+        return f"{head}; the weights alone need ~{(b.weights_bytes + b.lora_bytes) / GIB:.1f} GiB: use a smaller model"
+    return f"{head}; even batch_size 1 does not fit: lower max_token_length or group_size"
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f}".removesuffix(".0")
+
+
+# ---------------------------------------------------------------- I/O edges
+
+
+def find_shape(model_path: str, base_dir: Path | None = None) -> ModelShape | None:
+    """config.json of a local model directory, else the built-in table by hub name; None when unknown."""
+    candidates = [Path(model_path)]
+    if base_dir is not None and not Path(model_path).is_absolute():
+        candidates.append(base_dir / model_path)
+    for directory in candidates:
+        config = directory / "config.json"
+        if config.is_file():
+            return ModelShape.from_config(json.loads(config.read_text(encoding="utf-8")))
+    return KNOWN_SHAPES.get(model_path.lower())
+
+
+def detect_gpu_memory_gib() -> float | None:
+    """Total memory of the first GPU from nvidia-smi; None when there is no nvidia-smi or it fails."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run([exe, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+    if done.returncode != 0 or not lines:
+        return None
+    try:
+        return float(lines[0]) / 1024  # MiB
+    except ValueError:
+        return None

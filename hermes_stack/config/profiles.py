@@ -1,0 +1,84 @@
+"""Profiles: dotted-key overrides applied on top of the loaded files.
+
+`gpu` uses the files as written. `embedded` (CPU, offline; the default when there is no GPU) swaps in the offline
+task, the built-in inference server, the tiny model baked into the trainer image and the torch engine, plus the tiny
+model's tuned hyper-parameters.
+
+To tune the tiny model, add keys to EMBEDDED (both algorithms) or EMBEDDED_BY_ALGO[algo] — nothing else.
+A key is `<section>.<field>` of either file: it goes to config_<algo>.toml when that file has the field, else to
+settings_<algo>.json; write `settings.<section>.<field>` to force the JSON file. `rollout.group_size` and
+`algorithm.kl_coef` are mirrored into settings' `algorithm` section so the two files keep agreeing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_stack.config.models import AlgoConfig, Settings
+
+PROFILES = ("gpu", "embedded")
+EMBEDDED_MODEL = "embedded"  # inference.model_path sentinel: the tiny model at $HERMES_EMBEDDED_MODEL
+
+EMBEDDED: dict[str, object] = {
+    "environment.dataset": "offline-arith",
+    "inference.server": "builtin",
+    "inference.model_path": EMBEDDED_MODEL,
+    "trainer.engine": "torch",
+    # The tiny model's tuned hyper-parameters go here (trainer owner).
+}
+EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
+    "ppo": {},
+    "grpo": {},
+}
+
+# TOML key -> settings key that must carry the same value.
+MIRRORED = {
+    "rollout.group_size": "algorithm.group_size",
+    "algorithm.kl_coef": "algorithm.kl_coef",
+}
+
+
+def overrides_for(profile: str, algo: str) -> dict[str, object]:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
+    if profile == "gpu":
+        return {}
+    return {**EMBEDDED, **EMBEDDED_BY_ALGO.get(algo, {})}
+
+
+def target_of(key: str) -> tuple[str, str, str]:
+    """`section.field` -> ("config"|"settings", section, field). Raises KeyError for a key neither file has."""
+    parts = key.split(".")
+    if parts[0] in ("config", "settings") and len(parts) == 3:
+        where, section, name = parts
+        model = AlgoConfig if where == "config" else Settings
+        if name in _fields(model, section):
+            return where, section, name
+        raise KeyError(key)
+    if len(parts) != 2:
+        raise KeyError(key)
+    section, name = parts
+    if name in _fields(AlgoConfig, section):
+        return "config", section, name
+    if name in _fields(Settings, section):
+        return "settings", section, name
+    raise KeyError(key)
+
+
+def _fields(model: type, section: str) -> set[str]:
+    field = model.model_fields.get(section)
+    if field is None or not hasattr(field.annotation, "model_fields"):
+        return set()
+    return set(field.annotation.model_fields)
+
+
+def apply(config: dict[str, Any], settings: dict[str, Any], overrides: dict[str, object]) -> None:
+    """Apply `overrides` in place to the raw dicts of the two files (validate them again afterwards)."""
+    files = {"config": config, "settings": settings}
+    for key, value in overrides.items():
+        where, section, name = target_of(key)
+        files[where].setdefault(section, {})[name] = value
+        mirror = MIRRORED.get(f"{section}.{name}") if where == "config" else None
+        if mirror:
+            m_section, m_name = mirror.split(".")
+            settings.setdefault(m_section, {})[m_name] = value

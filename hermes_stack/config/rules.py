@@ -1,0 +1,313 @@
+"""Every validation rule, one named function each: `rule(inputs) -> list[Problem]`.
+
+A rule returns errors as `Problem` and advice as `Caution` (a Problem that prints as a warning and keeps exit 0).
+`check(inputs)` runs them all and returns every finding at once; nothing stops at the first one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
+from hermes_stack.errors import Problem
+from hermes_stack.keyfile import KeyFile, check_tinker_key
+
+
+@dataclass(frozen=True)
+class Caution(Problem):
+    """A finding that is printed as a warning; it does not make the configuration invalid."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    algo: str
+    config: AlgoConfig
+    settings: Settings
+    config_file: str
+    settings_file: str
+    keyfile: KeyFile | None = None
+    unlock: bool = False
+    # GPU-only rules (memory budget) run when profile == "gpu".
+    profile: str = "gpu"
+    gpu_memory_gib: float | None = None
+    # Where a relative inference.model_path is looked up besides the working directory.
+    base_dir: Path | None = None
+
+
+Rule = Callable[[Inputs], list[Problem]]
+
+
+# ---------------------------------------------------------------- algorithm choice
+
+
+def algo_matches_files(i: Inputs) -> list[Problem]:
+    """`--algo grpo` with a file whose [algorithm] name is ppo (or the reverse) is refused."""
+    out = []
+    other = "ppo" if i.algo == "grpo" else "grpo"
+    if i.config.algorithm.name != i.algo:
+        out.append(Problem(i.config_file, "algorithm.name", repr(i.config.algorithm.name),
+                           f"{i.algo!r} (from --algo {i.algo})",
+                           f"run with --algo {i.config.algorithm.name}, or restore name = \"{i.algo}\"; "
+                           f"the {other} files are config_{other}.toml/settings_{other}.json"))
+    if i.settings.algorithm.name != i.algo:
+        out.append(Problem(i.settings_file, "algorithm.name", repr(i.settings.algorithm.name),
+                           f"{i.algo!r} (from --algo {i.algo})",
+                           f"set \"name\": \"{i.algo}\" in {i.settings_file}"))
+    return out
+
+
+# ---------------------------------------------------------------- PPO
+
+
+def ppo_group_size(i: Inputs) -> list[Problem]:
+    g = i.config.rollout.group_size
+    if i.algo != "ppo" or g == 1:
+        return []
+    return [Problem(i.config_file, "rollout.group_size", str(g), "1 for PPO",
+                    "PPO samples one completion per prompt; use --algo grpo for groups")]
+
+
+def ppo_advantage_estimator(i: Inputs) -> list[Problem]:
+    a = i.config.algorithm.advantage_estimator
+    if i.algo != "ppo" or a == "gae":
+        return []
+    return [Problem(i.config_file, "algorithm.advantage_estimator", repr(a), "'gae' for PPO",
+                    "PPO's advantages come from the critic via GAE; group_relative needs groups (GRPO)")]
+
+
+def ppo_value_loss_coef(i: Inputs) -> list[Problem]:
+    v = i.config.algorithm.value_loss_coef
+    if i.algo != "ppo" or v > 0:
+        return []
+    return [Problem(i.config_file, "algorithm.value_loss_coef", str(v), "a value > 0 for PPO",
+                    "without a critic loss the value head never learns and GAE advantages are noise; try 0.5")]
+
+
+def ppo_gamma_lam(i: Inputs) -> list[Problem]:
+    if i.algo != "ppo":
+        return []
+    out = []
+    for name in ("gamma", "lam"):
+        v = getattr(i.config.algorithm, name)
+        if not 0 < v <= 1:
+            out.append(Problem(i.config_file, f"algorithm.{name}", str(v), "a value in (0, 1]",
+                               "PPO's seed uses gamma 1.0 and lam 0.95"))
+    return out
+
+
+# ---------------------------------------------------------------- GRPO
+
+
+def grpo_group_size(i: Inputs) -> list[Problem]:
+    g = i.config.rollout.group_size
+    if i.algo != "grpo" or g >= 4:
+        return []
+    if g >= 2:
+        return [Caution(i.config_file, "rollout.group_size", str(g), "4 or more for GRPO",
+                        "with fewer completions per prompt the group mean is a noisy baseline")]
+    return [Problem(i.config_file, "rollout.group_size", str(g), "2 or more for GRPO",
+                    "a group of one has no relative advantage; the seed uses 8")]
+
+
+def grpo_advantage_estimator(i: Inputs) -> list[Problem]:
+    a = i.config.algorithm.advantage_estimator
+    if i.algo != "grpo" or a == "group_relative":
+        return []
+    return [Problem(i.config_file, "algorithm.advantage_estimator", repr(a), "'group_relative' for GRPO",
+                    "GRPO has no critic, so GAE gives zero advantages and the reward curve lies flat")]
+
+
+def grpo_value_loss_coef(i: Inputs) -> list[Problem]:
+    v = i.config.algorithm.value_loss_coef
+    if i.algo != "grpo" or v == 0:
+        return []
+    return [Problem(i.config_file, "algorithm.value_loss_coef", str(v), "0 for GRPO",
+                    "GRPO trains no critic; a value loss only adds noise")]
+
+
+def kl_anchor(i: Inputs) -> list[Problem]:
+    """Advice: without a KL anchor to the initial policy RL collapses to one answer."""
+    if i.config.algorithm.kl_coef > 0:
+        return []
+    return [Caution(i.config_file, "algorithm.kl_coef", "0", "a value > 0 (the seed uses 0.1)",
+                    "without a KL anchor the policy tends to collapse to one constant answer")]
+
+
+# ---------------------------------------------------------------- the two files agree
+
+
+def settings_agree_with_config(i: Inputs) -> list[Problem]:
+    """settings.json's algorithm name/group_size/kl_coef must equal config.toml's."""
+    pairs = [
+        ("algorithm.name", i.settings.algorithm.name, i.config.algorithm.name, "[algorithm] name"),
+        ("algorithm.group_size", i.settings.algorithm.group_size, i.config.rollout.group_size,
+         "[rollout] group_size"),
+        ("algorithm.kl_coef", i.settings.algorithm.kl_coef, i.config.algorithm.kl_coef, "[algorithm] kl_coef"),
+    ]
+    out = []
+    for key, found, want, source in pairs:
+        if found != want:
+            out.append(Problem(i.settings_file, key, repr(found), f"{want!r} ({source} in {i.config_file})",
+                               "the two files must agree; change one of them"))
+    return out
+
+
+def _port(url: str) -> int | None:
+    try:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
+def atropos_port_agrees(i: Inputs) -> list[Problem]:
+    """The URL services use to reach Atropos must point at [atropos] api_port (the seed's pitfall 4)."""
+    url = i.settings.atropos.rollout_server_url
+    port = _port(url)
+    want = i.config.atropos.api_port
+    if port is None:
+        return [Problem(i.settings_file, "atropos.rollout_server_url", repr(url), f"an http URL like "
+                        f"'http://localhost:{want}'", "the environment and the trainer reach Atropos here")]
+    if port != want:
+        return [Problem(i.settings_file, "atropos.rollout_server_url", f"port {port} ({url})",
+                        f"port {want} ([atropos] api_port in {i.config_file})",
+                        "the services would wait for an Atropos that is not there; change one of the two")]
+    return []
+
+
+def inference_port_agrees(i: Inputs) -> list[Problem]:
+    """The URL the environment calls for rollouts must point at inference.port."""
+    url = i.settings.inference.base_url
+    port = _port(url)
+    want = i.settings.inference.port
+    if port is None:
+        return [Problem(i.settings_file, "inference.base_url", repr(url),
+                        f"an http URL like 'http://localhost:{want}/v1'", "the environment sends rollouts here")]
+    if port != want:
+        return [Problem(i.settings_file, "inference.base_url", f"port {port} ({url})",
+                        f"port {want} (inference.port)", "the environment would call a port nobody serves")]
+    return []
+
+
+def inference_base_url_v1(i: Inputs) -> list[Problem]:
+    """OpenAI-style base URL: ends in exactly one /v1 (a doubled or missing /v1 gives 404)."""
+    url = i.settings.inference.base_url
+    if _port(url) is None:
+        return []  # inference_port_agrees reports the malformed URL once
+    path = urlsplit(url).path
+    if path.endswith("/v1") and not path.endswith("/v1/v1"):
+        return []
+    root = url.rstrip("/")
+    while root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    return [Problem(i.settings_file, "inference.base_url", repr(url), "a URL ending in exactly one /v1",
+                    f"use '{root}/v1'; a doubled or missing /v1 answers 404")]
+
+
+# ---------------------------------------------------------------- locked values, key file
+
+
+def _get(settings: Settings, dotted: str) -> object:
+    section, name = dotted.split(".")
+    return getattr(getattr(settings, section), name)
+
+
+def locked_fields(i: Inputs) -> list[Problem]:
+    """The seed's hard-coded values (LOCKED_FIELDS) may only change with --unlock, which turns this into a warning."""
+    out = []
+    for key, seed in LOCKED_FIELDS.items():
+        found = _get(i.settings, key)
+        if found != seed:
+            kind = Caution if i.unlock else Problem
+            hint = ("unlocked with --unlock: you are off the tested path" if i.unlock
+                    else f"restore {seed!r}, or pass --unlock if you mean to change it")
+            out.append(kind(i.settings_file, key, repr(found), f"{seed!r} (locked)", hint))
+    return out
+
+
+def keyfile_names(i: Inputs) -> list[Problem]:
+    """inference.api_key_env / base_url_env name variables that exist in the key file (skipped offline)."""
+    kf = i.keyfile
+    if kf is None or kf.offline:
+        return []
+    out = []
+    for key in ("api_key_env", "base_url_env"):
+        name = getattr(i.settings.inference, key)
+        if not kf.values.get(name):
+            present = ", ".join(sorted(kf.values)) or "nothing"
+            out.append(Problem(i.settings_file, f"inference.{key}", repr(name),
+                               f"a variable set in {kf.path} ({present})",
+                               f"add {name}=… to {kf.path} or name one of its variables"))
+    return out
+
+
+def tinker_key(i: Inputs) -> list[Problem]:
+    """The Tinker engine needs a real Tinker key (TINKER_API_KEY defaults to TAOTOKEN_API_KEY)."""
+    if i.settings.trainer.engine != "tinker":
+        return []
+    if i.keyfile is None:
+        return []
+    return check_tinker_key(i.keyfile)
+
+
+# ---------------------------------------------------------------- memory (GPU profile only)
+
+
+def memory_budget(i: Inputs) -> list[Problem]:
+    """KV cache + weights for batch_size x group_size sequences must fit the GPU (the seed's pitfall 2)."""
+    if i.profile != "gpu" or i.gpu_memory_gib is None:
+        return []
+    from hermes_stack.config import memory
+
+    model = i.settings.inference.model_path
+    shape = memory.find_shape(model, i.base_dir)
+    if shape is None:
+        return [Caution(i.settings_file, "inference.model_path", repr(model),
+                        "a local model directory with config.json, or a known model "
+                        f"({', '.join(sorted(k for k in memory.KNOWN_SHAPES if not k.endswith('-instruct')))})",
+                        "the GPU memory budget was not checked")]
+    r = i.config.rollout
+    budget = memory.estimate(shape, group_size=r.group_size, batch_size=r.batch_size, tokens=r.max_token_length,
+                             lora_rank=i.settings.tinker.lora_rank, gpu_gib=i.gpu_memory_gib)
+    line = memory.refusal(budget)
+    if line is None:
+        return []
+    return [Problem(i.config_file, "rollout.batch_size", str(r.batch_size), "a batch that fits the GPU", line)]
+
+
+RULES: tuple[Rule, ...] = (
+    algo_matches_files,
+    ppo_group_size,
+    ppo_advantage_estimator,
+    ppo_value_loss_coef,
+    ppo_gamma_lam,
+    grpo_group_size,
+    grpo_advantage_estimator,
+    grpo_value_loss_coef,
+    kl_anchor,
+    settings_agree_with_config,
+    atropos_port_agrees,
+    inference_port_agrees,
+    inference_base_url_v1,
+    locked_fields,
+    keyfile_names,
+    tinker_key,
+    memory_budget,
+)
+
+
+def check(i: Inputs, rules: tuple[Rule, ...] = RULES) -> tuple[list[Problem], list[Problem]]:
+    """-> (errors, cautions), every rule run, duplicates removed, in rule order."""
+    errors: list[Problem] = []
+    cautions: list[Problem] = []
+    for rule in rules:
+        for p in rule(i):
+            bucket = cautions if isinstance(p, Caution) else errors
+            if p not in bucket:
+                bucket.append(p)
+    return errors, cautions
