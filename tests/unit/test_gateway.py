@@ -1,0 +1,150 @@
+"""gateway.py against a real loopback fake gateway: both shapes, key checks, and messages that name the cause."""
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fakes.fake_gateway import FakeGateway  # noqa: E402
+
+from hermes_stack import gateway  # noqa: E402
+from hermes_stack.errors import InputError  # noqa: E402
+from hermes_stack.gateway import GatewayClient, GatewayError, GatewaySettings, style_for  # noqa: E402
+
+
+@pytest.fixture
+def fake():
+    with FakeGateway(reply=lambda prompt, body: f"echo {prompt}") as server:
+        yield server
+
+
+def settings(fake, **kw) -> GatewaySettings:
+    values = dict(root=fake.root, api_key=fake.api_key, model="fake-gpt", timeout_s=5.0, retries=1)
+    values.update(kw)
+    return GatewaySettings(**values)
+
+
+def test_base_urls_derive_from_one_root():
+    s = GatewaySettings(root="https://gw.example/api", api_key="k")
+    assert s.openai_base_url == "https://gw.example/api/v1"
+    assert s.anthropic_base_url == "https://gw.example/api"
+
+
+@pytest.mark.parametrize("model,setting,expected", [
+    ("claude-sonnet-4", "auto", "anthropic"), ("Claude-3", "auto", "anthropic"), ("gpt-4o", "auto", "openai"),
+    ("claude-x", "openai", "openai"), ("qwen", "anthropic", "anthropic"),
+])
+def test_style_for(model, setting, expected):
+    assert style_for(model, setting) == expected
+
+
+def test_openai_shape_sends_bearer_and_reads_reply(fake):
+    with GatewayClient(settings(fake)) as client:
+        assert client.chat([{"role": "user", "content": "2+2?"}]) == "echo 2+2?"
+    assert fake.requests[-1]["path"] == "/v1/chat/completions"
+
+
+def test_anthropic_shape_sends_x_api_key(fake):
+    with GatewayClient(settings(fake, model="claude-fake")) as client:
+        text = client.chat([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
+    assert text == "echo hi"
+    last = fake.requests[-1]
+    assert last["path"] == "/v1/messages"
+    assert last["body"]["system"] == "be brief"
+    assert all(m["role"] != "system" for m in last["body"]["messages"])
+
+
+def test_wrong_key_names_the_key(fake):
+    with GatewayClient(settings(fake, api_key="sk-wrong-key-000000000")) as client, pytest.raises(GatewayError) as err:
+        client.chat([{"role": "user", "content": "hi"}])
+    assert err.value.status == 401
+    assert "TAOTOKEN_API_KEY" in str(err.value) and ".env.taotoken" in str(err.value)
+    assert "sk-wrong-key-000000000" not in str(err.value)
+    # 401 is not retried: one request only
+    assert len(fake.requests) == 1
+
+
+def test_doubled_v1_names_the_base_url(fake):
+    with GatewayClient(settings(fake, root=fake.root + "/v1")) as client, pytest.raises(GatewayError) as err:
+        client.chat([{"role": "user", "content": "hi"}])
+    assert err.value.status == 404
+    assert "doubled /v1" in str(err.value) and "TAOTOKEN_BASE_URL" in str(err.value)
+
+
+def test_wrong_prefix_names_missing_v1(fake):
+    with GatewayClient(settings(fake, root=fake.root + "/api")) as client, pytest.raises(GatewayError) as err:
+        client.list_models()
+    assert "404" in str(err.value) and "TAOTOKEN_BASE_URL" in str(err.value) and "/v1" in str(err.value)
+
+
+def test_connection_refused_names_the_base_url():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    s = GatewaySettings(root=f"http://127.0.0.1:{port}", api_key="k" * 20, model="m", timeout_s=2, retries=1)
+    with GatewayClient(s) as client, pytest.raises(GatewayError) as err:
+        client.chat([{"role": "user", "content": "hi"}])
+    assert f"127.0.0.1:{port}" in str(err.value) and "TAOTOKEN_BASE_URL" in str(err.value)
+
+
+def test_server_errors_are_retried_a_bounded_number_of_times(fake):
+    fake.fail_with = 503
+    with GatewayClient(settings(fake, retries=2)) as client, pytest.raises(GatewayError) as err:
+        client.chat([{"role": "user", "content": "hi"}])
+    assert err.value.status == 503
+    assert len(fake.requests) == 3
+
+
+def test_chat_without_model_is_an_input_error(fake):
+    with GatewayClient(settings(fake, model=None)) as client, pytest.raises(InputError) as err:
+        client.chat([{"role": "user", "content": "hi"}])
+    assert "TAOTOKEN_MODEL" in str(err.value)
+
+
+def test_check_cli_offline_exits_zero(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for name in ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "HERMES_KEYFILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert gateway.main(["check"]) == 0
+    assert "offline mode: gateway checks skipped" in capsys.readouterr().out
+
+
+def test_check_cli_with_model_does_a_completion(fake, monkeypatch, capsys):
+    monkeypatch.setenv("TAOTOKEN_API_KEY", fake.api_key)
+    monkeypatch.setenv("TAOTOKEN_BASE_URL", fake.root)
+    monkeypatch.setenv("TAOTOKEN_MODEL", "claude-fake")
+    assert gateway.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "gateway OK" in out and "claude-fake" in out
+    assert fake.requests[-1]["body"]["max_tokens"] == 1
+
+
+def test_check_cli_lists_models_without_model(fake, monkeypatch, capsys):
+    monkeypatch.setenv("TAOTOKEN_API_KEY", fake.api_key)
+    monkeypatch.setenv("TAOTOKEN_BASE_URL", fake.root)
+    monkeypatch.delenv("TAOTOKEN_MODEL", raising=False)
+    assert gateway.main(["check"]) == 0
+    assert "2 models" in capsys.readouterr().out
+
+
+def test_check_cli_wrong_key_exit_1_and_key_not_printed(fake, monkeypatch, capsys):
+    monkeypatch.setenv("TAOTOKEN_API_KEY", "sk-not-the-right-key-123456")
+    monkeypatch.setenv("TAOTOKEN_BASE_URL", fake.root)
+    monkeypatch.setenv("TAOTOKEN_MODEL", "fake-gpt")
+    assert gateway.main(["check"]) == 1
+    captured = capsys.readouterr()
+    assert "TAOTOKEN_API_KEY" in captured.err
+    assert "sk-not-the-right-key-123456" not in captured.err + captured.out
+
+
+def test_check_cli_reads_the_key_file(fake, tmp_path, monkeypatch, capsys):
+    for name in ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    keyfile = tmp_path / ".env.taotoken"
+    keyfile.write_text(f"TAOTOKEN_API_KEY={fake.api_key}\nTAOTOKEN_BASE_URL={fake.root}\nTAOTOKEN_MODEL=fake-gpt\n")
+    keyfile.chmod(0o600)
+    monkeypatch.setenv("HERMES_KEYFILE", str(keyfile))
+    assert gateway.main(["check"]) == 0
+    assert "fake-gpt" in capsys.readouterr().out
