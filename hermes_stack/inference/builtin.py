@@ -1,0 +1,340 @@
+"""The builtin backend: torch + transformers in this process (CPU default), answering SGLang's and OpenAI's shapes.
+
+Concurrency: one worker thread owns the model. Requests queue rows; the worker takes everything queued (same
+adapter, up to `max_batch_rows`) and samples it as one batch, so concurrent requests are batched, never interleaved.
+A weight reload loads the new model outside the lock, then swaps it under the same lock the worker holds while
+sampling: a batch runs entirely on the old weights or entirely on the new ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_stack.inference.backend import BackendReply, Generated
+from hermes_stack.inference.openai_shapes import (
+    chat_response,
+    completion_response,
+    generate_response,
+    prompt_from_messages,
+)
+from hermes_stack.inference.sampling import (
+    RequestError,
+    SamplingParams,
+    openai_sampling_params,
+    parse_sampling_params,
+)
+from hermes_stack.inference.torch_sampler import Row, context_length, sample_rows
+
+log = logging.getLogger("hermes.inference")
+
+
+@dataclass
+class _Job:
+    rows: list[Row]
+    adapter: str | None
+    future: Future
+
+
+def _load_model(path: str, device: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return model.to(device).eval()
+
+
+class BuiltinBackend:
+    name = "builtin"
+
+    def __init__(self, model_path: str, served_model: str | None = None, device: str = "cpu",
+                 max_batch_rows: int = 256, seed: int | None = None):
+        import torch
+        from transformers import AutoTokenizer
+
+        self.model_path = str(model_path)
+        self.served_model = served_model or self.model_path
+        self.device = device
+        self.max_batch_rows = max_batch_rows
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.model = _load_model(self.model_path, device)
+        self.weight_version = 0
+        self.weights_path = self.model_path
+        self.adapters: dict[str, str] = {}  # name -> path, in load order
+        self.default_adapter: str | None = None
+        self._generator = torch.Generator(device=device)
+        self._generator.manual_seed(seed if seed is not None else int(time.time_ns() % 2**31))
+        self._model_lock = threading.Lock()
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._warned: set[str] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def is_ready(self) -> bool:
+        return self._worker is not None and self._worker.is_alive()
+
+    async def start(self) -> None:
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name="builtin-sampler", daemon=True)
+            self._worker.start()
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._jobs.put(None)
+            await asyncio.to_thread(self._worker.join, 10)
+            self._worker = None
+
+    def _work(self) -> None:
+        held: list[_Job] = []
+        while True:
+            job = held.pop(0) if held else self._jobs.get()
+            if job is None:
+                return
+            batch, rows = [job], len(job.rows)
+            # Take whatever else is queued now: same adapter joins this batch, the rest waits for the next.
+            while rows < self.max_batch_rows:
+                try:
+                    more = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    held.append(more)
+                    break
+                if more.adapter == job.adapter and rows + len(more.rows) <= self.max_batch_rows:
+                    batch.append(more)
+                    rows += len(more.rows)
+                else:
+                    held.append(more)
+            self._run(batch)
+
+    def _run(self, batch: list[_Job]) -> None:
+        rows = [row for job in batch for row in job.rows]
+        try:
+            with self._model_lock:
+                results = self._sample(rows, batch[0].adapter)
+        except Exception as exc:  # noqa: BLE001 - every waiting request must get the failure, not hang
+            log.exception("sampling failed")
+            for job in batch:
+                job.future.set_exception(exc)
+            return
+        start = 0
+        for job in batch:
+            job.future.set_result(results[start:start + len(job.rows)])
+            start += len(job.rows)
+
+    def _sample(self, rows: list[Row], adapter: str | None) -> list[Generated]:
+        model = self.model
+        if hasattr(model, "peft_config"):
+            if adapter is None:
+                with model.disable_adapter():
+                    return sample_rows(model, self.tokenizer, rows, self._generator)
+            model.set_adapter(adapter)
+        return sample_rows(model, self.tokenizer, rows, self._generator)
+
+    async def _submit(self, rows: list[Row], adapter: str | None) -> list[Generated]:
+        if not self.is_ready():
+            raise BackendReply(503, {"error": {"message": "the builtin backend is not started", "type": "unavailable"}})
+        future: Future = Future()
+        self._jobs.put(_Job(rows, adapter, future))
+        return await asyncio.wrap_future(future)
+
+    # ------------------------------------------------------------------ request helpers
+
+    def _check(self, params: SamplingParams) -> None:
+        for key in params.ignored:
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning("sampling parameter %r is not implemented by the builtin backend; ignored", key)
+
+    def _rows(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[Row]:
+        ctx = context_length(self.model)
+        rows = []
+        for ids, p in zip(prompts, params):
+            if not ids:
+                raise RequestError("empty prompt")
+            if len(ids) >= ctx:
+                raise RequestError(f"prompt has {len(ids)} tokens, the model's context is {ctx}")
+            vocab = self.model.config.vocab_size
+            if any((not isinstance(t, int)) or t < 0 or t >= vocab for t in ids):
+                raise RequestError(f"input_ids must be integers in [0, {vocab})")
+            self._check(p)
+            rows.extend(Row(tuple(ids), p) for _ in range(p.n))
+        return rows
+
+    def _adapter(self, requested: Any) -> str | None:
+        if requested is None or requested == self.served_model or requested == "":
+            return self.default_adapter
+        if isinstance(requested, str) and ":" in requested and requested.split(":", 1)[1] in self.adapters:
+            return requested.split(":", 1)[1]
+        if requested in self.adapters:
+            return requested
+        if requested == "base":
+            return None
+        return self.default_adapter
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    # ------------------------------------------------------------------ SGLang native
+
+    async def generate(self, body: dict[str, Any]) -> Any:
+        if body.get("stream"):
+            raise RequestError("stream is not supported by the builtin backend")
+        ids, text = body.get("input_ids"), body.get("text")
+        if (ids is None) == (text is None):
+            raise RequestError("give exactly one of input_ids or text")
+        if ids is not None:
+            single = bool(ids) and isinstance(ids[0], int)
+            prompts = [ids] if single else ids
+            if not isinstance(prompts, list) or not all(isinstance(p, list) for p in prompts):
+                raise RequestError("input_ids must be a list of token ids or a list of such lists")
+        else:
+            single = isinstance(text, str)
+            texts = [text] if single else text
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise RequestError("text must be a string or a list of strings")
+            prompts = [self._encode(t) for t in texts]
+        raw = body.get("sampling_params") or {}
+        raw_list = raw if isinstance(raw, list) else [raw] * len(prompts)
+        if len(raw_list) != len(prompts):
+            raise RequestError("sampling_params list must have one entry per input")
+        params = [parse_sampling_params(p) for p in raw_list]
+        rows = self._rows(prompts, params)
+        results = await self._submit(rows, self._adapter(body.get("lora_path")))
+        want_lp = body.get("return_logprob", False)
+        with_text = bool(body.get("return_text_in_logprobs", False))
+        answers = generate_response(results, want_lp, with_text, self.tokenizer, self.weight_version)
+        return answers[0] if single and len(answers) == 1 else answers
+
+    # ------------------------------------------------------------------ OpenAI
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("stream"):
+            raise RequestError("stream is not supported by the builtin backend")
+        if body.get("echo"):
+            raise RequestError("echo is not supported by the builtin backend")
+        prompt = body.get("prompt")
+        if isinstance(prompt, str):
+            prompts = [self._encode(prompt)]
+        elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+            prompts = [self._encode(p) for p in prompt]
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            prompts = [prompt]
+        elif isinstance(prompt, list) and prompt and all(isinstance(p, list) for p in prompt):
+            prompts = prompt
+        else:
+            raise RequestError("prompt must be a string, a list of strings, or token ids")
+        params = openai_sampling_params(body, default_max_tokens=16)
+        rows = self._rows(prompts, [params] * len(prompts))
+        results = await self._submit(rows, self._adapter(body.get("model")))
+        return completion_response(results, body.get("logprobs") is not None and body.get("logprobs") is not False,
+                                   self.tokenizer, body.get("model") or self.served_model)
+
+    async def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("stream"):
+            raise RequestError("stream is not supported by the builtin backend")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError("messages must be a non-empty list")
+        ids = prompt_from_messages(self.tokenizer, messages)
+        params = openai_sampling_params(body, default_max_tokens=context_length(self.model))
+        rows = self._rows([ids], [params])
+        results = await self._submit(rows, self._adapter(body.get("model")))
+        return chat_response(results, bool(body.get("logprobs")), self.tokenizer, body.get("model") or self.served_model)
+
+    # ------------------------------------------------------------------ weights
+
+    async def update_weights_from_disk(self, body: dict[str, Any]) -> dict[str, Any]:
+        path = body.get("model_path")
+        if not isinstance(path, str) or not Path(path).is_dir():
+            return {"success": False, "message": f"model_path {path!r} is not a directory"}
+        try:
+            model = await asyncio.to_thread(_load_model, path, self.device)
+        except Exception as exc:  # noqa: BLE001 - reported to the caller like SGLang does
+            return {"success": False, "message": f"failed to load {path}: {type(exc).__name__}: {exc}"}
+        if model.config.vocab_size != self.model.config.vocab_size:
+            return {"success": False, "message": f"vocab size {model.config.vocab_size} differs from the served "
+                                                 f"model's {self.model.config.vocab_size}"}
+        # Adapters were attached to the old base model: a full reload starts clean (the trainer re-sends LoRA).
+        await asyncio.to_thread(self._swap, model, path)
+        log.info("weights updated from %s (version %d)", path, self.weight_version)
+        return {"success": True, "message": f"Succeeded to update model weights from {path}",
+                "weight_version": str(self.weight_version)}
+
+    def _swap(self, model, path: str) -> None:
+        with self._model_lock:
+            self.model = model
+            self.weights_path = path
+            self.adapters.clear()
+            self.default_adapter = None
+            self.weight_version += 1
+
+    async def load_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if not isinstance(name, str) or not name or not isinstance(path, str) or not Path(path).is_dir():
+            return {"success": False, "message": "lora_name must be a name and lora_path a directory"}
+        try:
+            await asyncio.to_thread(self._load_adapter, name, path)
+        except Exception as exc:  # noqa: BLE001
+            return {"success": False, "message": f"failed to load adapter {name} from {path}: {exc}"}
+        log.info("LoRA adapter %s loaded from %s; it now serves requests that name no adapter", name, path)
+        return {"success": True, "message": f"Loaded LoRA adapter {name}", "loaded_adapters": dict(self.adapters)}
+
+    def _load_adapter(self, name: str, path: str) -> None:
+        from peft import PeftModel
+
+        with self._model_lock:
+            if name in self.adapters and hasattr(self.model, "peft_config"):
+                self.model.delete_adapter(name)
+                del self.adapters[name]
+            if hasattr(self.model, "peft_config"):
+                self.model.load_adapter(path, adapter_name=name)
+            else:
+                self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name).eval()
+            self.adapters[name] = path
+            self.default_adapter = name
+            self.weight_version += 1
+
+    async def unload_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body.get("lora_name")
+        if name not in self.adapters:
+            return {"success": False, "message": f"adapter {name!r} is not loaded"}
+
+        def unload() -> None:
+            with self._model_lock:
+                self.model.delete_adapter(name)
+                del self.adapters[name]
+                if self.default_adapter == name:
+                    self.default_adapter = next(reversed(self.adapters), None)
+
+        await asyncio.to_thread(unload)
+        return {"success": True, "message": f"Unloaded LoRA adapter {name}"}
+
+    # ------------------------------------------------------------------ info
+
+    async def health_generate(self) -> bool:
+        ids = self._encode("1")
+        result = await self._submit([Row(tuple(ids), SamplingParams(max_new_tokens=1))], self.default_adapter)
+        return len(result) == 1
+
+    def model_info(self) -> dict[str, Any]:
+        return {"model_path": self.model_path, "tokenizer_path": self.model_path, "is_generation": True,
+                "weights_path": self.weights_path, "weight_version": str(self.weight_version),
+                "served_model_name": self.served_model, "backend": self.name,
+                "lora_adapters": list(self.adapters), "context_length": context_length(self.model)}
+
+    def models(self) -> list[str]:
+        return [self.served_model, *self.adapters]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"

@@ -1,0 +1,135 @@
+"""The inference service's HTTP front (port 8001): auth, routes, errors. The backend does the work.
+
+Routes mirror SGLang so the trainer and atroposlib (server_type "sglang") talk to either backend the same way:
+GET /health (liveness, no auth), /health_generate, /get_model_info, /v1/models; POST /generate, /v1/completions,
+/v1/chat/completions, /update_weights_from_disk, /load_lora_adapter, /unload_lora_adapter.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from hermes_stack.inference.backend import Backend, BackendReply
+from hermes_stack.inference.sampling import RequestError
+
+log = logging.getLogger("hermes.inference")
+
+OPEN_PATHS = {"/health"}
+
+
+def _error(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+
+
+def write_ready_marker(data_dir: Path, backend: Backend) -> Path:
+    """$HERMES_DATA_DIR/ready/inference, written atomically once the backend can generate (architecture.md)."""
+    ready = data_dir / "ready"
+    ready.mkdir(parents=True, exist_ok=True)
+    marker = ready / "inference"
+    tmp = ready / f".inference.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"pid": os.getpid(), "backend": backend.name, "model": backend.served_model}))
+    tmp.replace(marker)
+    return marker
+
+
+def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await backend.start()
+        marker = write_ready_marker(data_dir, backend) if data_dir is not None else None
+        log.info("inference ready: backend %s, model %s, auth %s", backend.name, backend.served_model,
+                 "on" if api_key else "OFF (no HERMES_INFERENCE_KEY)")
+        try:
+            yield
+        finally:
+            if marker is not None:
+                marker.unlink(missing_ok=True)
+            await backend.stop()
+
+    app = FastAPI(title="hermes-stack inference", lifespan=lifespan, docs_url=None, redoc_url=None)
+    expected = f"Bearer {api_key}".encode() if api_key else None
+
+    @app.middleware("http")
+    async def require_key(request: Request, call_next):
+        if expected is not None and request.url.path not in OPEN_PATHS:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return _error(401, "missing or wrong API key (Authorization: Bearer <HERMES_INFERENCE_KEY>)",
+                              "authentication_error")
+        return await call_next(request)
+
+    @app.exception_handler(RequestError)
+    async def bad_request(request: Request, exc: RequestError):
+        return _error(400, str(exc), "invalid_request_error")
+
+    @app.exception_handler(BackendReply)
+    async def passthrough(request: Request, exc: BackendReply):
+        return JSONResponse(exc.body, status_code=exc.status)
+
+    async def body_of(request: Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            raise RequestError(f"request body is not JSON: {exc}") from exc
+        if not isinstance(body, dict):
+            raise RequestError("request body must be a JSON object")
+        return body
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "ready": backend.is_ready(), "backend": backend.name}
+
+    @app.get("/health_generate")
+    async def health_generate():
+        if backend.is_ready() and await backend.health_generate():
+            return {"status": "ok"}
+        return _error(503, "backend cannot generate yet", "unavailable")
+
+    @app.get("/get_model_info")
+    async def model_info():
+        return backend.model_info()
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "owned_by": "hermes-stack", "root": backend.served_model}
+            for name in backend.models()
+        ]}
+
+    @app.post("/generate")
+    async def generate(request: Request):
+        return await backend.generate(await body_of(request))
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await backend.completions(await body_of(request))
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        return await backend.chat_completions(await body_of(request))
+
+    @app.post("/update_weights_from_disk")
+    async def update_weights(request: Request):
+        answer = await backend.update_weights_from_disk(await body_of(request))
+        return JSONResponse(answer, status_code=200 if answer.get("success") else 400)
+
+    @app.post("/load_lora_adapter")
+    async def load_lora(request: Request):
+        answer = await backend.load_lora_adapter(await body_of(request))
+        return JSONResponse(answer, status_code=200 if answer.get("success") else 400)
+
+    @app.post("/unload_lora_adapter")
+    async def unload_lora(request: Request):
+        answer = await backend.unload_lora_adapter(await body_of(request))
+        return JSONResponse(answer, status_code=200 if answer.get("success") else 400)
+
+    return app

@@ -1,0 +1,181 @@
+"""The builtin inference service through its HTTP front (FastAPI TestClient), on a tiny random fixture model."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+fastapi = pytest.importorskip("fastapi")
+torch = pytest.importorskip("torch")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from hermes_stack.inference.builtin import BuiltinBackend  # noqa: E402
+from hermes_stack.inference.fixture import build_fixture_model  # noqa: E402
+from hermes_stack.inference.server import create_app  # noqa: E402
+
+KEY = "test-internal-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def fixture_model(factory, name: str = "fixture-model", seed: int = 0) -> Path:
+    directory = factory.getbasetemp() / name
+    if not (directory / "config.json").exists():
+        build_fixture_model(directory, seed=seed)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return fixture_model(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def client(model_dir, tmp_path_factory):
+    backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
+    data_dir = tmp_path_factory.mktemp("data")
+    with TestClient(create_app(backend, KEY, data_dir=data_dir)) as c:
+        c.backend = backend
+        c.data_dir = data_dir
+        yield c
+
+
+def full_logprobs(model_dir: Path, prompt: list[int], output: list[int]) -> list[float]:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + output])).logits[0].float()
+    lp = torch.log_softmax(logits, dim=-1)
+    return [lp[len(prompt) - 1 + i, t].item() for i, t in enumerate(output)]
+
+
+def test_health_is_open_and_everything_else_needs_the_key(client):
+    assert client.get("/health").json()["status"] == "ok"
+    assert client.get("/v1/models").status_code == 401
+    assert client.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.post("/generate", json={"text": "1+1=", "sampling_params": {"max_new_tokens": 2}}).status_code == 401
+    assert client.post("/update_weights_from_disk", json={"model_path": "/x"}).status_code == 401
+
+
+def test_ready_marker_written_while_serving(client):
+    marker = client.data_dir / "ready" / "inference"
+    assert marker.exists()
+    assert str(os.getpid()) in marker.read_text()
+
+
+def test_models_lists_the_served_name(client):
+    body = client.get("/v1/models", headers=AUTH).json()
+    assert [m["id"] for m in body["data"]] == ["tiny"]
+
+
+def test_generate_with_n_returns_a_list_with_logprobs_matching_the_model(client, model_dir):
+    tokenizer = client.backend.tokenizer
+    prompt = tokenizer.encode("3+4=")
+    body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 6, "n": 3, "temperature": 1.0},
+            "return_logprob": True}
+    answer = client.post("/generate", json=body, headers=AUTH).json()
+    assert isinstance(answer, list) and len(answer) == 3
+    for item in answer:
+        entries = item["meta_info"]["output_token_logprobs"]
+        assert [e[1] for e in entries] == item["output_ids"]
+        assert item["meta_info"]["completion_tokens"] == len(item["output_ids"]) <= 6
+        assert item["meta_info"]["prompt_tokens"] == len(prompt)
+        assert item["meta_info"]["finish_reason"]["type"] in {"stop", "length"}
+        reference = full_logprobs(model_dir, prompt, item["output_ids"])
+        assert all(math.isclose(e[0], r, abs_tol=1e-4) for e, r in zip(entries, reference))
+
+
+def test_generate_single_text_returns_one_object(client):
+    answer = client.post("/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 3,
+                                                                              "temperature": 0}}, headers=AUTH).json()
+    assert isinstance(answer, dict)
+    assert "output_token_logprobs" not in answer["meta_info"]
+    assert len(answer["output_ids"]) <= 3
+
+
+def test_generate_batch_of_inputs_with_n_is_prompt_major(client):
+    tokenizer = client.backend.tokenizer
+    prompts = [tokenizer.encode("12"), tokenizer.encode("abc")]
+    answer = client.post("/generate", json={"input_ids": prompts, "sampling_params": {"max_new_tokens": 2, "n": 2},
+                                            "return_logprob": True}, headers=AUTH).json()
+    assert [a["meta_info"]["prompt_tokens"] for a in answer] == [3, 3, 4, 4]
+
+
+def test_generate_rejects_bad_sampling_params(client):
+    bad = client.post("/generate", json={"text": "x", "sampling_params": {"temperature": -1}}, headers=AUTH)
+    assert bad.status_code == 400
+    assert "temperature" in bad.json()["error"]["message"]
+
+
+def test_greedy_length_and_stop_finish_reasons(client):
+    answer = client.post("/generate", json={"text": "5", "sampling_params": {"max_new_tokens": 4, "temperature": 0,
+                                                                             "ignore_eos": True}},
+                         headers=AUTH).json()
+    assert answer["meta_info"]["finish_reason"] == {"type": "length", "length": 4}
+    first = client.backend.tokenizer.decode(answer["output_ids"][:1])
+    stopped = client.post("/generate", json={"text": "5", "sampling_params": {
+        "max_new_tokens": 4, "temperature": 0, "stop": [first], "ignore_eos": True}}, headers=AUTH).json()
+    assert stopped["meta_info"]["finish_reason"]["type"] == "stop"
+    assert stopped["text"] == "" and len(stopped["output_ids"]) == 1
+
+
+def test_completions_shape_with_logprobs_and_n(client):
+    body = {"model": "tiny", "prompt": "7+1=", "max_tokens": 5, "n": 2, "logprobs": 1, "temperature": 0.7}
+    answer = client.post("/v1/completions", json=body, headers=AUTH).json()
+    assert answer["object"] == "text_completion"
+    assert [c["index"] for c in answer["choices"]] == [0, 1]
+    for choice in answer["choices"]:
+        assert len(choice["logprobs"]["token_logprobs"]) == len(choice["logprobs"]["tokens"]) <= 5
+        assert all(lp <= 0 for lp in choice["logprobs"]["token_logprobs"])
+        assert choice["finish_reason"] in {"stop", "length"}
+    assert answer["usage"]["total_tokens"] == answer["usage"]["prompt_tokens"] + answer["usage"]["completion_tokens"]
+
+
+def test_chat_completions_shape(client):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "2+2?"}], "max_tokens": 4, "logprobs": True}
+    answer = client.post("/v1/chat/completions", json=body, headers=AUTH).json()
+    choice = answer["choices"][0]
+    assert choice["message"]["role"] == "assistant"
+    assert isinstance(choice["message"]["content"], str)
+    assert len(choice["logprobs"]["content"]) == answer["usage"]["completion_tokens"] <= 4
+
+
+def test_weight_reload_changes_outputs_and_bad_path_fails(client, tmp_path_factory):
+    request = {"text": "9+9=", "sampling_params": {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True},
+               "return_logprob": True}
+    before = client.post("/generate", json=request, headers=AUTH).json()
+    other = fixture_model(tmp_path_factory, name="fixture-model-seed1", seed=1)
+    answer = client.post("/update_weights_from_disk", json={"model_path": str(other)}, headers=AUTH).json()
+    assert answer["success"] is True
+    after = client.post("/generate", json=request, headers=AUTH).json()
+    lp_before = [e[0] for e in before["meta_info"]["output_token_logprobs"]]
+    lp_after = [e[0] for e in after["meta_info"]["output_token_logprobs"]]
+    assert lp_before != lp_after
+    assert after["meta_info"]["weight_version"] != before["meta_info"]["weight_version"]
+    failed = client.post("/update_weights_from_disk", json={"model_path": "/nonexistent"}, headers=AUTH)
+    assert failed.status_code == 400 and failed.json()["success"] is False
+
+
+def test_lora_adapter_load_serves_requests(client, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(client.backend.weights_path)
+    peft_model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft_model.save_pretrained(tmp_path / "adapter")
+    request = {"text": "1+2=", "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True},
+               "return_logprob": True}
+    before = client.post("/generate", json=request, headers=AUTH).json()
+    answer = client.post("/load_lora_adapter", json={"lora_name": "step-1", "lora_path": str(tmp_path / "adapter")},
+                         headers=AUTH).json()
+    assert answer["success"] is True
+    after = client.post("/generate", json=request, headers=AUTH).json()
+    assert [e[0] for e in after["meta_info"]["output_token_logprobs"]] != \
+        [e[0] for e in before["meta_info"]["output_token_logprobs"]]
+    assert "step-1" in [m["id"] for m in client.get("/v1/models", headers=AUTH).json()["data"]]
