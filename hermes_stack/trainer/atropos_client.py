@@ -1,0 +1,213 @@
+"""The trainer's side of the Atropos protocol (atroposlib `run-api`): register, poll /batch, convert groups.
+
+Atropos facts this relies on (atroposlib 0.4.0, api/server.py):
+- POST /register initialises the run only the first time; later calls (a restarted trainer) just get a uuid.
+- GET /batch answers {"status": "error", "batch": []} before /register, then {"batch": [group, ...] | null}.
+  The first /batch after /register is also what lets environments register (/register-env says "wait for trainer
+  to start" until then), so the trainer must poll promptly after registering.
+- A batch is a list of ScoredData groups totalling exactly `batch_size` sequences (batch_size counts sequences).
+- GET /status -> {current_step, queue_size (groups)}; GET /status-env with body {env_id} fails while no
+  environment has registered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from hermes_stack.errors import StackError
+from hermes_stack.trainer.engine import Sequence
+
+# atroposlib's ManagedServer writes 1.0 as the "logprob" of prompt positions (a real logprob is <= 0).
+PROMPT_LOGPROB = 1.0
+MASKED = -100
+
+
+class AtroposError(StackError):
+    """Atropos unreachable or answering something the protocol does not allow."""
+
+
+class NoBatchError(StackError):
+    """No batch arrived within the wait budget; the message names the likely cause."""
+
+
+class AtroposClient:
+    def __init__(self, base_url: str, *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        self.batch_size: int | None = None
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------ plain calls
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise AtroposError(f"atropos: {method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}. "
+                               "Hint: is the atropos service (run-api) up? `hermes-stack logs atropos`") from exc
+        if response.status_code >= 400:
+            raise AtroposError(f"atropos: {method} {path} answered HTTP {response.status_code}: "
+                               f"{response.text[:300]}")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise AtroposError(f"atropos: {method} {path} answered non-JSON: {response.text[:200]!r}") from exc
+
+    def status(self) -> dict[str, Any]:
+        return self._call("GET", "/status")
+
+    def info(self) -> dict[str, Any]:
+        return self._call("GET", "/info")
+
+    def env_registered(self, env_id: int = 0) -> bool:
+        """Whether environment `env_id` has registered (atroposlib has no listing route; /status-env 500s)."""
+        try:
+            response = self._http.request("GET", "/status-env", json={"env_id": env_id})
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def register(self, *, batch_size_sequences: int, max_token_len: int, checkpoint_dir: str,
+                 save_checkpoint_interval: int, starting_step: int, num_steps: int,
+                 wandb_group: str | None = None, wandb_project: str | None = None) -> dict[str, Any]:
+        payload = {
+            "wandb_group": wandb_group or "hermes-stack",
+            "wandb_project": wandb_project or "hermes-stack",
+            "batch_size": int(batch_size_sequences),
+            "max_token_len": int(max_token_len),
+            "checkpoint_dir": str(checkpoint_dir),
+            "save_checkpoint_interval": int(save_checkpoint_interval),
+            "starting_step": int(starting_step),
+            "num_steps": int(num_steps),
+        }
+        answer = self._call("POST", "/register", json=payload)
+        if "uuid" not in answer:
+            raise AtroposError(f"atropos: /register answered {answer!r}, expected a uuid")
+        # A run-api that outlived a previous trainer keeps that trainer's batch size: warn through the caller.
+        self.batch_size = int(batch_size_sequences)
+        return answer
+
+    def poll_batch(self) -> list[dict[str, Any]] | None:
+        """One GET /batch: the list of groups, or None when no full batch is queued yet."""
+        answer = self._call("GET", "/batch")
+        if answer.get("status") == "error":
+            raise AtroposError(f"atropos: /batch: {answer.get('message')}. Hint: the trainer must /register first "
+                               "(a restarted atropos service forgets every registration)")
+        batch = answer.get("batch")
+        if batch is None:
+            return None
+        if not isinstance(batch, list):
+            raise AtroposError(f"atropos: /batch answered batch={type(batch).__name__}, expected a list of groups")
+        return batch
+
+    # ------------------------------------------------------------ waiting
+
+    def get_batch(self, *, timeout_s: float = 600.0, first_wait_s: float = 0.05, max_wait_s: float = 2.0,
+                  progress_every_s: float = 30.0, should_stop: Callable[[], bool] = lambda: False,
+                  log: Callable[[str], None] = print,
+                  inference_ok: Callable[[], bool] | None = None) -> list[dict[str, Any]] | None:
+        """Poll /batch with exponential backoff until a batch arrives. Returns None when `should_stop()` turns
+        true; raises NoBatchError naming the likely cause after `timeout_s` without data."""
+        start = time.monotonic()
+        wait = first_wait_s
+        next_progress = start + progress_every_s
+        while True:
+            batch = self.poll_batch()
+            if batch is not None:
+                return batch
+            now = time.monotonic()
+            if now - start >= timeout_s:
+                raise NoBatchError(self.diagnose(now - start, inference_ok))
+            if now >= next_progress:
+                log(f"waiting for a batch: {now - start:.0f} s so far; {self.describe_queue()}")
+                next_progress = now + progress_every_s
+            deadline = min(now + wait, start + timeout_s)
+            while time.monotonic() < deadline:
+                if should_stop():
+                    return None
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            if should_stop():
+                return None
+            wait = min(wait * 2, max_wait_s)
+
+    def describe_queue(self) -> str:
+        try:
+            status = self.status()
+        except AtroposError as exc:
+            return str(exc)
+        return (f"atropos step {status.get('current_step')}, {status.get('queue_size')} group(s) queued, "
+                f"a batch needs {self.batch_size} sequence(s)")
+
+    def diagnose(self, waited_s: float, inference_ok: Callable[[], bool] | None = None) -> str:
+        """One line: what the trainer waited for and the most likely reason nothing came."""
+        head = f"no batch from atropos in {waited_s:.0f} s"
+        try:
+            status = self.status()
+        except AtroposError as exc:
+            return f"{head}: {exc}"
+        queued = int(status.get("queue_size") or 0)
+        if not self.env_registered(0):
+            return (f"{head}: no environment has registered with atropos. Hint: is the environment service running? "
+                    "`hermes-stack logs environment` (it registers only after the trainer's first /batch; a "
+                    "missing wandb_name makes /register-env fail with 422)")
+        if queued > 0:
+            return (f"{head}: {queued} group(s) queued but a batch needs {self.batch_size} sequence(s). Hint: the "
+                    "environment is slow, or its group_size does not divide the trainer's batch (batch_size = "
+                    "[rollout] batch_size x group_size)")
+        if inference_ok is not None and not inference_ok():
+            return (f"{head}: the environment registered but sends nothing, and the inference service does not "
+                    "answer. Hint: `hermes-stack logs inference`")
+        return (f"{head}: the environment registered but no scored group reached atropos. Likely cause: every group "
+                "was dropped because all its scores were equal (ensure_scores_are_not_same; always the case with "
+                "group_size 1, or when the model fails every prompt), or the environment cannot reach inference. "
+                "Hint: `hermes-stack logs environment`")
+
+
+# ---------------------------------------------------------------- conversion (pure)
+
+
+def _aligned_logprobs(tokens: list[int], mask: list[int], logprobs: list[float] | None) -> list[float]:
+    """Inference logprobs aligned with `tokens`; prompt positions carry PROMPT_LOGPROB.
+
+    atroposlib's ManagedServer already aligns them (prompt positions = 1.0). Environments that send only the
+    completion's logprobs get them right-aligned; absent logprobs give [] (the engine recomputes old logprobs).
+    """
+    if not logprobs:
+        return []
+    n = len(tokens)
+    if len(logprobs) == n:
+        return [float(x) for x in logprobs]
+    trained = sum(1 for m in mask if m != MASKED)
+    if len(logprobs) == trained < n:
+        return [PROMPT_LOGPROB] * (n - len(logprobs)) + [float(x) for x in logprobs]
+    raise AtroposError(f"atropos: a sequence has {n} tokens but {len(logprobs)} inference logprobs "
+                       f"({trained} trained positions); cannot align them")
+
+
+def groups_from_batch(batch: list[dict[str, Any]]) -> list[list[Sequence]]:
+    """Atropos batch (ScoredData groups) -> one list of engine Sequences per prompt group."""
+    groups: list[list[Sequence]] = []
+    for g, item in enumerate(batch):
+        tokens, masks, scores = item.get("tokens"), item.get("masks"), item.get("scores")
+        if not (isinstance(tokens, list) and isinstance(masks, list) and isinstance(scores, list)):
+            raise AtroposError(f"atropos: batch group {g} lacks tokens/masks/scores")
+        if not (len(tokens) == len(masks) == len(scores)):
+            raise AtroposError(f"atropos: batch group {g}: {len(tokens)} token lists, {len(masks)} masks, "
+                               f"{len(scores)} scores; expected equal counts")
+        all_logprobs = item.get("inference_logprobs") or [None] * len(tokens)
+        group = []
+        for i, (toks, mask, score) in enumerate(zip(tokens, masks, scores)):
+            if len(toks) != len(mask):
+                raise AtroposError(f"atropos: batch group {g} sequence {i}: {len(toks)} tokens but "
+                                   f"{len(mask)} mask entries")
+            lp = all_logprobs[i] if i < len(all_logprobs) else None
+            group.append(Sequence(tokens=[int(t) for t in toks], mask=[int(m) for m in mask], score=float(score),
+                                  logprobs=_aligned_logprobs(toks, mask, lp)))
+        groups.append(group)
+    return groups

@@ -1,0 +1,133 @@
+"""Policy weights -> inference service, the same code for both backends (SGLang and the built-in one).
+
+After each optimisation step the policy is written to `<data>/weights/step-<N>` (temp dir + rename, so the
+inference service never reads a half-written directory) and announced with SGLang's own routes:
+`POST /update_weights_from_disk {"model_path"}` for full weights, `POST /load_lora_adapter {"lora_name",
+"lora_path"}` when the export is a peft adapter (it holds adapter_config.json).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hermes_stack.errors import StackError
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+TMP_PREFIX = ".tmp-"
+
+
+class InferenceError(StackError):
+    """The inference service is unreachable, refuses the key, or rejected a weight update."""
+
+
+def inference_root(url: str) -> str:
+    """`http://inference:8001/v1` -> `http://inference:8001` (SGLang's native routes live at the root).
+
+    removesuffix, not rstrip("/v1"): rstrip strips characters and turned :8001/v1 into :800 in tinker-atropos.
+    """
+    return url.rstrip("/").removesuffix("/v1")
+
+
+class InferenceClient:
+    def __init__(self, url: str, api_key: str | None, *, timeout_s: float = 60.0,
+                 transport: httpx.BaseTransport | None = None):
+        self.root = inference_root(url)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=self.root, headers=headers, timeout=timeout_s, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise InferenceError(f"inference: {method} {self.root}{path} failed: {type(exc).__name__}: {exc}. "
+                                 "Hint: `hermes-stack logs inference`") from exc
+        if response.status_code in (401, 403):
+            raise InferenceError(f"inference: {method} {path} answered HTTP {response.status_code}: the internal key "
+                                 "was refused. Hint: trainer and inference must get the same HERMES_INFERENCE_KEY")
+        return response
+
+    def health(self) -> bool:
+        try:
+            return self._http.get("/health", timeout=5.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def models(self) -> list[str]:
+        response = self._call("GET", "/v1/models")
+        if response.status_code != 200:
+            raise InferenceError(f"inference: GET /v1/models answered HTTP {response.status_code}: "
+                                 f"{response.text[:200]}")
+        return [str(m.get("id")) for m in response.json().get("data", [])]
+
+    def generate_one_token(self, prompt: str = "1+1=") -> dict[str, Any]:
+        """One greedy token through SGLang's native /generate — the route atroposlib's sglang client uses."""
+        sampling = {"max_new_tokens": 1, "temperature": 0.0}
+        response = self._call("POST", "/generate", json={"text": prompt, "sampling_params": sampling})
+        if response.status_code in (400, 422):
+            # A backend that only takes token ids (as atroposlib sends them).
+            response = self._call("POST", "/generate", json={"input_ids": [1, 2], "sampling_params": sampling,
+                                                             "return_logprob": True})
+        if response.status_code != 200:
+            raise InferenceError(f"inference: POST /generate answered HTTP {response.status_code}: "
+                                 f"{response.text[:200]}")
+        return response.json()
+
+    def push_weights(self, directory: Path, step: int) -> dict[str, Any]:
+        """Tell the inference service to serve `directory` (full weights or a LoRA adapter)."""
+        if (directory / "adapter_config.json").exists():
+            path, payload = "/load_lora_adapter", {"lora_name": f"step-{step}", "lora_path": str(directory)}
+        else:
+            path, payload = "/update_weights_from_disk", {"model_path": str(directory)}
+        response = self._call("POST", path, json=payload)
+        body: dict[str, Any] = {}
+        try:
+            body = response.json()
+        except ValueError:
+            pass
+        # SGLang answers 200 {"success": bool, "message": str}; 400 with success false on a bad path.
+        if response.status_code != 200 or body.get("success") is False:
+            raise InferenceError(f"inference: POST {path} for {directory} answered HTTP {response.status_code}: "
+                                 f"{body.get('message') or response.text[:200]}")
+        return body
+
+
+def export_step_weights(engine: Any, weights_root: Path, step: int) -> Path:
+    """engine.export_weights into a temp dir, then rename to `step-<N>`: readers only ever see finished dirs."""
+    weights_root.mkdir(parents=True, exist_ok=True)
+    tmp = weights_root / f"{TMP_PREFIX}step-{step}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    engine.export_weights(tmp)
+    final = weights_root / f"step-{step}"
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    return final
+
+
+def prune_weight_dirs(weights_root: Path, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` step dirs and any leftover temp dirs of a killed export."""
+    if not weights_root.is_dir():
+        return []
+    removed = []
+    steps = []
+    for child in weights_root.iterdir():
+        if child.name.startswith(TMP_PREFIX) and child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+        elif (m := _STEP_DIR.match(child.name)) and child.is_dir():
+            steps.append((int(m.group(1)), child))
+    steps.sort()
+    for _, path in steps[:-keep] if keep > 0 else []:
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed

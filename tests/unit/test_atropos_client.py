@@ -1,0 +1,127 @@
+"""The trainer's Atropos client against atroposlib's real run-api (a loopback subprocess)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from hermes_stack.trainer.atropos_client import (
+    PROMPT_LOGPROB,
+    AtroposClient,
+    AtroposError,
+    NoBatchError,
+    groups_from_batch,
+)
+from hermes_stack.trainer.engine import Sequence
+from trainer_helpers import AtroposProcess, Feeder, free_port
+
+
+@pytest.fixture(scope="module")
+def api():
+    proc = AtroposProcess()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def client(api):
+    api.reset()
+    c = AtroposClient(api.url)
+    yield c
+    c.close()
+
+
+def _register(client: AtroposClient, batch: int) -> None:
+    client.register(batch_size_sequences=batch, max_token_len=64, checkpoint_dir="/data/checkpoints",
+                    save_checkpoint_interval=2, starting_step=3, num_steps=10, wandb_group="g", wandb_project="p")
+
+
+def test_batch_before_register_is_a_protocol_error_with_a_hint(client) -> None:
+    with pytest.raises(AtroposError, match="must /register first"):
+        client.poll_batch()
+
+
+def test_register_poll_and_convert_a_full_batch(client, api) -> None:
+    _register(client, 8)
+    assert client.info() == {"batch_size": 8, "max_token_len": 64}
+    assert client.status()["current_step"] == 3
+    assert client.poll_batch() is None  # this first poll is what lets the environment register
+    feeder = Feeder(api.url, group_size=4)
+    feeder.register()
+    feeder.send(feeder.group([5, 6, 7], [[8, 9], [10, 11], [12, 13], [14, 15]], [1.0, 0.0, 0.5, 0.0]))
+    assert client.poll_batch() is None  # 4 of 8 sequences
+    feeder.send(feeder.group([1, 2], [[3], [4], [5], [6]], [0.0, 1.0, 1.0, 0.0], logprobs=False))
+    batch = client.get_batch(timeout_s=5)
+    assert client.status()["current_step"] == 4
+    groups = groups_from_batch(batch)
+    assert [len(g) for g in groups] == [4, 4]
+    first = groups[0][0]
+    assert first == Sequence(tokens=[5, 6, 7, 8, 9], mask=[-100, -100, -100, 8, 9], score=1.0,
+                             logprobs=[PROMPT_LOGPROB] * 3 + [-0.5, -0.6])
+    assert [s.score for s in groups[0]] == [1.0, 0.0, 0.5, 0.0]
+    assert groups[1][2] == Sequence(tokens=[1, 2, 5], mask=[-100, -100, 5], score=1.0, logprobs=[])
+
+
+def test_no_environment_is_named_as_the_cause(client) -> None:
+    _register(client, 4)
+    with pytest.raises(NoBatchError, match="no environment has registered"):
+        client.get_batch(timeout_s=0.3)
+
+
+def test_registered_but_silent_environment_names_equal_scores(client, api) -> None:
+    _register(client, 4)
+    client.poll_batch()
+    Feeder(api.url, group_size=4).register()
+    with pytest.raises(NoBatchError, match="all its scores were equal"):
+        client.get_batch(timeout_s=0.3)
+
+
+def test_silent_environment_with_dead_inference_names_inference(client, api) -> None:
+    _register(client, 4)
+    client.poll_batch()
+    Feeder(api.url, group_size=4).register()
+    with pytest.raises(NoBatchError, match="inference service does not answer"):
+        client.get_batch(timeout_s=0.3, inference_ok=lambda: False)
+
+
+def test_partial_queue_names_the_batch_arithmetic(client, api) -> None:
+    _register(client, 8)
+    client.poll_batch()
+    feeder = Feeder(api.url, group_size=4)
+    feeder.register()
+    feeder.send_random(1)
+    with pytest.raises(NoBatchError, match=r"1 group\(s\) queued but a batch needs 8"):
+        client.get_batch(timeout_s=0.3)
+
+
+def test_stop_request_abandons_the_wait(client) -> None:
+    _register(client, 4)
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) > 3
+
+    assert client.get_batch(timeout_s=30, should_stop=stop) is None
+
+
+def test_unreachable_atropos_says_which_service() -> None:
+    c = AtroposClient(f"http://127.0.0.1:{free_port()}", timeout_s=1)
+    with pytest.raises(AtroposError, match="is the atropos service"):
+        c.status()
+
+
+def test_completion_only_logprobs_are_right_aligned_and_bad_lengths_refused() -> None:
+    item = {"tokens": [[1, 2, 3, 4]], "masks": [[-100, -100, 3, 4]], "scores": [0.5],
+            "inference_logprobs": [[-0.1, -0.2]]}
+    assert groups_from_batch([item])[0][0].logprobs == [1.0, 1.0, -0.1, -0.2]
+    with pytest.raises(AtroposError, match="cannot align"):
+        groups_from_batch([{**item, "inference_logprobs": [[-0.1, -0.2, -0.3]]}])
+    with pytest.raises(AtroposError, match="expected equal counts"):
+        groups_from_batch([{**item, "scores": [0.5, 1.0]}])
+
+
+def test_mock_transport_non_json_answer_is_reported() -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>proxy</html>"))
+    with pytest.raises(AtroposError, match="non-JSON"):
+        AtroposClient("http://atropos:8000", transport=transport).status()

@@ -1,0 +1,230 @@
+"""Shared pieces of the trainer tests: a real run-api process, a fake inference service, a tiny real engine.
+
+The engine here is a genuine Engine implementation (a bag-of-tokens softmax policy trained by group-relative
+REINFORCE with torch), small enough that a step takes milliseconds; it lets the loop, checkpoints and kill/resume
+be tested without the transformers model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AtroposProcess:
+    """atroposlib's real `run-api` on a loopback port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        run_api = VENV_BIN / "run-api"
+        cmd = [str(run_api)] if run_api.exists() else [sys.executable, "-m", "atroposlib.cli.run_api"]
+        self.proc = subprocess.Popen([*cmd, "--host", "127.0.0.1", "--port", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("run-api did not start within 30 s")
+
+    def reset(self) -> None:
+        httpx.get(self.url + "/reset_data", timeout=5)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Feeder:
+    """Plays the environment's part: /register-env, then /scored_data groups."""
+
+    def __init__(self, url: str, group_size: int):
+        self.http = httpx.Client(base_url=url, timeout=5)
+        self.group_size = group_size
+        self.env_id: int | None = None
+
+    def register(self, timeout_s: float = 20.0) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            answer = self.http.post("/register-env", json={"max_token_length": 64, "desired_name": "feeder",
+                                                           "weight": 1.0, "group_size": self.group_size}).json()
+            if answer.get("status") == "success":
+                self.env_id = answer["env_id"]
+                return self.env_id
+            time.sleep(0.05)  # "wait for trainer to start": the trainer has not polled /batch yet
+        raise RuntimeError("atropos never accepted /register-env")
+
+    def group(self, prompt: list[int], completions: list[list[int]], scores: list[float],
+              logprobs: bool = True) -> dict[str, Any]:
+        tokens = [prompt + c for c in completions]
+        masks = [[-100] * len(prompt) + c for c in completions]
+        body: dict[str, Any] = {"tokens": tokens, "masks": masks, "scores": scores, "env_id": self.env_id}
+        if logprobs:
+            # ManagedServer's layout: 1.0 on prompt positions, the sampled token's logprob after.
+            body["inference_logprobs"] = [[1.0] * len(prompt) + [-0.5 - 0.1 * i for i in range(len(c))]
+                                          for c in completions]
+        return body
+
+    def send(self, group: dict[str, Any]) -> dict[str, Any]:
+        response = self.http.post("/scored_data", json=group)
+        response.raise_for_status()
+        return response.json()
+
+    def send_random(self, n_groups: int, seed: int = 0) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(n_groups):
+            prompt = torch.randint(3, 16, (3,), generator=gen).tolist()
+            completions = [torch.randint(3, 16, (2,), generator=gen).tolist() for _ in range(self.group_size)]
+            scores = [float(c[0] % 2) for c in completions]
+            if len(set(scores)) == 1 and self.group_size > 1:
+                scores[0] = 1.0 - scores[0]
+            self.send(self.group(prompt, completions, scores))
+
+
+class TinyEngine:
+    """A real (tiny) Engine: unigram softmax policy over a 16-token vocabulary, group-relative REINFORCE."""
+
+    VOCAB = 16
+
+    def __init__(self, lr: float = 0.5, seed: int = 0):
+        torch.manual_seed(seed)
+        self.logits = torch.nn.Parameter(torch.zeros(self.VOCAB))
+        self.optimizer = torch.optim.Adam([self.logits], lr=lr)
+        self.steps = 0
+
+    def train_step(self, groups: list[list[Any]]) -> dict[str, float]:
+        logp = torch.log_softmax(self.logits, dim=0)
+        terms, advs = [], []
+        for group in groups:
+            scores = torch.tensor([s.score for s in group])
+            adv = scores - scores.mean()
+            for seq, a in zip(group, adv):
+                trained = [t for t, m in zip(seq.tokens, seq.mask) if m != -100]
+                terms.append(-a * logp[trained].sum())
+                advs.append(float(a))
+        loss = torch.stack(terms).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.steps += 1
+        adv_t = torch.tensor(advs)
+        return {"loss": float(loss), "policy_loss": float(loss), "kl": 0.0, "adv_mean": float(adv_t.mean()),
+                "adv_std": float(adv_t.std(unbiased=False))}
+
+    def export_weights(self, directory: Path) -> Path:
+        torch.save({"logits": self.logits.detach().clone()}, directory / "policy.pt")
+        (directory / "config.json").write_text(json.dumps({"model_type": "tiny-unigram", "vocab": self.VOCAB}))
+        return directory
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"policy": {"logits": self.logits.detach().clone()}, "optimizer": self.optimizer.state_dict(),
+                "steps": self.steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            self.logits.copy_(state["policy"]["logits"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])
+
+
+class FakeInference:
+    """The inference service's HTTP surface the trainer uses, recording calls and checking the Bearer key."""
+
+    def __init__(self, key: str = "internal-key", model: str = "embedded"):
+        self.key, self.model = key, model
+        self.calls: list[tuple[str, str, Any]] = []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _reply(self, code: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorised(self) -> bool:
+                if self.path == "/health":
+                    return True
+                if self.headers.get("Authorization") != f"Bearer {outer.key}":
+                    self._reply(401, {"error": "bad key"})
+                    return False
+                return True
+
+            def do_GET(self) -> None:
+                outer.calls.append(("GET", self.path, None))
+                if not self._authorised():
+                    return
+                if self.path == "/health":
+                    self._reply(200, {"status": "ok"})
+                elif self.path == "/v1/models":
+                    self._reply(200, {"object": "list", "data": [{"id": outer.model, "object": "model"}]})
+                else:
+                    self._reply(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                outer.calls.append(("POST", self.path, body))
+                if not self._authorised():
+                    return
+                if self.path == "/update_weights_from_disk":
+                    ok = Path(body["model_path"]).is_dir()
+                    self._reply(200 if ok else 400, {"success": ok, "message": "loaded" if ok else "no such dir"})
+                elif self.path == "/generate":
+                    self._reply(200, {"text": "2", "meta_info": {"finish_reason": {"type": "length"}}})
+                else:
+                    self._reply(404, {"error": "not found"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def weight_updates(self) -> list[str]:
+        return [body["model_path"] for method, path, body in self.calls if path == "/update_weights_from_disk"]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInference | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "WANDB_"))}
+    env.update({"HERMES_DATA_DIR": str(data_dir), "HERMES_ATROPOS_URL": atropos_url,
+                "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+    if inference is not None:
+        env.update({"HERMES_INFERENCE_URL": inference.url, "HERMES_INFERENCE_KEY": inference.key})
+    env.update(extra)
+    return env
