@@ -1,0 +1,161 @@
+"""Datasets selected by `[environment] dataset` and `split`. Every row is gsm8k-shaped: {"question", "answer"} with
+the answer ending in `#### N`.
+
+- "gsm8k": Hugging Face `datasets` (openai/gsm8k, config "main"); needs the hub or a local cache. Offline (no key
+  file) the hub flags are set and only the cache is tried, which fails in milliseconds; online the hub is probed with
+  a short timeout first, so an unreachable hub is a clear error instead of a ~50-second hang.
+- "offline-arith": the built-in generated task (hermes_stack.tasks.offline_arith), made for the CPU tiny model.
+- anything else: a path to a JSONL file in gsm8k's shape (relative paths: to the config directory, then to the
+  working directory). Train/test are disjoint by a stable hash of the question (1 in 10 rows is test), so the split
+  does not depend on the seed.
+
+Rows are shuffled with `seed` (same seed, same order) and cut to `max_samples`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from pathlib import Path
+
+from hermes_stack.errors import InputError, Problem, StackError
+
+GSM8K_HUB_ID = "openai/gsm8k"
+GSM8K_CONFIG = "main"
+HUB_PROBE_TIMEOUT_S = 3.0
+KEY = "[environment] dataset"
+OFFLINE_HINT = 'use dataset = "offline-arith" (built in) or a JSONL file in gsm8k\'s shape'
+
+
+def set_offline_flags() -> None:
+    """Make Hugging Face libraries fail fast instead of retrying the hub (they read these at import time too)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import sys
+
+    if "datasets" in sys.modules:  # already imported: flip its cached flag as well
+        import datasets.config
+
+        datasets.config.HF_HUB_OFFLINE = True
+
+
+def load_items(
+    dataset: str,
+    split: str,
+    max_samples: int,
+    *,
+    seed: int = 0,
+    offline: bool,
+    base_dir: Path | None = None,
+    config_file: str = "config",
+) -> list[dict]:
+    """The rows of one split, shuffled with `seed`, at most `max_samples`."""
+    if split not in ("train", "test"):
+        raise InputError(Problem(config_file, "[environment] split", repr(split), '"train" or "test"'))
+    if dataset == "offline-arith":
+        from hermes_stack.tasks.offline_arith import offline_arith
+
+        rows = offline_arith(split, seed=seed)
+    elif dataset == "gsm8k":
+        rows = _gsm8k(split, offline=offline, config_file=config_file)
+    else:
+        rows = [row for row in _jsonl(_resolve(dataset, base_dir, config_file), config_file) if _split_of(row) == split]
+        if not rows:
+            raise InputError(Problem(config_file, KEY, f"{dataset} with no {split} rows", "a file with rows for both "
+                                     "splits", "1 row in 10 (by a hash of the question) is test; add more rows"))
+    rows = [{"question": r["question"], "answer": r["answer"]} for r in rows]
+    random.Random(seed).shuffle(rows)
+    return rows[:max_samples]
+
+
+def _split_of(row: dict) -> str:
+    digest = hashlib.sha256(row["question"].encode("utf-8")).digest()
+    return "test" if digest[0] % 10 == 0 else "train"
+
+
+def _resolve(dataset: str, base_dir: Path | None, config_file: str) -> Path:
+    path = Path(dataset)
+    candidates = [path] if path.is_absolute() else [p for p in ((base_dir / path) if base_dir else None, path) if p]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise InputError(Problem(config_file, KEY, repr(dataset), '"gsm8k", "offline-arith" or an existing JSONL file',
+                             f"no file at {tried}"))
+
+
+def _jsonl(path: Path, config_file: str) -> list[dict]:
+    rows: list[dict] = []
+    problems: list[Problem] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(where, "line", f"invalid JSON ({exc.msg})", 'one JSON object per line'))
+            continue
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str):
+            problems.append(Problem(where, "question", _show(row), "a string"))
+            continue
+        answer = row.get("answer")
+        if not isinstance(answer, str) or "####" not in answer:
+            problems.append(Problem(where, "answer", _show(answer), 'a string ending in "#### N"',
+                                    "gsm8k's shape: the reference number after ####"))
+            continue
+        rows.append(row)
+        if len(problems) >= 10:
+            break
+    if problems:
+        raise InputError(problems)
+    if not rows:
+        raise InputError(Problem(str(path), "rows", "none", "one JSON object per line", f"{config_file} {KEY}"))
+    return rows
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def probe_hub(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """None when the hub answers within the timeout, else the reason it did not."""
+    import httpx
+
+    url = f"{hub_endpoint()}/api/datasets/{GSM8K_HUB_ID}"
+    try:
+        httpx.head(url, timeout=timeout_s, follow_redirects=True)
+    except httpx.TimeoutException:
+        return f"no answer within {timeout_s:g} s"
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _gsm8k(split: str, *, offline: bool, config_file: str) -> list[dict]:
+    reason = "offline mode (no key file)" if offline else probe_hub()
+    if reason:
+        set_offline_flags()  # the cache is the only source left; make `datasets` say so at once
+    try:
+        import datasets
+
+        data = datasets.load_dataset(GSM8K_HUB_ID, GSM8K_CONFIG, split=split)
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "not available"
+        if offline:
+            raise InputError(Problem(config_file, KEY, '"gsm8k" in offline mode', "a dataset available offline",
+                                     f"gsm8k is not in the local Hugging Face cache; {OFFLINE_HINT}")) from exc
+        if reason:
+            raise StackError(
+                f"cannot reach the Hugging Face hub at {hub_endpoint()} ({reason}) and gsm8k is not in the local "
+                f"cache; {OFFLINE_HINT} in {config_file} {KEY}"
+            ) from exc
+        raise StackError(f"loading gsm8k from the Hugging Face hub failed: {type(exc).__name__}: {exc}") from exc
+    return [{"question": row["question"], "answer": row["answer"]} for row in data]
