@@ -5,6 +5,7 @@ Heavy imports (python-on-whales, torch, atroposlib) stay inside command function
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -27,35 +28,60 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for
     state["debug"] = debug
 
 
-def _register_commands() -> None:
+# Commands whose module is imported alone when they are the one invoked: `validate` must not pay for the imports
+# of the others (a stack module may pull in python-on-whales at import time).
+_LIGHT_COMMANDS = {"validate": "hermes_stack.commands.validate"}
+
+
+def _register_commands(argv: list[str] | None = None) -> None:
     # Each module adds its commands to `app` on import.
+    import importlib
+
+    command = next((a for a in argv or [] if not a.startswith("-")), None)
+    if command in _LIGHT_COMMANDS and "--help" not in (argv or []):
+        importlib.import_module(_LIGHT_COMMANDS[command])
+        return
     from hermes_stack.commands import stack, test_inference, validate  # noqa: F401
 
 
+def _usage_line(exc: Exception, argv: list[str]) -> str:
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "hermes-stack"
+    message = " ".join(exc.format_message().split())  # click may wrap; we print exactly one line
+    return f"{where}: {message} Hint: run `{where} --help`"
+
+
 def main(argv: list[str] | None = None) -> int:
-    _register_commands()
     argv = list(sys.argv[1:] if argv is None else argv)
+    # pydantic's plugin discovery scans every installed distribution's metadata on the first model; the controller
+    # uses no pydantic plugins, and `validate` must stay fast.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _register_commands(argv)
     from hermes_stack.console import report_error
 
+    import click
+    from typer.exceptions import Abort as TyperAbort
+    from typer.exceptions import TyperException
+
+    debug = state["debug"] or "--debug" in argv
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, prog_name="hermes-stack", standalone_mode=False)
     except HermesError as exc:
-        report_error(exc.lines(), debug=state["debug"] or "--debug" in argv)
+        report_error(exc.lines(), debug=debug)
         return exc.exit_code
-    except SystemExit as exc:  # typer.Exit inside commands
-        return int(exc.code or 0)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
         report_error(["interrupted"], debug=False)
         return 130
+    except (TyperAbort, click.exceptions.Abort):
+        return 130
+    except (TyperException, click.ClickException) as exc:  # usage errors: typer vendors its own click
+        if exc.format_message().strip():  # no arguments: the help was printed, nothing else to say
+            report_error([_usage_line(exc, argv)], debug=False)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a line
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
-            return 130
-        if isinstance(exc, click.ClickException):
-            report_error([f"{' '.join(argv) or 'hermes-stack'}: {exc.format_message()}"
-                          " Hint: run `hermes-stack --help`"], debug=False)
-            return 2
-        report_error([f"unexpected error: {type(exc).__name__}: {exc}"], debug=state["debug"] or "--debug" in argv)
+        report_error([f"unexpected error: {type(exc).__name__}: {exc}"], debug=debug)
         return 1
-    return 0
+    # standalone_mode=False hands back a command's return value, or the code of a raised typer.Exit.
+    return rv if isinstance(rv, int) else 0

@@ -202,19 +202,17 @@ def _check_values(
             problems.append(Problem(name, key, "no such line", _expected(key), f"add {key}=… to {name}"))
         elif raw[key] == "":
             problems.append(Problem(name, key, "an empty value", _expected(key), f"set {key}=… in {name}"))
-    if any(p.key in REQUIRED for p in problems):
-        return values, problems
-    api_key = raw["TAOTOKEN_API_KEY"]
-    if api_key in PLACEHOLDER_KEYS:
+    if raw.get("TAOTOKEN_API_KEY") in PLACEHOLDER_KEYS:
         warnings.append(f"{name}: TAOTOKEN_API_KEY is the example's placeholder; gateway calls will answer 401")
     if not raw.get("TAOTOKEN_MODEL"):
         warnings.append(f"{name}: TAOTOKEN_MODEL is not set; test-inference and the LLM judge need it")
-    url, problem, notice = check_base_url(name, raw["TAOTOKEN_BASE_URL"])
-    if problem:
-        problems.append(problem)
-    if notice:
-        notices.append(notice)
-    values["TAOTOKEN_BASE_URL"] = url
+    if raw.get("TAOTOKEN_BASE_URL") and not _padded(raw["TAOTOKEN_BASE_URL"]):
+        url, problem, notice = check_base_url(name, raw["TAOTOKEN_BASE_URL"])
+        if problem:
+            problems.append(problem)
+        if notice:
+            notices.append(notice)
+        values["TAOTOKEN_BASE_URL"] = url
     return values, problems
 
 

@@ -1,1 +1,152 @@
-"""Placeholder: the owning issue fills this module."""
+"""`hermes-stack validate`: check the key file and both config files, print the resolved (redacted) configuration.
+
+Exit 0 valid (warnings allowed), 2 invalid, 1 unexpected. Nothing is started and nothing heavy is imported here
+(no docker, no torch): the command must stay well under half a second.
+
+Other commands (`up`, `dry-run`) call `validated_stack(...)`: the same checks, InputError on any problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import typer
+
+from hermes_stack import ALGOS
+from hermes_stack.cli import app
+from hermes_stack.config import profiles
+from hermes_stack.errors import InputError, Problem
+
+ALGO_HELP = "ppo or grpo: picks configs/config_<algo>.toml and settings_<algo>.json"
+
+
+@dataclass
+class Outcome:
+    stack: object | None  # StackConfig, or None when the files could not be read
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    keyfile_invalid: Path | None = None  # the key file's path when it had problems
+
+
+def check_options(algo: str, device: str, gpu_memory: float | None) -> list[Problem]:
+    out = []
+    if algo not in ALGOS:
+        out.append(Problem("command line", "--algo", repr(algo), "ppo or grpo",
+                           "hermes-stack runs PPO or GRPO; e.g. --algo grpo"))
+    if device not in profiles.DEVICES:
+        out.append(Problem("command line", "--device", repr(device), "auto, cpu or gpu",
+                           "auto picks gpu when nvidia-smi finds one"))
+    if gpu_memory is not None and not 0 < gpu_memory <= 4096:
+        out.append(Problem("command line", "--gpu-memory", f"{gpu_memory:g}", "GiB of one GPU, e.g. 24 or 80",
+                           "the memory budget compares against this"))
+    return out
+
+
+def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlock: bool = False,
+             gpu_memory: float | None = None, device: str = "auto") -> Outcome:
+    """Run every check and collect everything: option, key-file and config problems come back together."""
+    from hermes_stack.config.loader import evaluate_stack
+    from hermes_stack.keyfile import load_keyfile, resolve_path
+
+    errors = check_options(algo, device, gpu_memory)
+    if errors:
+        return Outcome(None, errors)
+    outcome = Outcome(None)
+    try:
+        keyfile = load_keyfile(keyfile_path)
+    except InputError as exc:
+        keyfile = None
+        outcome.errors += exc.problems
+        outcome.keyfile_invalid = resolve_path(keyfile_path)
+    profile, gib, notes = profiles.choose_profile(device, gpu_memory)
+    outcome.notices += notes
+    try:
+        stack, errors = evaluate_stack(algo, config_dir, profile, unlock, keyfile, gib)
+    except InputError as exc:
+        outcome.errors += exc.problems
+        return outcome
+    outcome.stack = stack
+    outcome.errors += errors
+    outcome.warnings += stack.warnings
+    outcome.notices += stack.notices
+    return outcome
+
+
+def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
+                    unlock: bool = False, gpu_memory: float | None = None, device: str = "auto"):
+    """For `up`/`dry-run`: the StackConfig, printing warnings and notices; InputError with every problem."""
+    from hermes_stack import console
+
+    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device)
+    for line in outcome.notices:
+        console.notice(line)
+    for line in outcome.warnings:
+        console.warn(line)
+    if outcome.errors:
+        raise InputError(outcome.errors)
+    return outcome.stack
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, str):
+        return value if value and " " not in value else repr(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def summary_lines(stack, keyfile_invalid: Path | None = None) -> list[str]:
+    """The resolved configuration, one line per section; values changed by the profile are marked *."""
+    lines = [f"hermes-stack {stack.algo}: profile {stack.profile}"]
+    overridden = {profiles.target_of(k) for k in stack.overrides}
+    for where, path, model in (("config", stack.config_path, stack.config),
+                               ("settings", stack.settings_path, stack.settings)):
+        lines.append(f"  {path}")
+        for section, sub in model:
+            pairs = " ".join(f"{name}={_fmt(v)}{'*' if (where, section, name) in overridden else ''}"
+                             for name, v in sub)
+            lines.append(f"    [{section}] {pairs}")
+    kf = stack.keyfile
+    if keyfile_invalid is not None:
+        lines.append(f"  key file {keyfile_invalid}: invalid (see the errors below)")
+    elif kf is None or kf.offline:
+        lines.append("  key file: none (offline)")
+    else:
+        shown = " ".join(f"{k}={v}" for k, v in kf.redacted().items())
+        lines.append(f"  key file {kf.path}: {shown}")
+    if stack.overrides:
+        lines.append(f"  * = set by profile {stack.profile}: "
+                     + ", ".join(f"{k}={_fmt(v)}" for k, v in stack.overrides.items()))
+    return lines
+
+
+@app.command("validate")
+def validate(
+    algo: str = typer.Option(..., "--algo", help=ALGO_HELP),
+    config_dir: Path = typer.Option(Path("configs"), "--config-dir", help="Folder holding the config files."),
+    keyfile: Path = typer.Option(None, "--keyfile", help="Key file (default: $HERMES_KEYFILE or .env.taotoken)."),
+    unlock: bool = typer.Option(False, "--unlock", help="Allow changing the locked tinker.* values (warns)."),
+    gpu_memory: float = typer.Option(None, "--gpu-memory", help="GiB of GPU memory (default: from nvidia-smi)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu (embedded profile) or gpu."),
+) -> None:
+    """Check the key file and the configs; print the resolved, redacted configuration and every problem."""
+    from hermes_stack import console
+
+    outcome = evaluate(algo, config_dir, keyfile, unlock, gpu_memory, device)
+    if outcome.stack is not None:
+        for line in summary_lines(outcome.stack, outcome.keyfile_invalid):
+            console.info(line)
+    for line in outcome.notices:
+        console.notice(line)
+    for line in outcome.warnings:
+        console.warn(line)
+    if outcome.errors:
+        raise InputError(outcome.errors)
+    console.info(f"valid: {algo} ({len(outcome.warnings)} warning{'s' if len(outcome.warnings) != 1 else ''})")

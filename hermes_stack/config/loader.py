@@ -216,22 +216,37 @@ def load_stack(
     gpu_memory_gib: float | None = None,
 ) -> StackConfig:
     """Load, resolve and check. Raises InputError with every problem; warnings/notices are in the result."""
+    stack, errors = evaluate_stack(algo, config_dir, profile, unlock, keyfile, gpu_memory_gib)
+    if errors:
+        raise InputError(errors)
+    return stack
+
+
+def evaluate_stack(
+    algo: str,
+    config_dir: Path | str = Path("configs"),
+    profile: str = "gpu",
+    unlock: bool = False,
+    keyfile: KeyFile | None = None,
+    gpu_memory_gib: float | None = None,
+) -> tuple[StackConfig, list[Problem]]:
+    """Like load_stack, but returns the (resolved) configuration together with the rule errors, so `validate` can
+    show both. Unreadable or mistyped files still raise InputError (there is nothing to show)."""
     config, settings, config_path, settings_path = load_files(algo, Path(config_dir))
     overrides = profiles.overrides_for(profile, algo)
     r_config, r_settings = resolve(config, settings, overrides)
     errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,
                                  profile=profile, unlock=unlock, keyfile=keyfile, gpu_memory_gib=gpu_memory_gib)
-    if errors:
-        raise InputError(errors)
     notices = list(keyfile.notices if keyfile else ())
     if profile == "gpu" and gpu_memory_gib is None:
         notices.append("GPU memory unknown (no nvidia-smi, no --gpu-memory): the memory budget was not checked")
-    return StackConfig(
+    stack = StackConfig(
         algo=algo, config=r_config, settings=r_settings, config_path=config_path, settings_path=settings_path,
         profile=profile, overrides=overrides, config_as_written=config, settings_as_written=settings,
-        keyfile=keyfile, warnings=tuple((keyfile.warnings if keyfile else ())) + tuple(p.line() for p in cautions),
+        keyfile=keyfile, warnings=tuple(keyfile.warnings if keyfile else ()) + tuple(p.line() for p in cautions),
         notices=tuple(notices),
     )
+    return stack, errors
 
 
 def check_all(algo: str, config: AlgoConfig, settings: Settings, r_config: AlgoConfig, r_settings: Settings,

@@ -38,6 +38,26 @@ MIRRORED = {
 }
 
 
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def choose_profile(device: str, gpu_memory_gib: float | None) -> tuple[str, float | None, list[str]]:
+    """--device (+ --gpu-memory) -> (profile, GPU memory in GiB or None, notices). Asks nvidia-smi only when needed.
+
+    auto: gpu when --gpu-memory is given or nvidia-smi reports a GPU, else embedded. cpu: embedded. gpu: gpu.
+    """
+    from hermes_stack.config.memory import detect_gpu_memory_gib
+
+    if device == "cpu":
+        return "embedded", None, []
+    gib = gpu_memory_gib if gpu_memory_gib is not None else detect_gpu_memory_gib()
+    if device == "gpu":
+        return "gpu", gib, []
+    if gib is None:
+        return "embedded", None, ["no GPU found (no nvidia-smi): using the embedded CPU profile"]
+    return "gpu", gib, []
+
+
 def overrides_for(profile: str, algo: str) -> dict[str, object]:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
