@@ -1,0 +1,37 @@
+"""`python -m hermes_stack.inference`: the inference service on 0.0.0.0:<inference.port> (exec-form CMD)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from hermes_stack.errors import HermesError
+
+
+def main() -> int:
+    logging.basicConfig(level=os.environ.get("HERMES_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local model dirs only: a hub lookup would hang offline
+    try:
+        from hermes_stack.inference.server import create_app
+        from hermes_stack.inference.service_config import build_backend, load_service_config
+
+        cfg = load_service_config(os.environ)
+        logging.getLogger("hermes.inference").info("inference: %s", cfg.describe())
+        backend = build_backend(cfg)
+        app = create_app(backend, cfg.api_key, data_dir=cfg.data_dir)
+    except HermesError as exc:
+        for line in exc.lines():
+            print(f"inference: {line}", file=sys.stderr)
+        return exc.exit_code
+    import uvicorn
+
+    # access_log off: request lines would be noise at rollout rates; errors are still logged.
+    uvicorn.run(app, host=os.environ.get("HERMES_INFERENCE_HOST", "0.0.0.0"), port=cfg.port, access_log=False,
+                log_level="info")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

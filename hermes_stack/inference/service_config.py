@@ -1,0 +1,117 @@
+"""What the inference service needs from the environment and the config files (docs/architecture.md, Runtime).
+
+Reads HERMES_CONFIG_DIR, HERMES_ALGO, HERMES_PROFILE, HERMES_INFERENCE_KEY, HERMES_EMBEDDED_MODEL, HERMES_DATA_DIR
+(and HERMES_INFERENCE_PORT / HERMES_INFERENCE_DEVICE / HERMES_SGLANG_* to override). The key is read from the
+environment only and never printed: `describe()` says whether it is set, not what it is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from hermes_stack.errors import InputError, Problem
+
+EMBEDDED_SENTINEL = "embedded"
+DEFAULT_EMBEDDED_MODEL = "/opt/hermes/embedded-model"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    server: str  # "builtin" | "sglang"
+    port: int
+    model_path: str  # resolved to a directory or hub id
+    served_model: str
+    api_key: str | None
+    data_dir: Path | None
+    device: str = "cpu"
+    engine: str = "auto"
+    lora_rank: int | None = None
+    sglang_port: int = 30000
+    sglang_tp: int = 1
+    sglang_mem_fraction: float | None = None
+    context_length: int | None = None
+
+    def describe(self) -> str:
+        return (f"backend {self.server}, model {self.model_path} (served as {self.served_model}), port {self.port}, "
+                f"device {self.device}, auth {'on' if self.api_key else 'OFF'}")
+
+
+def _settings_dict(env: Mapping[str, str]) -> tuple[dict, str]:
+    """Resolved settings (profile overrides applied) as a plain dict, and where they came from."""
+    algo = env.get("HERMES_ALGO", "grpo")
+    config_dir = Path(env.get("HERMES_CONFIG_DIR", "configs"))
+    profile = env.get("HERMES_PROFILE", "gpu")
+    try:
+        from hermes_stack.config.loader import load_stack
+    except ImportError:  # the config package is optional for this service: fall back to the raw JSON
+        load_stack = None
+    if load_stack is not None:
+        stack = load_stack(algo, config_dir, profile=profile, unlock=True)
+        return stack.settings.model_dump(), str(stack.settings_path)
+    path = config_dir / f"settings_{algo}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(Problem(str(path), "(file)", type(exc).__name__, "a readable JSON settings file",
+                                 "set HERMES_CONFIG_DIR and HERMES_ALGO")) from exc
+    if profile == "embedded":
+        data.setdefault("inference", {}).update(server="builtin", model_path=EMBEDDED_SENTINEL)
+    return data, str(path)
+
+
+def _int_env(env: Mapping[str, str], key: str, default: int) -> int:
+    value = env.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise InputError(Problem("(environment)", key, repr(value), "an integer")) from exc
+
+
+def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
+    settings, source = _settings_dict(env)
+    inference = settings.get("inference", {})
+    server = env.get("HERMES_INFERENCE_SERVER") or inference.get("server", "builtin")
+    if server not in ("builtin", "sglang"):
+        raise InputError(Problem(source, "inference.server", repr(server), '"builtin" or "sglang"'))
+    model_path = inference.get("model_path", EMBEDDED_SENTINEL)
+    if model_path == EMBEDDED_SENTINEL:
+        model_path = env.get("HERMES_EMBEDDED_MODEL", DEFAULT_EMBEDDED_MODEL)
+    engine = settings.get("trainer", {}).get("engine", "auto")
+    tinker = settings.get("tinker", {})
+    data_dir = env.get("HERMES_DATA_DIR")
+    return ServiceConfig(
+        server=server,
+        port=_int_env(env, "HERMES_INFERENCE_PORT", int(inference.get("port", 8001))),
+        model_path=model_path,
+        served_model=env.get("HERMES_SERVED_MODEL_NAME") or inference.get("model_path", model_path),
+        api_key=env.get("HERMES_INFERENCE_KEY") or None,
+        data_dir=Path(data_dir) if data_dir else None,
+        device=env.get("HERMES_INFERENCE_DEVICE", "cpu"),
+        engine=engine,
+        # LoRA serving only when the trainer may push adapters (Tinker trains LoRA).
+        lora_rank=int(tinker.get("lora_rank", 32)) if engine in ("tinker", "auto") and server == "sglang" else None,
+        sglang_port=_int_env(env, "HERMES_SGLANG_PORT", 30000),
+        sglang_tp=_int_env(env, "HERMES_SGLANG_TP", 1),
+        sglang_mem_fraction=float(env["HERMES_SGLANG_MEM_FRACTION"]) if env.get("HERMES_SGLANG_MEM_FRACTION") else None,
+    )
+
+
+def build_backend(cfg: ServiceConfig):
+    if cfg.server == "builtin":
+        from hermes_stack.inference.builtin import BuiltinBackend
+
+        if not Path(cfg.model_path).is_dir():
+            raise InputError(Problem("settings", "inference.model_path", cfg.model_path,
+                                     "a local model directory for the builtin backend",
+                                     "the embedded profile uses $HERMES_EMBEDDED_MODEL; no hub downloads offline"))
+        return BuiltinBackend(cfg.model_path, served_model=cfg.served_model, device=cfg.device)
+    from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch
+
+    spec = SGLangLaunch(model_path=cfg.model_path, served_model=cfg.served_model, port=cfg.sglang_port,
+                        tp=cfg.sglang_tp, mem_fraction_static=cfg.sglang_mem_fraction, max_lora_rank=cfg.lora_rank)
+    return SGLangBackend(spec, cfg.api_key)

@@ -1,0 +1,289 @@
+"""The sglang backend: launch and supervise `python -m sglang.launch_server` (GPU), and proxy to it.
+
+Key handling: SGLang's `--api-key` is given through SGLang's YAML `--config` file (mode 0600 in a private temp dir,
+deleted once the child is ready), never on argv. The child also binds 127.0.0.1 only, so from outside the
+container it is reachable solely through this front, which checks HERMES_INFERENCE_KEY itself.
+
+Supervision: readiness = `/health_generate` answers 200. A child that exits before it is ready is fatal (the error
+names the exit code and the log tail). After readiness, a crash is restarted up to `max_restarts` times; then the
+service exits non-zero so compose's restart policy and healthcheck take over.
+
+sglang itself is never imported here: it is only on GPU images, and we only need its command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from hermes_stack.errors import StackError
+from hermes_stack.inference.backend import BackendReply
+
+log = logging.getLogger("hermes.inference")
+
+# Variables the child must not inherit: it gets its key from the config file, and has no use for the others.
+SECRET_ENV = ("HERMES_INFERENCE_KEY", "TINKER_API_KEY", "WANDB_API_KEY", "TAOTOKEN_API_KEY")
+
+
+@dataclass(frozen=True)
+class SGLangLaunch:
+    model_path: str
+    served_model: str
+    port: int = 30000  # internal, loopback only
+    tp: int = 1
+    mem_fraction_static: float | None = None
+    context_length: int | None = None
+    max_lora_rank: int | None = None  # set: LoRA serving enabled (the Tinker engine pushes adapters)
+    extra_args: tuple[str, ...] = ()
+    launcher: tuple[str, ...] = (sys.executable, "-m", "sglang.launch_server")
+    start_timeout_s: float = 1800.0  # model loading on a cold GPU VM takes minutes
+    max_restarts: int = 3
+
+
+def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
+    """The child's argv. It never contains the key: that is in `config_file`."""
+    argv = [*spec.launcher, "--config", str(config_file), "--model-path", spec.model_path,
+            "--served-model-name", spec.served_model, "--host", "127.0.0.1", "--port", str(spec.port),
+            "--tp", str(spec.tp)]
+    if spec.mem_fraction_static is not None:
+        argv += ["--mem-fraction-static", str(spec.mem_fraction_static)]
+    if spec.context_length is not None:
+        argv += ["--context-length", str(spec.context_length)]
+    if spec.max_lora_rank is not None:
+        argv += ["--enable-lora", "--max-lora-rank", str(spec.max_lora_rank), "--lora-target-modules", "all"]
+    return argv + list(spec.extra_args)
+
+
+def child_env(environ: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k not in SECRET_ENV}
+
+
+def write_key_config(directory: Path, api_key: str | None) -> Path:
+    """SGLang YAML config holding only the api key (a JSON string is valid YAML). 0600 in a 0700 directory."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / "sglang-config.yaml"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"api-key: {json.dumps(api_key)}\n" if api_key else "{}\n")
+    return path
+
+
+@dataclass
+class _Child:
+    process: asyncio.subprocess.Process
+    tail: deque = field(default_factory=lambda: deque(maxlen=40))
+
+
+class SGLangBackend:
+    name = "sglang"
+
+    def __init__(self, spec: SGLangLaunch, api_key: str | None, *, transport: httpx.AsyncBaseTransport | None = None,
+                 spawn: bool = True, on_fatal: Callable[[str], None] | None = None):
+        self.spec = spec
+        self.served_model = spec.served_model
+        self.api_key = api_key
+        self.spawn = spawn  # False: talk to an already running upstream (tests, or an external SGLang)
+        self.on_fatal = on_fatal or _exit_process
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{spec.port}", headers=headers,
+                                      timeout=httpx.Timeout(1200.0, connect=5.0), transport=transport)
+        self.adapters: list[str] = []
+        self.default_adapter: str | None = None
+        self._ready = False
+        self._child: _Child | None = None
+        self._monitor: asyncio.Task | None = None
+        self._stopping = False
+        self._secret_dir: Path | None = None
+
+    # ------------------------------------------------------------------ supervision
+
+    def is_ready(self) -> bool:
+        return self._ready
+
+    async def start(self) -> None:
+        if self.spawn:
+            await self._launch()
+        await self._wait_ready()
+        if self._secret_dir is not None:  # SGLang has read its config: the key file is no longer needed
+            shutil.rmtree(self._secret_dir, ignore_errors=True)
+            self._secret_dir = None
+        if self.spawn:
+            self._monitor = asyncio.create_task(self._supervise())
+
+    async def _launch(self) -> None:
+        self._secret_dir = Path(tempfile.mkdtemp(prefix="hermes-sglang-"))
+        config_file = write_key_config(self._secret_dir, self.api_key)
+        argv = launch_argv(self.spec, config_file)
+        log.info("starting SGLang: %s", " ".join(argv))  # safe to log: the key is in the file
+        process = await asyncio.create_subprocess_exec(*argv, env=child_env(dict(os.environ)),
+                                                       stdout=asyncio.subprocess.PIPE,
+                                                       stderr=asyncio.subprocess.STDOUT)
+        self._child = _Child(process)
+        asyncio.create_task(self._pump(self._child))
+
+    async def _pump(self, child: _Child) -> None:
+        # Child output goes to our stdout (docker compose logs inference) and a tail kept for error messages.
+        assert child.process.stdout is not None
+        async for raw in child.process.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            child.tail.append(line)
+            print(f"[sglang] {line}", flush=True)
+
+    async def _wait_ready(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.spec.start_timeout_s
+        while loop.time() < deadline:
+            if self._child is not None and self._child.process.returncode is not None:
+                await asyncio.sleep(0.1)  # let the pump drain the last lines
+                raise StackError(f"inference: SGLang exited with code {self._child.process.returncode} before it "
+                                 f"was ready. Last output: {' | '.join(list(self._child.tail)[-5:]) or '(none)'}. "
+                                 "Hint: a GPU, CUDA torch and enough GPU memory are required; "
+                                 "check `hermes-stack logs inference`")
+            try:
+                response = await self.http.get("/health_generate", timeout=30.0)
+                if response.status_code == 200:
+                    self._ready = True
+                    log.info("SGLang is ready (health_generate 200)")
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(1.0)
+        raise StackError(f"inference: SGLang did not answer /health_generate within {self.spec.start_timeout_s:.0f} s"
+                         ". Hint: loading large models takes minutes; check `hermes-stack logs inference`")
+
+    async def _supervise(self) -> None:
+        restarts = 0
+        while not self._stopping:
+            assert self._child is not None
+            code = await self._child.process.wait()
+            if self._stopping:
+                return
+            self._ready = False
+            restarts += 1
+            log.error("SGLang exited with code %s (restart %d of %d)", code, restarts, self.spec.max_restarts)
+            if restarts > self.spec.max_restarts:
+                self.on_fatal(f"SGLang crashed {restarts} times; giving up")
+                return
+            try:
+                await self._launch()
+                await self._wait_ready()
+                # A restarted SGLang lost the adapters; re-loading them is the trainer's next push.
+                self.adapters.clear()
+                self.default_adapter = None
+            except StackError as exc:
+                self.on_fatal(str(exc))
+                return
+            finally:
+                if self._secret_dir is not None:
+                    shutil.rmtree(self._secret_dir, ignore_errors=True)
+                    self._secret_dir = None
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._ready = False
+        if self._child is not None and self._child.process.returncode is None:
+            self._child.process.terminate()
+            try:
+                await asyncio.wait_for(self._child.process.wait(), 30)
+            except asyncio.TimeoutError:
+                self._child.process.kill()
+                await self._child.process.wait()
+        if self._monitor is not None:
+            self._monitor.cancel()
+        if self._secret_dir is not None:
+            shutil.rmtree(self._secret_dir, ignore_errors=True)
+        await self.http.aclose()
+
+    # ------------------------------------------------------------------ proxy
+
+    async def _forward(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            response = await self.http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise BackendReply(503, {"error": {"message": f"SGLang is not reachable: {type(exc).__name__}",
+                                               "type": "unavailable", "code": 503}}) from exc
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = {"error": {"message": response.text[:500], "type": "upstream_error", "code": response.status_code}}
+        if response.status_code != 200:
+            raise BackendReply(response.status_code, payload)
+        return payload
+
+    def _with_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
+        # Hermes extension: the newest loaded adapter serves requests that name none (the trainer's latest policy).
+        if self.default_adapter is not None and body.get("lora_path") is None:
+            model = body.get("model")
+            if model is None or model == self.served_model:
+                return {**body, "lora_path": self.default_adapter}
+        return body
+
+    async def generate(self, body: dict[str, Any]) -> Any:
+        return await self._forward("POST", "/generate", self._with_adapter(body))
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._forward("POST", "/v1/completions", self._with_adapter(body))
+
+    async def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._forward("POST", "/v1/chat/completions", self._with_adapter(body))
+
+    async def _admin(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self._forward("POST", path, body)
+        except BackendReply as reply:
+            message = reply.body.get("message") if isinstance(reply.body, dict) else None
+            return {"success": False, "message": message or json.dumps(reply.body)[:500]}
+
+    async def update_weights_from_disk(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._admin("/update_weights_from_disk", body)
+
+    async def load_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await self._admin("/load_lora_adapter", body)
+        if answer.get("success"):
+            name = body["lora_name"]
+            previous = [a for a in self.adapters if a != name]
+            self.adapters = [*previous, name]
+            self.default_adapter = name
+            # Keep GPU memory bounded: the older adapters are no longer served by default.
+            for old in previous:
+                if (await self._admin("/unload_lora_adapter", {"lora_name": old})).get("success"):
+                    self.adapters.remove(old)
+        return answer
+
+    async def unload_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await self._admin("/unload_lora_adapter", body)
+        if answer.get("success") and body.get("lora_name") in self.adapters:
+            self.adapters.remove(body["lora_name"])
+            if self.default_adapter == body.get("lora_name"):
+                self.default_adapter = self.adapters[-1] if self.adapters else None
+        return answer
+
+    async def health_generate(self) -> bool:
+        try:
+            return (await self.http.get("/health_generate", timeout=30.0)).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def model_info(self) -> dict[str, Any]:
+        return {"model_path": self.spec.model_path, "served_model_name": self.served_model, "backend": self.name,
+                "is_generation": True, "lora_adapters": list(self.adapters)}
+
+    def models(self) -> list[str]:
+        return [self.served_model, *self.adapters]
+
+
+def _exit_process(reason: str) -> None:
+    log.error("inference: %s; exiting so the container restarts", reason)
+    # os._exit: uvicorn would otherwise keep serving a front with no backend behind it.
+    os._exit(1)

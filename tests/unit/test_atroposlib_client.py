@@ -1,0 +1,133 @@
+"""Acceptance: atroposlib's own server client (server_type "sglang") runs against the builtin inference service.
+
+The service is the real entry point (`python -m hermes_stack.inference`) on a loopback port, configured only through
+the environment the compose file gives it (embedded profile, fixture model as the embedded model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+pytest.importorskip("atroposlib")
+
+from hermes_stack.inference.fixture import build_fixture_model  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "acceptance-key-123"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    model_dir = tmp_path_factory.getbasetemp() / "fixture-model"
+    if not (model_dir / "config.json").exists():
+        build_fixture_model(model_dir)
+    data_dir = tmp_path_factory.mktemp("data")
+    port = free_port()
+    env = {**os.environ, "HERMES_CONFIG_DIR": str(REPO / "configs"), "HERMES_ALGO": "grpo",
+           "HERMES_PROFILE": "embedded", "HERMES_EMBEDDED_MODEL": str(model_dir), "HERMES_DATA_DIR": str(data_dir),
+           "HERMES_INFERENCE_KEY": KEY, "HERMES_INFERENCE_PORT": str(port), "HERMES_INFERENCE_HOST": "127.0.0.1",
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    log = tmp_path_factory.mktemp("log") / "inference.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "hermes_stack.inference"], cwd=REPO, env=env,
+                                   stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            if process.poll() is not None:
+                pytest.fail(f"inference exited with {process.returncode}: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            pytest.fail(f"inference did not start: {log.read_text()[-2000:]}")
+        yield {"url": url, "model_dir": model_dir, "data_dir": data_dir, "log": log, "process": process}
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def sglang_config(service):
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    return APIServerConfig(server_type="sglang", base_url=f"{service['url']}/v1", api_key=KEY, model_name="embedded",
+                           tokenizer_name=str(service["model_dir"]), health_check=False, timeout=60)
+
+
+def test_tokens_and_logprobs_through_atroposlib_sglang_client(service):
+    from atroposlib.envs.server_handling.server_manager import ServerManager
+
+    manager = ServerManager([sglang_config(service)])
+
+    async def run():
+        return await manager.tokens_and_logprobs_completion(prompt="4+5=", n=4, max_tokens=6, temperature=1.0,
+                                                            top_p=1.0, stop=["\n"])
+
+    prompt_tokens, outputs, logprobs, finish = asyncio.run(run())
+    assert prompt_tokens[0] == manager.servers[0].tokenizer.bos_token_id
+    assert len(outputs) == len(logprobs) == len(finish) == 4
+    for ids, lps, reason in zip(outputs, logprobs, finish):
+        assert 1 <= len(ids) <= 6 and len(lps) == len(ids)
+        assert all(isinstance(t, int) for t in ids)
+        assert all(lp <= 0.0 for lp in lps)
+        assert reason["type"] in {"stop", "length"}
+
+
+def test_managed_server_tracks_tokens_masks_and_logprobs(service):
+    from atroposlib.envs.server_handling.server_manager import ServerManager
+    from transformers import AutoTokenizer
+
+    manager = ServerManager([sglang_config(service)])
+    tokenizer = AutoTokenizer.from_pretrained(service["model_dir"])
+
+    async def run():
+        async with manager.managed_server(tokenizer=tokenizer) as managed:
+            completion = await managed.completion(prompt="2+3=", n=2, max_tokens=5, temperature=1.0)
+            return completion, managed.get_state()
+
+    completion, state = asyncio.run(run())
+    assert len(completion.choices) == 2
+    nodes = state["nodes"]
+    assert len(nodes) == 2
+    prompt_len = len(tokenizer.encode("2+3="))
+    for node in nodes:
+        completion_len = len(node.tokens) - prompt_len
+        assert completion_len >= 1
+        assert node.masked_tokens[:prompt_len] == [-100] * prompt_len
+        assert node.masked_tokens[prompt_len:] == node.tokens[prompt_len:]
+        assert all(lp <= 0 for lp in node.logprobs[prompt_len:])
+
+
+def test_openai_routes_through_atroposlib_client_and_key_is_never_logged(service):
+    from atroposlib.envs.server_handling.server_manager import ServerManager
+
+    manager = ServerManager([sglang_config(service)])
+
+    async def run():
+        chat = await manager.chat_completion(messages=[{"role": "user", "content": "hi"}], n=2, max_tokens=3)
+        plain = await manager.completion(prompt="1+1=", n=3, max_tokens=3)
+        return chat, plain
+
+    chat, plain = asyncio.run(run())
+    assert len(chat.choices) == 2 and len(plain.choices) == 3
+    assert KEY not in service["log"].read_text()
+    assert httpx.get(f"{service['url']}/v1/models", timeout=5).status_code == 401
+    assert (service["data_dir"] / "ready" / "inference").exists()
