@@ -1,0 +1,164 @@
+"""The CPU embedded default model: built from nothing (no download is possible), deterministic for a seed.
+
+    python -m hermes_stack.trainer.embedded build <dir> [--seed 0]
+
+writes a directory that AutoTokenizer / AutoModelForCausalLM load from the path:
+- a character-level tokenizer (`tokenizers` WordLevel over digits, `+ = #`, space, newline, and <pad> <bos> <eos>
+  <unk>), saved as a PreTrainedTokenizerFast with a chat template that just concatenates message contents — so a
+  chat request and a plain completion of the same question give the same tokens;
+- a Llama-shaped model (hidden 64, 2 layers, 4 heads, intermediate 128: ~85k parameters);
+- a short supervised warm start on the answer FORMAT only: every offline-arith question followed by `#### r` with r
+  RANDOM. The model learns to write `#### <number><eos>` but not which number, so it starts near chance (~0.05) on
+  the task and RL has a well-formatted policy to improve (docs: rl-on-cpu-notes.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+MARKER_FILE = "hermes_embedded.json"
+SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
+CHARS = list("0123456789+=# \n")
+MODEL_SHAPE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
+MAX_POSITIONS = 64
+WARM_START_STEPS = 300
+WARM_START_BATCH = 64
+WARM_START_LR = 3e-3
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['content'] }}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"
+)
+
+
+def build_tokenizer():
+    """The character-level tokenizer as a transformers PreTrainedTokenizerFast."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(SPECIAL + CHARS)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one piece per character
+    core.decoder = decoders.Fuse()  # join pieces without the spaces WordLevel would insert
+    core.add_special_tokens(SPECIAL)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>",
+                                        eos_token="<eos>", unk_token="<unk>", model_max_length=MAX_POSITIONS)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_model(tokenizer, seed: int):
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False, **MODEL_SHAPE)
+    model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(pad_token_id=tokenizer.pad_token_id,
+                                               eos_token_id=tokenizer.eos_token_id,
+                                               bos_token_id=tokenizer.bos_token_id, max_new_tokens=8)
+    return model
+
+
+def warm_start(model, tokenizer, seed: int, steps: int = WARM_START_STEPS) -> float:
+    """Supervised steps on `<question>#### <random number><eos>`, loss on the answer part only. Returns last loss."""
+    import torch
+
+    from hermes_stack.tasks.offline_arith import ANSWER_FORMAT, format_prompt, offline_arith
+
+    rng = random.Random(seed)
+    questions = [row["question"] for split in ("train", "test") for row in offline_arith(split)]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_START_LR)
+    model.train()
+    loss_value = float("nan")
+    for _ in range(steps):
+        prompts, answers = [], []
+        for _ in range(WARM_START_BATCH):
+            prompts.append(tokenizer.encode(format_prompt(rng.choice(questions)), add_special_tokens=False))
+            # random sums over the task's whole range: the format, never the arithmetic
+            answers.append(tokenizer.encode(ANSWER_FORMAT.format(answer=rng.randint(0, 18)),
+                                            add_special_tokens=False) + [tokenizer.eos_token_id])
+        width = max(len(p) + len(a) for p, a in zip(prompts, answers))
+        ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(prompts), width), -100, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, (p, a) in enumerate(zip(prompts, answers)):
+            ids[i, : len(p) + len(a)] = torch.tensor(p + a)
+            labels[i, len(p): len(p) + len(a)] = torch.tensor(a)
+            attention[i, : len(p) + len(a)] = 1
+        loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        loss_value = float(loss.detach())
+    model.eval()
+    return loss_value
+
+
+def evaluate(model, tokenizer, split: str = "test", seed: int = 0) -> dict[str, float]:
+    """Greedy accuracy and exact-format rate on an offline-arith split."""
+    from hermes_stack.tasks.offline_arith import format_prompt, is_well_formatted, offline_arith, parse_answer
+    from hermes_stack.trainer.engine_torch import sample
+
+    rows = offline_arith(split, seed)
+    prompts = [tokenizer.encode(format_prompt(r["question"]), add_special_tokens=False) for r in rows]
+    outputs = sample(model, prompts, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                     temperature=0.0, max_new_tokens=8)
+    texts = [tokenizer.decode(group[0][0], skip_special_tokens=True) for group in outputs]
+    correct = sum(parse_answer(t) == parse_answer(r["answer"]) for t, r in zip(texts, rows))
+    formatted = sum(is_well_formatted(t) for t in texts)
+    return {"accuracy": correct / len(rows), "format": formatted / len(rows)}
+
+
+def build(directory: Path, seed: int = 0, steps: int = WARM_START_STEPS) -> dict:
+    """Build tokenizer + warm-started model into `directory`; returns the facts written to the marker file."""
+    import torch
+
+    started = time.monotonic()
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, seed)
+    loss = warm_start(model, tokenizer, seed, steps)
+    test = evaluate(model, tokenizer, "test")
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    facts = {
+        "kind": "hermes-stack embedded tiny model",
+        "task": "offline-arith",
+        "seed": seed,
+        "warm_start_steps": steps,
+        "warm_start_loss": round(loss, 4),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "test_accuracy": test["accuracy"],
+        "test_format": test["format"],
+        "build_seconds": round(time.monotonic() - started, 1),
+    }
+    # The marker goes last: a directory without it is not a finished build (and engines treat it as a real checkpoint).
+    (directory / MARKER_FILE).write_text(json.dumps(facts, indent=2) + "\n")
+    return facts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hermes_stack.trainer.embedded")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the tiny model + tokenizer into DIR")
+    b.add_argument("directory", type=Path)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--steps", type=int, default=WARM_START_STEPS)
+    args = parser.parse_args(argv)
+    facts = build(args.directory, args.seed, args.steps)
+    print(json.dumps(facts), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

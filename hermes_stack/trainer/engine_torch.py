@@ -1,0 +1,430 @@
+"""The torch engine: a transformers policy trained by PPO (GAE + critic) or GRPO (group-relative), on CPU or GPU.
+
+- Policy: AutoModelForCausalLM. A real checkpoint with `lora_rank` trains a peft LoRA adapter; the embedded tiny
+  model (hermes_stack.trainer.embedded) is fully fine-tuned.
+- Reference for the KL term: the initial policy, frozen (a copy, or the base with the adapter disabled for LoRA).
+- Critic (PPO only): a small value head on the policy's last hidden states, DETACHED from the trunk. A critic
+  sharing the trunk memorised the train prompts and generalised poorly (docs: rl-on-cpu-notes.md).
+- AdamW, gradient norm clipped to 1 (policy and critic separately, so critic gradients never shrink policy steps).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from hermes_stack.trainer import algorithms as alg
+from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+
+GRAD_CLIP = 1.0
+
+
+# ---------------------------------------------------------------- sampling
+
+
+@dataclass(frozen=True)
+class Completion:
+    tokens: list[int]  # completion tokens only (the eos included when generation stopped on it)
+    logprobs: list[float]  # log p(token) under the policy at temperature 1, one per completion token
+    text: str
+    finish_reason: str  # "stop" (eos) | "length"
+
+
+def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Keep the smallest set of tokens whose probability mass reaches top_p; the rest get -inf."""
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+    drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # mass before this token already enough
+    sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+@torch.no_grad()
+def sample(
+    model: nn.Module,
+    prompts: list[list[int]],
+    *,
+    eos_token_id: int,
+    pad_token_id: int,
+    n: int = 1,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 16,
+    generator: torch.Generator | None = None,
+) -> list[list[tuple[list[int], list[float], str]]]:
+    """Batched sampling with a KV cache: every prompt n times, left-padded into one batch.
+
+    Returns per prompt a list of n (tokens, logprobs, finish_reason). temperature 0 is greedy. Log-probs are of the
+    raw (temperature 1) policy — the distribution the trainer's PPO ratio is measured against.
+    """
+    device = next(model.parameters()).device
+    rows = [p for p in prompts for _ in range(n)]
+    width = max(len(p) for p in rows)
+    ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, p in enumerate(rows):
+        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        attention[i, width - len(p):] = 1
+    ids, attention = ids.to(device), attention.to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+
+    out_tokens = torch.full((len(rows), max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+    out_logprobs = torch.zeros((len(rows), max_new_tokens), device=device)
+    lengths = torch.full((len(rows),), max_new_tokens, dtype=torch.long, device=device)
+    finished = torch.zeros(len(rows), dtype=torch.bool, device=device)
+
+    cache = None
+    step_ids, step_positions = ids, positions
+    for step in range(max_new_tokens):
+        output = model(input_ids=step_ids, attention_mask=attention, position_ids=step_positions, cache=cache,
+                       use_cache=True)
+        cache = output.cache
+        logits = output.logits[:, -1, :].float()
+        if temperature <= 0:
+            token = logits.argmax(-1)
+        else:
+            probs = torch.softmax(_top_p_filter(logits / temperature, top_p), dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        logprob = torch.log_softmax(logits, -1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        token = torch.where(finished, torch.full_like(token, pad_token_id), token)
+        out_tokens[:, step] = token
+        out_logprobs[:, step] = logprob
+        just_stopped = ~finished & (token == eos_token_id)
+        lengths = torch.where(just_stopped, torch.full_like(lengths, step + 1), lengths)
+        finished |= just_stopped
+        if bool(finished.all()):
+            break
+        step_ids = token.unsqueeze(-1)
+        step_positions = step_positions[:, -1:] + 1
+        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
+
+    tokens, logprobs, lengths, finished = out_tokens.tolist(), out_logprobs.tolist(), lengths.tolist(), finished.tolist()
+    results = [(tokens[i][: lengths[i]], logprobs[i][: lengths[i]], "stop" if finished[i] else "length")
+               for i in range(len(rows))]
+    return [results[k * n:(k + 1) * n] for k in range(len(prompts))]
+
+
+# ---------------------------------------------------------------- critic
+
+
+class ValueHead(nn.Module):
+    """V(prefix) from the policy's last hidden state at each position (the input is detached by the caller)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.Tanh(), nn.Linear(hidden_size, 1))
+        nn.init.zeros_(self.net[-1].weight)  # start at V = 0: no bias before the first return is seen
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.net(hidden.float()).squeeze(-1)
+
+
+# ---------------------------------------------------------------- batch
+
+
+@dataclass
+class _Batch:
+    input_ids: torch.Tensor  # [B, T] right-padded
+    attention: torch.Tensor  # [B, T]
+    action_mask: torch.Tensor  # [B, T-1] 1.0 where logits[t] predict a trained completion token (t+1)
+    old_logprobs: torch.Tensor | None  # [B, T-1] inference log-probs of token t+1, None when not all have them
+    scores: torch.Tensor  # [B]
+
+    def select(self, rows: torch.Tensor) -> _Batch:
+        return _Batch(self.input_ids[rows], self.attention[rows], self.action_mask[rows],
+                      None if self.old_logprobs is None else self.old_logprobs[rows], self.scores[rows])
+
+
+def build_batch(sequences: list[Sequence], pad_token_id: int, device: torch.device | str = "cpu") -> _Batch:
+    """Right-pad sequences into tensors aligned for next-token prediction (position t predicts token t+1)."""
+    width = max(len(s.tokens) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    mask = torch.zeros((len(sequences), width - 1))
+    with_logprobs = all(len(s.logprobs) == len(s.tokens) for s in sequences)
+    old = torch.zeros((len(sequences), width - 1)) if with_logprobs else None
+    for i, s in enumerate(sequences):
+        if len(s.mask) != len(s.tokens):
+            raise ValueError(f"sequence {i}: {len(s.mask)} mask entries for {len(s.tokens)} tokens")
+        ids[i, : len(s.tokens)] = torch.tensor(s.tokens, dtype=torch.long)
+        attention[i, : len(s.tokens)] = 1
+        mask[i, : len(s.tokens) - 1] = torch.tensor([float(m != IGNORE) for m in s.mask[1:]])
+        if old is not None:
+            old[i, : len(s.tokens) - 1] = torch.tensor(s.logprobs[1:], dtype=torch.float32)
+    scores = torch.tensor([float(s.score) for s in sequences])
+    to = (lambda x: None if x is None else x.to(device))
+    return _Batch(to(ids), to(attention), to(mask), to(old), to(scores))
+
+
+# ---------------------------------------------------------------- engine
+
+
+def is_embedded_model(model_dir: Path) -> bool:
+    from hermes_stack.trainer.embedded import MARKER_FILE
+
+    return (Path(model_dir) / MARKER_FILE).is_file()
+
+
+class TorchEngine:
+    """The torch implementation of hermes_stack.trainer.engine.Engine (plus `generate` for in-process sampling)."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        algo: AlgoParams,
+        learning_rate: float,
+        *,
+        device: str = "cpu",
+        lora_rank: int | None = None,
+        epochs: int = 2,
+        minibatch_size: int | None = None,
+        normalize_group_std: bool = True,
+        whiten_gae: bool = True,
+        value_clip: float | None = None,
+        critic_learning_rate: float | None = None,
+        seed: int = 0,
+        dtype: torch.dtype | None = None,
+    ):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        algo.check()
+        torch.manual_seed(seed)
+        self.algo = algo
+        self.model_dir = Path(model_dir)
+        self.device = torch.device(device)
+        self.epochs = epochs
+        self.minibatch_size = minibatch_size
+        self.normalize_group_std = normalize_group_std
+        self.whiten_gae = whiten_gae
+        self.value_clip = value_clip
+        self.steps_done = 0
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+        embedded = is_embedded_model(self.model_dir)
+        self.use_lora = bool(lora_rank) and not embedded
+        if dtype is None:
+            dtype = torch.bfloat16 if self.device.type == "cuda" and not embedded else torch.float32
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.pad_token_id = self.tokenizer.pad_token_id
+        if self.pad_token_id is None:
+            self.pad_token_id = self.tokenizer.eos_token_id
+        base = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device)
+
+        if self.use_lora:
+            from peft import LoraConfig, get_peft_model
+
+            self.policy = get_peft_model(base, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
+                                                          target_modules="all-linear", task_type="CAUSAL_LM"))
+            self.reference = None  # the base with the adapter disabled is the reference: no second copy in memory
+        else:
+            self.policy = base
+            self.reference = copy.deepcopy(base).eval()
+            for p in self.reference.parameters():
+                p.requires_grad_(False)
+
+        self.critic = ValueHead(base.config.hidden_size).to(self.device) if algo.uses_critic else None
+        groups = [{"params": [p for p in self.policy.parameters() if p.requires_grad], "lr": learning_rate}]
+        if self.critic is not None:
+            groups.append({"params": list(self.critic.parameters()), "lr": critic_learning_rate or learning_rate})
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
+
+    # ------------------------------------------------------------ sampling
+
+    def generate(
+        self,
+        prompts: list[list[int]] | list[str],
+        n: int = 1,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 16,
+    ) -> list[list[Completion]]:
+        """Sample n completions per prompt (token ids or text) from the current policy: per prompt, n Completions."""
+        ids = [self.tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p) for p in prompts]
+        was_training = self.policy.training
+        self.policy.eval()
+        try:
+            raw = sample(self.policy, ids, eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.pad_token_id,
+                         n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                         generator=self.generator)
+        finally:
+            self.policy.train(was_training)
+        return [[Completion(t, lp, self.tokenizer.decode(t, skip_special_tokens=True), reason)
+                 for t, lp, reason in group] for group in raw]
+
+    # ------------------------------------------------------------ training
+
+    def _advantage_inputs(self, groups: list[list[Sequence]]) -> torch.Tensor | None:
+        """Group-relative: one advantage per sequence, from its group's scores. GAE: computed later from values."""
+        if self.algo.advantage_estimator != "group_relative":
+            return None
+        out = [alg.group_relative_advantages(torch.tensor([float(s.score) for s in g], dtype=torch.float32),
+                                             normalize_std=self.normalize_group_std) for g in groups]
+        return torch.cat(out).to(self.device)
+
+    def _forward(self, batch: _Batch, with_values: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        output = self.policy(input_ids=batch.input_ids, attention_mask=batch.attention,
+                             output_hidden_states=with_values, use_cache=False)
+        logits = output.logits[:, :-1]
+        logprobs = alg.gather_logprobs(logits, batch.input_ids[:, 1:])
+        values = None
+        if with_values:
+            values = self.critic(output.hidden_states[-1][:, :-1].detach())
+        return logits, logprobs, values
+
+    @torch.no_grad()
+    def _reference_logprobs(self, batch: _Batch) -> torch.Tensor:
+        if self.reference is not None:
+            logits = self.reference(input_ids=batch.input_ids, attention_mask=batch.attention, use_cache=False).logits
+        else:
+            with self.policy.disable_adapter():
+                logits = self.policy(input_ids=batch.input_ids, attention_mask=batch.attention, use_cache=False).logits
+        return alg.gather_logprobs(logits[:, :-1], batch.input_ids[:, 1:])
+
+    def train_step(self, groups: list[list[Sequence]]) -> dict[str, float]:
+        """One training step on a batch of groups: `epochs` passes over minibatches, one optimiser step each."""
+        algo = self.algo
+        sequences = [s for g in groups for s in g]
+        if not sequences:
+            raise ValueError("train_step got an empty batch")
+        batch = build_batch(sequences, self.pad_token_id, self.device)
+        sequence_adv = self._advantage_inputs(groups)
+        count = len(sequences)
+        size = self.minibatch_size or count
+        order = torch.arange(count, device=self.device)
+        self.policy.train()
+
+        # Per-row quantities fixed at the first pass: reference/old log-probs, advantages, returns, old values.
+        fixed: dict[str, torch.Tensor] = {}
+        totals: dict[str, float] = {}
+        passes = 0
+        for epoch in range(self.epochs):
+            if epoch > 0:
+                order = order[torch.randperm(count, generator=None).to(self.device)]
+            for start in range(0, count, size):
+                rows = order[start:start + size]
+                mb = batch.select(rows)
+                logits, logprobs, values = self._forward(mb, with_values=algo.uses_critic)
+                if epoch == 0:
+                    self._fix_first_pass(fixed, rows, mb, logprobs, values, sequence_adv, count)
+                terms = self._loss_terms(fixed, rows, mb, logits, logprobs, values)
+                self.optimizer.zero_grad(set_to_none=True)
+                terms["loss"].backward()
+                terms["grad_norm"] = torch.nn.utils.clip_grad_norm_(
+                    [p for p in self.policy.parameters() if p.requires_grad], GRAD_CLIP)
+                if self.critic is not None:
+                    terms["critic_grad_norm"] = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), GRAD_CLIP)
+                self.optimizer.step()
+                for k, v in terms.items():
+                    totals[k] = totals.get(k, 0.0) + float(v.detach())
+                passes += 1
+        self.steps_done += 1
+
+        metrics = {k: v / passes for k, v in totals.items()}
+        mask = batch.action_mask
+        adv = fixed["advantages"]
+        adv_values = adv[mask > 0]
+        metrics.update(
+            reward_mean=float(batch.scores.mean()),
+            reward_std=float(batch.scores.std(unbiased=False)),
+            advantage_mean=float(adv_values.mean()) if adv_values.numel() else 0.0,
+            advantage_std=float(adv_values.std(unbiased=False)) if adv_values.numel() else 0.0,
+            tokens=float(mask.sum()),
+            sequences=float(count),
+            optimizer_steps=float(passes),
+        )
+        return metrics
+
+    def _fix_first_pass(self, fixed, rows, mb, logprobs, values, sequence_adv, total: int) -> None:
+        """Store, for these rows, what later passes compare against: old/reference log-probs, advantages, returns."""
+
+        def put(name: str, value: torch.Tensor) -> None:
+            if name not in fixed:
+                fixed[name] = torch.zeros((total, mb.action_mask.shape[1]), device=self.device)
+            fixed[name][rows] = value.detach().float()
+
+        old = mb.old_logprobs if mb.old_logprobs is not None else logprobs
+        put("old_logprobs", old)
+        put("ref_logprobs", self._reference_logprobs(mb))
+        if self.algo.advantage_estimator == "group_relative":
+            put("advantages", sequence_adv[rows].unsqueeze(1) * mb.action_mask)
+        else:
+            rewards = alg.terminal_rewards(mb.scores, mb.action_mask)
+            advantages, returns = alg.gae(rewards, values.detach(), mb.action_mask, self.algo.gamma, self.algo.lam)
+            if self.whiten_gae:
+                advantages = alg.whiten(advantages, mb.action_mask)
+            put("advantages", advantages)
+            put("returns", returns)
+            put("old_values", values)
+
+    def _loss_terms(self, fixed, rows, mb, logits, logprobs, values) -> dict[str, torch.Tensor]:
+        algo = self.algo
+        mask = mb.action_mask
+        pg, clip_fraction = alg.policy_loss(logprobs, fixed["old_logprobs"][rows], fixed["advantages"][rows], mask,
+                                            algo.clip_epsilon)
+        entropy = alg.masked_mean(alg.token_entropy(logits), mask)
+        kl_term, kl = alg.kl_penalty(logprobs, fixed["ref_logprobs"][rows], mask, algo.kl_coef)
+        loss = pg + kl_term - algo.entropy_coef * entropy
+        terms = {"policy_loss": pg.detach(), "entropy": entropy.detach(), "kl": kl, "clip_fraction": clip_fraction}
+        if values is not None:
+            v_loss = alg.value_loss(values, fixed["returns"][rows], mask, algo.value_loss_coef,
+                                    old_values=fixed["old_values"][rows] if self.value_clip else None,
+                                    clip_range=self.value_clip)
+            loss = loss + v_loss
+            terms["value_loss"] = v_loss.detach() / algo.value_loss_coef
+            terms["value_mean"] = alg.masked_mean(values.detach(), mask)
+        terms["loss"] = loss
+        return terms
+
+    # ------------------------------------------------------------ weights and checkpoints
+
+    def export_weights(self, directory: Path) -> Path:
+        """save_pretrained of the policy (LoRA: the adapter only) and the tokenizer, for the inference service."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.policy.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        return directory
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.use_lora:
+            from peft import get_peft_model_state_dict
+
+            policy = get_peft_model_state_dict(self.policy)
+        else:
+            policy = self.policy.state_dict()
+        return {
+            "policy": {k: v.detach().cpu().clone() for k, v in policy.items()},
+            "critic": None if self.critic is None else {k: v.cpu().clone() for k, v in self.critic.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "steps_done": self.steps_done,
+            "lora": self.use_lora,
+            "algo": self.algo.name,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("lora") != self.use_lora or state.get("algo") != self.algo.name:
+            raise ValueError(f"checkpoint is for algo={state.get('algo')} lora={state.get('lora')}, "
+                             f"this engine is algo={self.algo.name} lora={self.use_lora}")
+        if self.use_lora:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.policy, state["policy"])
+        else:
+            self.policy.load_state_dict(state["policy"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps_done = int(state.get("steps_done", 0))
+
+
+def finite(metrics: dict[str, float]) -> bool:
+    return all(math.isfinite(v) for v in metrics.values())
