@@ -1,0 +1,160 @@
+"""Loader: parse errors with file:line:column, pydantic errors as Problems, profiles, StackConfig."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hermes_stack.config import profiles
+from hermes_stack.config.loader import StackConfig, load_stack
+from hermes_stack.errors import InputError
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.fixture
+def cdir(tmp_path):
+    d = tmp_path / "configs"
+    shutil.copytree(CONFIGS, d)
+    return d
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def problems(algo, cdir, **kw) -> list[str]:
+    with pytest.raises(InputError) as info:
+        load_stack(algo, cdir, **kw)
+    return info.value.lines()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo"])
+@pytest.mark.parametrize("profile", ["gpu", "embedded"])
+def test_shipped_configs_load(algo, profile):
+    stack = load_stack(algo, CONFIGS, profile=profile, gpu_memory_gib=141)
+    assert isinstance(stack, StackConfig)
+    assert stack.algo == algo == stack.config.algorithm.name == stack.settings.algorithm.name
+    assert stack.config_path == CONFIGS / f"config_{algo}.toml"
+
+
+def test_stack_config_is_frozen():
+    stack = load_stack("grpo", CONFIGS)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stack.algo = "ppo"  # type: ignore[misc]
+
+
+def test_toml_syntax_error_names_line_and_column(cdir):
+    edit(cdir / "config_grpo.toml", "batch_size = 32", "batch_size 32")
+    text = (cdir / "config_grpo.toml").read_text().splitlines()
+    line_no = next(i for i, l in enumerate(text, 1) if l.startswith("batch_size 32"))
+    (line,) = problems("grpo", cdir)
+    assert line.startswith(f"{cdir}/config_grpo.toml:{line_no}:12: syntax: found expected '=' after a key")
+    assert "expected valid TOML" in line
+
+
+def test_json_syntax_error_names_line_and_column(cdir):
+    edit(cdir / "settings_grpo.json", '"port": 8001,', '"port": 8001,,')
+    text = (cdir / "settings_grpo.json").read_text().splitlines()
+    line_no = next(i for i, l in enumerate(text, 1) if '"port": 8001,,' in l)
+    col = text[line_no - 1].index(",,") + 2
+    (line,) = problems("grpo", cdir)
+    assert line.startswith(f"{cdir}/settings_grpo.json:{line_no}:{col}: syntax: found expecting property name")
+
+
+def test_problems_of_both_files_reported_together(cdir):
+    edit(cdir / "config_grpo.toml", "group_size = 8", "group_sise = 8")
+    edit(cdir / "settings_grpo.json", '"lora_rank": 32', '"lora_rank": "32"')
+    got = problems("grpo", cdir)
+    assert got == [
+        f"{cdir}/config_grpo.toml: rollout.group_sise: found an unknown key, expected one of batch_size, group_size, "
+        "max_token_length, temperature, top_p. Hint: did you mean rollout.group_size?",
+        f'{cdir}/settings_grpo.json: tinker.lora_rank: found "32" (a string), expected an integer. Hint: quotes make '
+        "a string; write numbers and booleans bare",
+    ]
+
+
+def test_unknown_key_without_close_match_lists_known_keys(cdir):
+    edit(cdir / "config_grpo.toml", "[reward]\n", "[reward]\nzzz = 1\n")
+    (line,) = problems("grpo", cdir)
+    assert line.endswith("reward.zzz: found an unknown key, expected one of correctness_weight, format_weight, judge, "
+                         "judge_style, judge_timeout_s. Hint: remove it")
+
+
+def test_grpo_with_gae_refused_by_loader(cdir):
+    edit(cdir / "config_grpo.toml", 'advantage_estimator = "group_relative"', 'advantage_estimator = "gae"')
+    (line,) = problems("grpo", cdir)
+    assert "algorithm.advantage_estimator: found 'gae', expected 'group_relative' for GRPO" in line
+
+
+def test_embedded_profile_overrides_and_lists_them():
+    stack = load_stack("grpo", CONFIGS, profile="embedded")
+    assert stack.profile == "embedded"
+    assert stack.config.environment.dataset == "offline-arith"
+    assert stack.settings.inference.server == "builtin"
+    assert stack.settings.trainer.engine == "torch"
+    assert stack.overrides == profiles.overrides_for("embedded", "grpo")
+    # The files as written are kept beside the resolved configuration.
+    assert stack.config_as_written.environment.dataset == "gsm8k"
+
+
+def test_gpu_profile_uses_files_as_written():
+    stack = load_stack("grpo", CONFIGS, profile="gpu")
+    assert stack.overrides == {} and stack.config.environment.dataset == "gsm8k"
+
+
+def test_embedded_profile_still_checks_locked_fields_on_files(cdir):
+    edit(cdir / "settings_grpo.json", '"lora_rank": 32', '"lora_rank": 8')
+    (line,) = problems("grpo", cdir, profile="embedded")
+    assert "tinker.lora_rank: found 8, expected 32 (locked)" in line
+
+
+def test_embedded_profile_skips_memory_budget(cdir):
+    assert load_stack("grpo", cdir, profile="embedded", gpu_memory_gib=8).profile == "embedded"
+    assert any("rollout.batch_size" in l for l in problems("grpo", cdir, profile="gpu", gpu_memory_gib=8))
+
+
+def test_profile_keys_all_resolve_to_a_field():
+    for algo in ("ppo", "grpo"):
+        for key in profiles.overrides_for("embedded", algo):
+            profiles.target_of(key)  # raises KeyError for a key neither file has
+
+
+def test_profile_group_size_is_mirrored_into_settings(monkeypatch):
+    monkeypatch.setitem(profiles.EMBEDDED_BY_ALGO, "grpo", {"rollout.group_size": 4, "algorithm.kl_coef": 0.05})
+    stack = load_stack("grpo", CONFIGS, profile="embedded")
+    assert stack.config.rollout.group_size == stack.settings.algorithm.group_size == 4
+    assert stack.config.algorithm.kl_coef == stack.settings.algorithm.kl_coef == 0.05
+
+
+def test_profile_key_targets():
+    assert profiles.target_of("environment.dataset") == ("config", "environment", "dataset")
+    assert profiles.target_of("inference.server") == ("settings", "inference", "server")
+    assert profiles.target_of("settings.algorithm.kl_coef") == ("settings", "algorithm", "kl_coef")
+    with pytest.raises(KeyError):
+        profiles.target_of("rollout.nonsense")
+
+
+def test_unlock_turns_locked_refusal_into_warning(cdir):
+    edit(cdir / "settings_grpo.json", '"lora_rank": 32', '"lora_rank": 8')
+    stack = load_stack("grpo", cdir, unlock=True)
+    assert any("tinker.lora_rank" in w for w in stack.warnings)
+
+
+def test_choose_profile():
+    assert profiles.choose_profile("cpu", 80)[:2] == ("embedded", None)
+    assert profiles.choose_profile("gpu", 24)[:2] == ("gpu", 24)
+    assert profiles.choose_profile("auto", 24)[:2] == ("gpu", 24)
+
+
+def test_choose_profile_auto_without_gpu(monkeypatch):
+    from hermes_stack.config import memory
+
+    monkeypatch.setattr(memory.shutil, "which", lambda name: None)
+    profile, gib, notes = profiles.choose_profile("auto", None)
+    assert (profile, gib) == ("embedded", None) and "embedded CPU profile" in notes[0]
