@@ -1,0 +1,164 @@
+"""Readiness checks for the compose healthchecks: `python -m hermes_stack.health <service> [--url URL]`.
+
+Stdlib only (it also runs in the atropos image, which has no hermes dependencies). Exit 0 = ready, 1 = not ready with
+one stderr line saying why. Readiness, not liveness:
+- atropos:     GET /status answers with the step counter.
+- inference:   /v1/models lists a model (HERMES_MODEL_NAME when set) AND a 1-token /generate succeeds — a server
+               that says "ok" before it can generate is not ready.
+- environment: its marker $HERMES_DATA_DIR/ready/environment exists, written by the live process (after Atropos
+               accepted /register-env).
+- trainer:     its marker exists (after /register) AND its inference backend answers /v1/models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+TIMEOUT_S = float(os.environ.get("HERMES_HEALTH_TIMEOUT", "8"))
+
+# (method, url, json body or None, headers) -> (status, parsed json or None). Injected in tests.
+Fetch = Callable[[str, str, object, dict[str, str]], tuple[int, object]]
+
+
+class NotReady(Exception):
+    """One line saying what is not ready yet."""
+
+
+def http_fetch(method: str, url: str, body: object, headers: dict[str, str]) -> tuple[int, object]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:  # URLs come from our own compose env
+            raw = resp.read()
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise NotReady(f"{method} {url} failed: {reason}") from None
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, None
+
+
+def loopback(url: str) -> str:
+    """The same URL on 127.0.0.1: a service checks itself, not whatever the compose DNS name resolves to."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = f"127.0.0.1:{parts.port}" if parts.port else "127.0.0.1"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def server_root(openai_url: str) -> str:
+    """`http://h:8001/v1` -> `http://h:8001`. Strips the suffix, not characters (`rstrip("/v1")` gave :800)."""
+    url = openai_url.rstrip("/")
+    return url.removesuffix("/v1")
+
+
+def check_atropos(base_url: str, fetch: Fetch) -> str:
+    status, body = fetch("GET", f"{base_url.rstrip('/')}/status", None, {})
+    if status != 200 or not isinstance(body, dict) or "current_step" not in body:
+        raise NotReady(f"GET {base_url}/status answered {status} {str(body)[:80]}, expected 200 with current_step")
+    return f"atropos ready (step {body['current_step']}, queue {body.get('queue_size')})"
+
+
+def check_models(openai_url: str, key: str, model: str | None, fetch: Fetch) -> str:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    url = f"{openai_url.rstrip('/')}/models"
+    status, body = fetch("GET", url, None, headers)
+    if status in (401, 403):
+        raise NotReady(f"GET {url} answered {status}: HERMES_INFERENCE_KEY does not match the inference service's key")
+    if status != 200 or not isinstance(body, dict):
+        raise NotReady(f"GET {url} answered {status}, expected 200 with a model list")
+    ids = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
+    if not ids:
+        raise NotReady(f"GET {url} lists no model yet (still loading)")
+    if model and model not in ids:
+        raise NotReady(f"GET {url} lists {ids}, not the configured model {model!r}")
+    return ids[0]
+
+
+def check_inference(openai_url: str, key: str, model: str | None, fetch: Fetch) -> str:
+    served = check_models(openai_url, key, model, fetch)
+    url = f"{server_root(openai_url)}/generate"
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    body = {"text": "1 + 1 =", "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}}
+    status, answer = fetch("POST", url, body, headers)
+    if isinstance(answer, list) and answer:
+        answer = answer[0]
+    if status != 200 or not isinstance(answer, dict) or "text" not in answer:
+        raise NotReady(f"POST {url} (1 token) answered {status} {str(answer)[:80]}, expected 200 with text")
+    return f"inference ready: {served} generates"
+
+
+def process_start_epoch(pid: int, proc: Path = Path("/proc")) -> float | None:
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+        btime = next(int(line.split()[1]) for line in (proc / "stat").read_text().splitlines()
+                     if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError):
+        return None
+    start_ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, counted after the comm field
+    return btime + start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def check_marker(data_dir: Path, service: str, proc: Path = Path("/proc")) -> str:
+    path = data_dir / "ready" / service
+    try:
+        marker = json.loads(path.read_text())
+        pid = int(marker["pid"])
+    except FileNotFoundError:
+        raise NotReady(f"no readiness marker {path} yet") from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise NotReady(f"readiness marker {path} is not JSON with a pid") from None
+    if not (proc / str(pid)).exists():
+        raise NotReady(f"marker {path} names pid {pid}, which is not running (stale marker from an earlier run)")
+    started = process_start_epoch(pid, proc)
+    # A marker older than its process was left by an earlier process that happened to get the same pid.
+    if started is not None and path.stat().st_mtime + 1.0 < started:
+        raise NotReady(f"marker {path} predates pid {pid} (stale marker from an earlier run)")
+    return f"{service} ready (pid {pid})"
+
+
+def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str | None = None) -> str:
+    data_dir = Path(env.get("HERMES_DATA_DIR", "/data"))
+    inference_url = env.get("HERMES_INFERENCE_URL", "http://127.0.0.1:8001/v1")
+    key = env.get("HERMES_INFERENCE_KEY", "")
+    model = env.get("HERMES_MODEL_NAME") or None
+    if service == "atropos":
+        return check_atropos(url or loopback(env.get("HERMES_ATROPOS_URL", "http://127.0.0.1:8000")), fetch)
+    if service == "inference":
+        return check_inference(url or loopback(inference_url), key, model, fetch)
+    if service == "environment":
+        return check_marker(data_dir, "environment")
+    if service == "trainer":
+        ready = check_marker(data_dir, "trainer")
+        check_models(url or inference_url, key, model, fetch)
+        return f"{ready}, inference answers"
+    raise NotReady(f"unknown service {service!r}; expected atropos, inference, environment or trainer")
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    service, url = argv[0], None
+    if len(argv) == 3 and argv[1] == "--url":
+        url = argv[2]
+    try:
+        print(check(service, dict(os.environ), url=url))
+    except NotReady as exc:
+        print(f"{service} not ready: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

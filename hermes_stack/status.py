@@ -1,0 +1,149 @@
+"""What `hermes-stack status` shows, and why `up` failed: pure functions over `compose ps` rows and metrics.jsonl.
+
+I/O stays with the caller (commands/stack.py) except `explain_up_failure`, which asks compose for the facts it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hermes_stack.errors import StackError
+
+if TYPE_CHECKING:
+    from hermes_stack.compose import CommandFailed, Compose
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    service: str
+    container: str
+    state: str  # running | exited | created | restarting ...
+    health: str  # healthy | unhealthy | starting | "" (no healthcheck)
+    exit_code: int
+    publishers: list[dict] = field(default_factory=list, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        if self.state == "exited":
+            return self.exit_code == 0  # a one-shot that completed
+        return self.state == "running" and self.health in ("healthy", "")
+
+    def describe(self) -> str:
+        if self.state == "exited":
+            return f"exited {self.exit_code}" + (" (completed)" if self.exit_code == 0 else "")
+        return self.state + (f" ({self.health})" if self.health else "")
+
+
+def service_states(rows: list[dict]) -> list[ServiceState]:
+    return sorted(
+        (ServiceState(service=r.get("Service", "?"), container=r.get("Name", ""), state=r.get("State", ""),
+                      health=r.get("Health", "") or "", exit_code=int(r.get("ExitCode") or 0),
+                      publishers=list(r.get("Publishers") or []))
+         for r in rows),
+        key=lambda s: s.service,
+    )
+
+
+def parse_metrics(text: str) -> list[dict]:
+    """metrics.jsonl records, skipping a torn last line (the trainer may be mid-write)."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "step" in record:
+            records.append(record)
+    return records
+
+
+def sparkline(values: list[float], width: int = 24) -> str:
+    """A small text trend of the last `width` finite values; flat input gives a flat line."""
+    vals = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)][-width:]
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    if hi - lo < 1e-12:
+        return SPARK[len(SPARK) // 2 - 1] * len(vals)
+    return "".join(SPARK[min(len(SPARK) - 1, int((v - lo) / (hi - lo) * len(SPARK)))] for v in vals)
+
+
+@dataclass(frozen=True)
+class TrainingSummary:
+    step: int | None
+    reward_mean: float | None
+    trend: str
+    last_checkpoint: str | None
+    records: int
+
+    def lines(self) -> list[str]:
+        if self.step is None:
+            return ["training: no step recorded yet (metrics.jsonl empty or absent)"]
+        reward = "n/a" if self.reward_mean is None else f"{self.reward_mean:.3f}"
+        return [f"training step: {self.step}",
+                f"reward mean:   {reward}   trend {self.trend} (last {min(self.records, 24)} steps)",
+                f"checkpoint:    {self.last_checkpoint or 'none yet'}"]
+
+
+def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSummary:
+    if not records:
+        return TrainingSummary(None, None, "", checkpoints[-1] if checkpoints else None, 0)
+    last = records[-1]
+    rewards = [r.get("reward_mean") for r in records]
+    ckpts = [r["checkpoint"] for r in records if r.get("checkpoint")]
+    last_ckpt = ckpts[-1] if ckpts else (checkpoints[-1] if checkpoints else None)
+    reward = last.get("reward_mean")
+    reward = float(reward) if isinstance(reward, (int, float)) and math.isfinite(reward) else None
+    return TrainingSummary(int(last["step"]), reward, sparkline(rewards), last_ckpt, len(records))
+
+
+def failing(states: list[ServiceState]) -> list[ServiceState]:
+    return [s for s in states if not s.ok]
+
+
+def health_reason(inspect_json: str) -> str:
+    """The last output of a container's healthcheck, from `docker inspect --format '{{json .State.Health}}'`."""
+    try:
+        health = json.loads(inspect_json)
+    except ValueError:
+        return ""
+    log = (health or {}).get("Log") or []
+    return " ".join(log[-1].get("Output", "").split()) if log else ""
+
+
+def explain_up_failure(compose: Compose, exc: CommandFailed) -> StackError:
+    """Turn a failed `up --wait` into lines that name each service that is not ready, and why."""
+    from hermes_stack.compose import CommandFailed
+
+    try:
+        bad = failing(service_states(compose.ps()))
+    except CommandFailed:
+        bad = []
+    if not bad:
+        return exc
+    lines = []
+    for s in bad:
+        reason = ""
+        if s.health == "unhealthy" or s.health == "starting":
+            try:
+                reason = health_reason(compose.docker(["inspect", "--format", "{{json .State.Health}}", s.container]))
+            except CommandFailed:
+                reason = ""
+        what = "unhealthy" if s.health == "unhealthy" else s.describe()
+        lines.append(f"service {s.service} is {what}" + (f": {reason}" if reason else ""))
+    return UpFailed(lines, exc)
+
+
+class UpFailed(StackError):
+    def __init__(self, lines: list[str], cause: Exception):
+        self._lines = lines
+        self.cause = cause
+        super().__init__("; ".join(lines))
+
+    def lines(self) -> list[str]:
+        return list(self._lines)

@@ -1,0 +1,106 @@
+"""The compose argv is built from typed params: tested as data, no Docker needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hermes_stack.compose import (
+    CommandFailed,
+    Compose,
+    config_argv,
+    down_argv,
+    logs_argv,
+    parse_ps,
+    printable,
+    run_argv,
+    stack_params,
+    up_argv,
+)
+
+ROOT = Path("/repo")
+
+
+def test_grpo_on_cpu_layers_the_cpu_override_after_the_algo_file():
+    p = stack_params("grpo", "cpu", ROOT)
+    assert p.files == ("compose.grpo.yml", "compose.cpu.yml")
+    assert p.base_argv() == ["docker", "compose", "--project-directory", "/repo",
+                             "-f", "/repo/compose.grpo.yml", "-f", "/repo/compose.cpu.yml"]
+
+
+def test_ppo_on_gpu_uses_only_the_algo_file_and_user_overrides_come_last():
+    p = stack_params("ppo", "gpu", ROOT, extra_files=["my.yml"])
+    assert p.files == ("compose.ppo.yml", "my.yml")
+
+
+@pytest.mark.parametrize("algo,device", [("dpo", "cpu"), ("grpo", "tpu")])
+def test_unknown_algo_or_device_is_refused(algo, device):
+    with pytest.raises(ValueError):
+        stack_params(algo, device, ROOT)
+
+
+def test_up_waits_with_a_bounded_timeout_and_never_builds_implicitly():
+    argv = up_argv(stack_params("grpo", "cpu", ROOT), ["atropos"], wait_timeout=90)
+    assert argv[-7:] == ["up", "--detach", "--wait", "--wait-timeout", "90", "--no-build", "atropos"]
+
+
+def test_run_is_one_shot_without_tty_or_dependencies():
+    argv = run_argv(stack_params("grpo", "cpu", ROOT), "trainer", ["python", "-m", "hermes_stack.trainer", "--dry-run"])
+    i = argv.index("run")
+    assert argv[i:] == ["run", "--rm", "--no-TTY", "--no-deps", "trainer", "python", "-m", "hermes_stack.trainer",
+                        "--dry-run"]
+
+
+def test_down_removes_volumes_only_when_asked():
+    p = stack_params("grpo", "cpu", ROOT)
+    assert "--volumes" not in down_argv(p)
+    assert down_argv(p, volumes=True)[-1] == "--volumes"
+
+
+def test_logs_for_humans_is_relative_and_copy_pasteable():
+    p = stack_params("grpo", "cpu", ROOT)
+    assert printable(logs_argv(p, "trainer", user=True)) == \
+        "docker compose -f compose.grpo.yml -f compose.cpu.yml logs trainer"
+    assert logs_argv(p, "trainer", follow=True, tail=50)[-4:] == ["--follow", "--tail", "50", "trainer"]
+
+
+def test_secrets_in_env_never_reach_the_argv_or_repr():
+    p = stack_params("grpo", "cpu", ROOT, env={"HERMES_INFERENCE_KEY": "sk-secret-value-1234"})
+    for argv in (up_argv(p), config_argv(p), down_argv(p)):
+        assert "sk-secret-value-1234" not in " ".join(argv)
+    assert "sk-secret-value-1234" not in repr(p)
+
+
+def test_runner_receives_argv_list_and_env_and_failures_carry_command_and_stderr():
+    calls = []
+
+    def fake(argv, env, capture):
+        calls.append((argv, env, capture))
+        raise CommandFailed(argv, 17, "line1\nboom: it broke\n")
+
+    p = stack_params("grpo", "cpu", ROOT, env={"HERMES_INFERENCE_KEY": "k"})
+    echoed = []
+    compose = Compose(p, runner=fake, echo=echoed.append)
+    with pytest.raises(CommandFailed) as failed:
+        compose.down()
+    argv, env, _capture = calls[0]
+    assert isinstance(argv, list) and argv[:2] == ["docker", "compose"]
+    assert env == {"HERMES_INFERENCE_KEY": "k"}
+    assert failed.value.returncode == 17
+    assert "boom: it broke" in str(failed.value) and "down" in str(failed.value)
+    assert echoed == [printable(argv)]
+
+
+def test_with_env_adds_variables_without_mutating():
+    p = stack_params("grpo", "cpu", ROOT, env={"A": "1"})
+    q = p.with_env(B="2")
+    assert dict(q.env) == {"A": "1", "B": "2"} and dict(p.env) == {"A": "1"}
+
+
+@pytest.mark.parametrize("text", [
+    '{"Service":"atropos","State":"running"}\n{"Service":"inference","State":"running"}\n',
+    '[{"Service":"atropos","State":"running"},{"Service":"inference","State":"running"}]',
+])
+def test_ps_json_lines_and_array_forms_both_parse(text):
+    assert [r["Service"] for r in parse_ps(text)] == ["atropos", "inference"]

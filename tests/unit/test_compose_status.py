@@ -1,0 +1,66 @@
+"""status: service states, metrics summary, trend, and the up-failure explanation (fakes, no Docker)."""
+
+from __future__ import annotations
+
+import json
+
+from hermes_stack.compose import CommandFailed, Compose, ComposeParams
+from hermes_stack.status import (
+    explain_up_failure,
+    failing,
+    health_reason,
+    parse_metrics,
+    service_states,
+    sparkline,
+    summarize,
+)
+
+
+def _row(service, state="running", health="healthy", code=0):
+    return {"Service": service, "Name": f"hermes-grpo-{service}-1", "State": state, "Health": health, "ExitCode": code}
+
+
+def test_completed_one_shot_is_ok_but_failed_one_shot_and_unhealthy_are_not():
+    states = service_states([_row("gateway-check", "exited", "", 0), _row("atropos"),
+                             _row("inference", health="unhealthy"), _row("environment", "exited", "", 3)])
+    assert [s.service for s in failing(states)] == ["environment", "inference"]
+    assert states[1].describe() == "exited 3"
+
+
+def test_metrics_skip_torn_lines_and_summary_takes_last_step_and_checkpoint():
+    text = "\n".join(json.dumps(r) for r in [
+        {"step": 1, "reward_mean": 0.1, "checkpoint": None},
+        {"step": 2, "reward_mean": 0.3, "checkpoint": "/data/checkpoints/step-2"},
+        {"step": 3, "reward_mean": 0.5, "checkpoint": None},
+    ]) + '\n{"step": 4, "rew'
+    summary = summarize(parse_metrics(text))
+    assert (summary.step, summary.reward_mean, summary.last_checkpoint) == (3, 0.5, "/data/checkpoints/step-2")
+    assert summary.trend[0] == "▁" and summary.trend[-1] == "█"
+
+
+def test_no_metrics_says_so():
+    assert "no step recorded" in summarize([]).lines()[0]
+
+
+def test_sparkline_ignores_nan_and_is_flat_for_constant_input():
+    assert sparkline([float("nan"), 1.0, 1.0, 1.0]) == "▄▄▄"
+    assert sparkline([0.0, 1.0]) == "▁█"
+
+
+def test_health_reason_is_last_healthcheck_output_on_one_line():
+    health = {"Status": "unhealthy", "Log": [{"Output": "old"}, {"Output": "inference not ready:\n no model\n"}]}
+    assert health_reason(json.dumps(health)) == "inference not ready: no model"
+
+
+def test_up_failure_names_each_unready_service_with_its_healthcheck_reason():
+    ps = "\n".join(json.dumps(r) for r in [_row("atropos"), _row("inference", health="unhealthy")])
+
+    def runner(argv, env, capture):
+        if argv[:2] == ["docker", "inspect"]:
+            assert argv[-1] == "hermes-grpo-inference-1"
+            return json.dumps({"Log": [{"Output": "port 9 refused"}]})
+        return ps
+
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=runner)
+    err = explain_up_failure(compose, CommandFailed(["docker", "compose", "up"], 1, "dependency failed"))
+    assert err.lines() == ["service inference is unhealthy: port 9 refused"]

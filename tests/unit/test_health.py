@@ -1,0 +1,125 @@
+"""The stdlib healthcheck: readiness rules with a fake HTTP fetch and a fake /proc."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hermes_stack.health import NotReady, check, loopback, main, server_root
+
+ENV = {"HERMES_INFERENCE_URL": "http://inference:8001/v1", "HERMES_INFERENCE_KEY": "k",
+       "HERMES_ATROPOS_URL": "http://atropos:8000"}
+
+
+def fake(routes):
+    seen = []
+
+    def fetch(method, url, body, headers):
+        seen.append((method, url, body, headers))
+        return routes[(method, url)]
+
+    fetch.seen = seen
+    return fetch
+
+
+def test_server_root_strips_the_v1_suffix_not_characters():
+    assert server_root("http://inference:8001/v1") == "http://inference:8001"
+    assert server_root("http://inference:8001/v1/") == "http://inference:8001"
+    assert server_root("http://h:8001") == "http://h:8001"
+
+
+def test_loopback_keeps_port_and_path():
+    assert loopback("http://inference:8001/v1") == "http://127.0.0.1:8001/v1"
+
+
+def test_atropos_ready_when_status_has_the_step():
+    f = fake({("GET", "http://127.0.0.1:8000/status"): (200, {"current_step": 0, "queue_size": 0})})
+    assert "step 0" in check("atropos", ENV, f)
+
+
+def test_atropos_root_answer_alone_is_not_ready():
+    f = fake({("GET", "http://127.0.0.1:8000/status"): (404, None)})
+    with pytest.raises(NotReady, match="expected 200 with current_step"):
+        check("atropos", ENV, f)
+
+
+def test_inference_needs_a_listed_model_and_a_one_token_generate():
+    f = fake({("GET", "http://127.0.0.1:8001/v1/models"): (200, {"data": [{"id": "tiny"}]}),
+              ("POST", "http://127.0.0.1:8001/generate"): (200, {"text": "2", "meta_info": {}})})
+    assert "tiny generates" in check("inference", ENV, f)
+    _method, _url, body, headers = f.seen[1]
+    assert body["sampling_params"]["max_new_tokens"] == 1 and headers["Authorization"] == "Bearer k"
+
+
+def test_inference_that_lists_models_but_cannot_generate_is_not_ready():
+    f = fake({("GET", "http://127.0.0.1:8001/v1/models"): (200, {"data": [{"id": "tiny"}]}),
+              ("POST", "http://127.0.0.1:8001/generate"): (503, None)})
+    with pytest.raises(NotReady, match="1 token"):
+        check("inference", ENV, f)
+
+
+@pytest.mark.parametrize("answer,match", [
+    ((200, {"data": []}), "no model yet"),
+    ((401, None), "HERMES_INFERENCE_KEY does not match"),
+    ((200, {"data": [{"id": "other"}]}), "not the configured model"),
+])
+def test_inference_model_list_failures(answer, match):
+    env = ENV | {"HERMES_MODEL_NAME": "tiny"}
+    f = fake({("GET", "http://127.0.0.1:8001/v1/models"): answer})
+    with pytest.raises(NotReady, match=match):
+        check("inference", env, f)
+
+
+def _marker(tmp_path, service, pid):
+    ready = tmp_path / "ready"
+    ready.mkdir(exist_ok=True)
+    (ready / service).write_text(json.dumps({"pid": pid}))
+
+
+def test_environment_ready_only_with_a_marker_of_a_live_process(tmp_path):
+    env = ENV | {"HERMES_DATA_DIR": str(tmp_path)}
+    with pytest.raises(NotReady, match="no readiness marker"):
+        check("environment", env)
+    _marker(tmp_path, "environment", os.getpid())
+    assert f"pid {os.getpid()}" in check("environment", env)
+
+
+def test_marker_of_a_dead_pid_is_stale(tmp_path):
+    _marker(tmp_path, "environment", 2**22 + 12345)  # above pid_max: never a live process
+    with pytest.raises(NotReady, match="stale marker"):
+        check("environment", ENV | {"HERMES_DATA_DIR": str(tmp_path)})
+
+
+def test_marker_older_than_its_process_is_stale(tmp_path):
+    _marker(tmp_path, "environment", os.getpid())
+    marker = tmp_path / "ready" / "environment"
+    os.utime(marker, (1_000_000, 1_000_000))  # written in 1970, long before this process started
+    with pytest.raises(NotReady, match="predates"):
+        check("environment", ENV | {"HERMES_DATA_DIR": str(tmp_path)})
+
+
+def test_trainer_needs_marker_and_inference_answering(tmp_path):
+    _marker(tmp_path, "trainer", os.getpid())
+    env = ENV | {"HERMES_DATA_DIR": str(tmp_path)}
+    down = fake({("GET", "http://inference:8001/v1/models"): (503, None)})
+    with pytest.raises(NotReady, match="expected 200"):
+        check("trainer", env, down)
+    up = fake({("GET", "http://inference:8001/v1/models"): (200, {"data": [{"id": "tiny"}]})})
+    assert "inference answers" in check("trainer", env, up)
+
+
+def test_main_exit_codes_and_one_stderr_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
+    assert main(["environment"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("environment not ready: no readiness marker")
+    assert main(["bogus"]) == 1
+
+
+def test_health_module_imports_only_the_stdlib():
+    source = Path(__file__).resolve().parents[2].joinpath("hermes_stack", "health.py").read_text()
+    imports = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
+    assert imports <= {"__future__", "json", "os", "sys", "urllib", "collections", "pathlib"}, imports
