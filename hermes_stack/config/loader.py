@@ -140,7 +140,8 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
                                f"one of {', '.join(known)}", hint))
         elif kind == "missing":
             if len(loc) == 1:
-                out.append(Problem(str(path), key, "no such section", f"the {sections_label} section {key}",
+                section = f"a [{key}] section" if sections_label == "TOML" else f'a "{key}" object'
+                out.append(Problem(str(path), key, "no such section", section,
                                    "restore it from the shipped file in git"))
             else:
                 out.append(Problem(str(path), key, "nothing", _expected_type(owner, loc[-1]),

@@ -140,9 +140,9 @@ def kl_anchor(i: Inputs) -> list[Problem]:
 
 
 def settings_agree_with_config(i: Inputs) -> list[Problem]:
-    """settings.json's algorithm name/group_size/kl_coef must equal config.toml's."""
+    """settings.json's algorithm group_size/kl_coef must equal config.toml's. (The names agree through
+    algo_matches_files: both must equal --algo, so a mismatch is reported once, there.)"""
     pairs = [
-        ("algorithm.name", i.settings.algorithm.name, i.config.algorithm.name, "[algorithm] name"),
         ("algorithm.group_size", i.settings.algorithm.group_size, i.config.rollout.group_size,
          "[rollout] group_size"),
         ("algorithm.kl_coef", i.settings.algorithm.kl_coef, i.config.algorithm.kl_coef, "[algorithm] kl_coef"),

@@ -114,7 +114,6 @@ def test_kl_anchor_zero_is_a_warning():
 @pytest.mark.parametrize("field, value, expected", [
     ("algorithm.group_size", 4, "found 4, expected 8 ([rollout] group_size in config_grpo.toml)"),
     ("algorithm.kl_coef", 0.2, "found 0.2, expected 0.1 ([algorithm] kl_coef in config_grpo.toml)"),
-    ("algorithm.name", "ppo", "found 'ppo', expected 'grpo' ([algorithm] name in config_grpo.toml)"),
 ])
 def test_settings_agree_with_config(field, value, expected):
     got = rules.settings_agree_with_config(inputs("grpo", settings={field: value}))
