@@ -1,0 +1,108 @@
+"""python -m hermes_stack.environment serve | process [--groups N] [--out FILE] | evaluate
+
+serve: register with Atropos (HERMES_ATROPOS_URL), stream scored groups until `total_steps` ([trainer] num_steps) is
+reached, then exit 0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
+process: atroposlib's process mode: N groups written to a JSONL file, no Atropos needed.
+Configuration: HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE and the URLs/keys of docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from hermes_stack.errors import HermesError
+
+log = logging.getLogger("hermes_stack.environment")
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
+    # atroposlib logs its status dict at INFO ten times a second; keep its warnings only.
+    for name in ("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    from hermes_stack.keyfile import redact_known_secrets
+
+    class Redact(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            record.msg = redact_known_secrets(record.getMessage())
+            record.args = ()
+            return True
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Redact())
+
+
+async def serve(env_config, server_configs) -> int:
+    from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker
+
+    env = HermesMathEnv(env_config, server_configs)
+    try:
+        await env.env_manager()
+    finally:
+        remove_ready_marker(env.ready_marker)
+    log.info("total_steps %d reached (Atropos at step %s): %s; exiting",
+             env.config.total_steps, env.curr_step, env.totals.as_dict())
+    return 0
+
+
+async def run_process(env_config, server_configs, *, groups: int, out: Path, gateway_client=None):
+    """atroposlib's process mode (what its `process` CLI does), with our settings: every group kept and written."""
+    from hermes_stack.environment.env import HermesMathEnv
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config = env_config.model_copy(update=dict(
+        ensure_scores_are_not_same=False, include_messages=True, data_path_to_save_groups=str(out),
+        use_wandb=False, total_steps=groups,
+    ))
+    env = HermesMathEnv(config, server_configs, gateway_client=gateway_client)
+    env.process_mode = True
+    env.n_groups_to_process = groups
+    env.group_size_to_process = config.group_size
+    env.max_token_len = config.max_token_length + 1  # nothing registered: our own limit
+    await env.process_manager()
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hermes_stack.environment")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="serve rollouts to Atropos until total_steps")
+    process = sub.add_parser("process", help="write N scored groups to a JSONL file (no Atropos)")
+    process.add_argument("--groups", type=int, default=4)
+    process.add_argument("--out", type=Path, default=Path("data/process.jsonl"))
+    sub.add_parser("evaluate", help="greedy accuracy on held-out prompts")
+    args = parser.parse_args(argv)
+    setup_logging()
+    # docker stop sends SIGTERM: turn it into SystemExit so `finally` removes the readiness marker.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        from hermes_stack.environment.runtime import build_configs, stack_from_environ
+
+        stack = stack_from_environ()
+        for line in stack.overrides and [f"profile {stack.profile} overrides: {stack.overrides}"] or []:
+            log.info(line)
+        env_config, server_config = build_configs(stack)
+        if args.command == "serve":
+            return asyncio.run(serve(env_config, [server_config]))
+        if args.command == "process":
+            env = asyncio.run(run_process(env_config, [server_config], groups=args.groups, out=args.out))
+            log.info("wrote %s: %s", env.config.data_path_to_save_groups, env.totals.as_dict())
+            return 0
+        from hermes_stack.environment.env import HermesMathEnv
+
+        env = HermesMathEnv(env_config, [server_config])
+        asyncio.run(env._run_evaluate())
+        return 0
+    except HermesError as exc:
+        for line in exc.lines():
+            log.error("%s", line)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

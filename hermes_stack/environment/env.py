@@ -1,0 +1,315 @@
+"""The environment service: an atroposlib BaseEnv that serves gsm8k-shaped math rollouts.
+
+Per item (one question) it samples `group_size` completions from the inference service through atroposlib's
+ManagedServer (server_type sglang: token ids and inference logprobs come back from `/generate`), scores each with the
+rule reward (reward.py; optionally a judge's second opinion, judge.py) and hands the group to atroposlib, which posts
+it to Atropos. Group layout (atroposlib's ScoredDataGroup): tokens = prompt + completion, masks = -100 on the prompt
+and the token id on the completion, scores, inference_logprobs aligned with tokens (1.0 on prompt positions).
+
+The prompt asks for the final answer as a last line `#### <number>` (reward.py documents the format). The built-in
+offline-arith task shows the bare question (`3+4=`): its tiny model learnt the format in its warm start.
+
+Logs: one line per batch of groups sent (mean score, accuracy, format rate, groups dropped because every score in
+them was equal, judge failures), the first format failures with their text, and the judge switching off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atroposlib.envs.base import BaseEnv, ScoredDataGroup
+
+from hermes_stack.environment.datasets import load_items
+from hermes_stack.environment.reward import RewardResult, RewardWeights, reference_answer, score_completion
+from hermes_stack.environment.runtime import HermesEnvConfig, build_configs, stack_from_environ
+
+log = logging.getLogger("hermes_stack.environment")
+
+INSTRUCTION = "Solve the problem step by step. Write the final answer alone on the last line as '#### <number>'."
+FORMAT_FAILURES_SHOWN = 3
+EVAL_ITEMS = 32
+
+
+@dataclass
+class Totals:
+    """Counters over the whole run (and since the last batch line)."""
+
+    groups: int = 0
+    sequences: int = 0
+    correct: int = 0
+    formatted: int = 0
+    score_sum: float = 0.0
+    dropped_equal_scores: int = 0
+    format_failures: int = 0
+    judge_overturned: int = 0
+    recent: list[float] = field(default_factory=list)  # scores of groups sent since the last batch line
+    batches_logged: int = 0
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.sequences if self.sequences else 0.0
+
+    @property
+    def format_rate(self) -> float:
+        return self.formatted / self.sequences if self.sequences else 0.0
+
+    @property
+    def mean_reward(self) -> float:
+        return self.score_sum / self.sequences if self.sequences else 0.0
+
+    def as_dict(self) -> dict:
+        return {"groups": self.groups, "sequences": self.sequences, "accuracy": self.accuracy,
+                "format_rate": self.format_rate, "mean_reward": self.mean_reward,
+                "dropped_equal_score_groups": self.dropped_equal_scores, "format_failures": self.format_failures,
+                "judge_overturned": self.judge_overturned}
+
+
+class HermesMathEnv(BaseEnv):
+    name = "hermes-math"
+    env_config_cls = HermesEnvConfig
+
+    def __init__(self, config: HermesEnvConfig, server_configs, slurm: bool = False, testing: bool = False,
+                 gateway_client=None):
+        super().__init__(config, server_configs, slurm=slurm, testing=testing)
+        self.config: HermesEnvConfig
+        self.totals = Totals()
+        self.train_items: list[dict] = []
+        self.eval_items: list[dict] = []
+        self._next = 0
+        self.gateway_client = gateway_client  # test-inference online: rollouts from the gateway model
+        self.judge = None
+        self.ready_marker: Path | None = None
+
+    # ------------------------------------------------------------ atroposlib hooks
+
+    @classmethod
+    def config_init(cls):
+        """From the container's environment (HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, URLs): `cli()` works."""
+        env_config, server_config = build_configs(stack_from_environ())
+        return env_config, [server_config]
+
+    async def setup(self) -> None:
+        cfg = self.config
+        common = dict(seed=cfg.seed, offline=cfg.offline, base_dir=Path(cfg.config_dir), config_file=cfg.config_file)
+        self.train_items = load_items(cfg.dataset, cfg.split, cfg.max_samples, **common)
+        other = "test" if cfg.split == "train" else "train"
+        self.eval_items = load_items(cfg.dataset, other, EVAL_ITEMS, **common)
+        if cfg.judge:
+            self.judge = make_judge(cfg)
+        log.info("dataset %s split %s: %d prompts (eval: %d from %s); group_size %d, %d prompts per batch; "
+                 "equal-score groups %s; judge %s; rollouts from %s",
+                 cfg.dataset, cfg.split, len(self.train_items), len(self.eval_items), other, cfg.group_size,
+                 cfg.prompts_per_batch, "dropped and counted" if cfg.ensure_scores_are_not_same else "kept",
+                 "on" if self.judge else "off", cfg.rollout_source)
+
+    async def get_next_item(self) -> dict:
+        item = self.train_items[self._next % len(self.train_items)]
+        self._next += 1
+        return item
+
+    async def register_env(self):
+        await super().register_env()
+        if self.config.data_dir:
+            self.ready_marker = write_ready_marker(Path(self.config.data_dir), env_id=getattr(self, "env_id", None))
+        log.info("registered with Atropos at %s (env_id %s); ready", self.config.rollout_server_url,
+                 getattr(self, "env_id", None))
+
+    async def collect_trajectories(self, item: dict) -> tuple[ScoredDataGroup | None, list]:
+        if self.config.rollout_source == "gateway":
+            group = await self._collect_from_gateway(item)
+        else:
+            group = await self._collect_from_inference(item)
+        return group, []
+
+    async def evaluate(self, *args, **kwargs) -> dict:
+        """Greedy accuracy on up to EVAL_ITEMS held-out prompts (used by `python -m hermes_stack.environment
+        evaluate`; serve does not run it, see runtime.py)."""
+        results = []
+        for item in self.eval_items:
+            prompt = self.prompt_text(item["question"])
+            budget = self._budget(prompt)
+            async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+                out = await managed.completion(prompt=prompt, n=1, max_tokens=budget, temperature=0.0, split="eval")
+            results.append(self._score(out.choices[0].text, item["answer"]))
+        metrics = {"eval/accuracy": sum(r.correct for r in results) / max(1, len(results)),
+                   "eval/format_rate": sum(r.well_formatted for r in results) / max(1, len(results))}
+        log.info("evaluation on %d held-out prompts: accuracy %.3f, format rate %.3f", len(results),
+                 metrics["eval/accuracy"], metrics["eval/format_rate"])
+        return metrics
+
+    async def handle_send_to_api(self, scored_data, item=None, do_send_to_api: bool = True,
+                                 abort_on_any_max_length_exceeded: bool = True):
+        groups = scored_data if isinstance(scored_data, list) else [scored_data]
+        for group in groups:
+            if group is None:
+                continue
+            equal = len(set(group["scores"])) == 1
+            if self.config.ensure_scores_are_not_same and equal:
+                # atroposlib drops it (zero advantage for every member); count it so a flat curve is explainable.
+                self.totals.dropped_equal_scores += 1
+                if self.totals.dropped_equal_scores in (1, 10, 100) or self.totals.dropped_equal_scores % 500 == 0:
+                    log.info("dropped group with equal scores %s (%d such groups so far)",
+                             group["scores"][:1], self.totals.dropped_equal_scores)
+            else:
+                self.totals.recent.append(sum(group["scores"]) / len(group["scores"]))
+        await super().handle_send_to_api(scored_data, item, do_send_to_api, abort_on_any_max_length_exceeded)
+        if len(self.totals.recent) >= self.config.prompts_per_batch:
+            self._log_batch()
+
+    # ------------------------------------------------------------ rollouts
+
+    def prompt_text(self, question: str) -> str:
+        """What the inference service sees: the bare question for offline-arith, else the instruction, through the
+        tokenizer's chat template when it has one."""
+        if self.config.dataset == "offline-arith":
+            from hermes_stack.tasks.offline_arith import format_prompt
+
+            return format_prompt(question)
+        content = f"{question}\n\n{INSTRUCTION}"
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return content + "\n"
+
+    def _budget(self, prompt: str) -> int:
+        # Atropos drops sequences of >= the trainer's max_token_len tokens: stay one below the configured limit.
+        prompt_tokens = len(self.tokenizer.encode(prompt, add_special_tokens=True))
+        return max(1, self.config.max_token_length - prompt_tokens - 1)
+
+    async def _collect_from_inference(self, item: dict) -> ScoredDataGroup | None:
+        prompt = self.prompt_text(item["question"])
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            completion = await managed.completion(
+                prompt=prompt, n=self.config.group_size, max_tokens=self._budget(prompt),
+                temperature=self.config.temperature, top_p=self.config.top_p,
+            )
+            nodes = managed.get_state()["nodes"]
+        texts = [choice.text for choice in completion.choices]
+        if len(nodes) != len(texts):
+            log.warning("inference returned %d sequences for %d completions; group skipped", len(nodes), len(texts))
+            return None
+        results = await self._score_all(item, texts)
+        group = ScoredDataGroup(
+            tokens=[node.tokens for node in nodes],
+            masks=[node.masked_tokens for node in nodes],
+            scores=[r.score for r in results],
+            inference_logprobs=[node.logprobs for node in nodes],
+        )
+        return self._finish(group, prompt, texts, results)
+
+    async def _collect_from_gateway(self, item: dict) -> ScoredDataGroup | None:
+        content = f"{item['question']}\n\n{INSTRUCTION}"
+        prompt_ids = self.tokenizer.encode(content, add_special_tokens=True)
+        budget = max(16, min(1024, self.config.max_token_length - len(prompt_ids) - 1))
+        calls = [asyncio.to_thread(self.gateway_client.chat, [{"role": "user", "content": content}],
+                                   max_tokens=budget, temperature=self.config.temperature, top_p=self.config.top_p)
+                 for _ in range(self.config.group_size)]
+        texts = list(await asyncio.gather(*calls))
+        results = await self._score_all(item, texts)
+        tokens, masks = [], []
+        for text in texts:
+            completion_ids = self.tokenizer.encode(text, add_special_tokens=False)
+            tokens.append(prompt_ids + completion_ids)
+            masks.append([-100] * len(prompt_ids) + completion_ids)
+        group = ScoredDataGroup(tokens=tokens, masks=masks, scores=[r.score for r in results])
+        return self._finish(group, content, texts, results)
+
+    # ------------------------------------------------------------ scoring
+
+    def _score(self, text: str, answer: str) -> RewardResult:
+        weights = RewardWeights(correctness=self.config.correctness_weight, format=self.config.format_weight)
+        return score_completion(text, answer, weights)
+
+    async def _score_all(self, item: dict, texts: list[str]) -> list[RewardResult]:
+        results = [self._score(text, item["answer"]) for text in texts]
+        if self.judge is not None:
+            # Second opinion on rule negatives only (judge.py says why); failures keep the rule verdict.
+            pending = [i for i, r in enumerate(results) if not r.correct]
+            verdicts = await asyncio.gather(*[
+                self.judge.agrade(item["question"], reference_answer(item["answer"]), texts[i]) for i in pending])
+            for i, verdict in zip(pending, verdicts):
+                if verdict:
+                    r = results[i]
+                    score = self.config.correctness_weight + self.config.format_weight * float(r.well_formatted)
+                    results[i] = RewardResult(score, True, r.well_formatted, r.extracted, "ok (judge)")
+                    self.totals.judge_overturned += 1
+        for text, r in zip(texts, results):
+            if not r.well_formatted:
+                self.totals.format_failures += 1
+                if self.totals.format_failures <= FORMAT_FAILURES_SHOWN:
+                    log.info("format failure #%d (%s): %r", self.totals.format_failures, r.reason, text[-120:])
+        return results
+
+    def _finish(self, group: ScoredDataGroup, prompt: str, texts: list[str],
+                results: list[RewardResult]) -> ScoredDataGroup:
+        t = self.totals
+        t.groups += 1
+        t.sequences += len(results)
+        t.correct += sum(r.correct for r in results)
+        t.formatted += sum(r.well_formatted for r in results)
+        t.score_sum += sum(r.score for r in results)
+        if getattr(self, "process_mode", False):
+            # test-inference's JSONL: the text and the verdicts next to the tokens.
+            group["messages"] = [[{"role": "user", "content": prompt}, {"role": "assistant", "content": text}]
+                                 for text in texts]
+            group["hermes"] = {"correct": [r.correct for r in results],
+                               "well_formatted": [r.well_formatted for r in results],
+                               "reason": [r.reason for r in results]}
+        return group
+
+    def _log_batch(self) -> None:
+        t = self.totals
+        t.batches_logged += 1
+        scores = t.recent
+        t.recent = []
+        judge = ""
+        if self.judge is not None:
+            s = self.judge.stats
+            judge = f", judge: {s.calls} calls, {s.failures} failures, {t.judge_overturned} overturned" + (
+                " (switched off)" if s.disabled else "")
+        log.info("batch %d: %d groups sent, mean score %.3f | run: accuracy %.3f, format rate %.3f, "
+                 "format failures %d, groups dropped for equal scores %d%s",
+                 t.batches_logged, len(scores), sum(scores) / len(scores), t.accuracy, t.format_rate,
+                 t.format_failures, t.dropped_equal_scores, judge)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def make_judge(cfg: HermesEnvConfig):
+    from hermes_stack.environment.judge import Judge
+    from hermes_stack.errors import InputError
+    from hermes_stack.gateway import GatewayClient, settings_from, style_for
+
+    settings = settings_from(timeout_s=cfg.judge_timeout_s)
+    if settings is None:
+        raise InputError(f"{cfg.config_file}: [reward] judge: found true, expected false in offline mode. Hint: the "
+                         "judge calls the gateway model; add .env.taotoken (TAOTOKEN_*) or set judge = false")
+    return Judge(GatewayClient(settings), style=style_for(settings.model, cfg.judge_style))
+
+
+def write_ready_marker(data_dir: Path, **extra) -> Path:
+    """$HERMES_DATA_DIR/ready/environment (JSON with the pid), written atomically."""
+    ready = data_dir / "ready"
+    ready.mkdir(parents=True, exist_ok=True)
+    path = ready / "environment"
+    tmp = ready / f".environment.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"pid": os.getpid(), **extra}))
+    tmp.replace(path)
+    return path
+
+
+def remove_ready_marker(path: Path | None) -> None:
+    if path is None:
+        return
+    try:
+        marker = json.loads(path.read_text())
+        if marker.get("pid") == os.getpid():  # never remove a marker another process wrote
+            path.unlink()
+    except (OSError, ValueError):
+        pass

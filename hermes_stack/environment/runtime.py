@@ -1,0 +1,178 @@
+"""Build the atroposlib configs of the environment from our configs and the container's environment variables.
+
+Decisions (see docs/architecture.md for the variables):
+- rollout_server_url = HERMES_ATROPOS_URL, base_url = HERMES_INFERENCE_URL, api_key = HERMES_INFERENCE_KEY (falling
+  back to the config files' URLs when run outside compose), server_type "sglang": atroposlib then POSTs
+  `<base_url without /v1>/generate` and gets token ids and logprobs back.
+- tokenizer_name is a LOCAL path: $HERMES_EMBEDDED_MODEL for the embedded tiny model, inference.model_path when it
+  is a directory. A hub name is accepted only online (offline it would hang ~49 s), and HF_HUB_OFFLINE=1 is set
+  whenever we are offline (no key file and no TAOTOKEN_* variables).
+- Atropos counts sequences: BaseEnvConfig.batch_size = [rollout] batch_size (prompts) x group_size.
+- ensure_scores_are_not_same: off for group_size 1 (PPO: a "group" of one always has equal scores and would be
+  dropped every time); on for GRPO (a group whose completions all score the same has zero advantage), and the
+  environment counts and logs every group dropped that way so a flat reward curve is explainable.
+- atroposlib's inference health probe (a 1-token chat completion every second) is off: compose's healthcheck gates
+  the inference service, and the probe would cost one generation per second on the CPU tiny model.
+- wandb: only with [wandb] enabled AND WANDB_API_KEY set. wandb_name is always set (None makes /register-env 422).
+- max_batches_offpolicy 1: at most one batch waits in Atropos, so rollouts are at most about one policy update old
+  (the tiny model collapses quickly when trained on stale samples).
+- steps_per_eval 0: the trainer runs the held-out evaluation; an environment eval would stop rollouts meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, Mapping
+
+from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
+from pydantic import Field
+
+from hermes_stack.errors import InputError, Problem, StackError
+
+EMBEDDED_SENTINEL = "embedded"
+
+
+class HermesEnvConfig(BaseEnvConfig):
+    """atroposlib's BaseEnvConfig plus what our environment needs (all from config_<algo>.toml / settings)."""
+
+    dataset: str = "offline-arith"
+    split: Literal["train", "test"] = "train"
+    max_samples: int = 1000
+    seed: int = 0
+    correctness_weight: float = 1.0
+    format_weight: float = 0.1
+    judge: bool = False
+    judge_style: Literal["auto", "openai", "anthropic"] = "auto"
+    judge_timeout_s: float = 20.0
+    offline: bool = True
+    # "inference": token ids + logprobs from the inference service (/generate); "gateway": text from the gateway
+    # model (test-inference online), tokenised locally for the record, no logprobs.
+    rollout_source: Literal["inference", "gateway"] = "inference"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    prompts_per_batch: int = Field(default=1, description="[rollout] batch_size: prompts (groups) per training step")
+    data_dir: str | None = None  # $HERMES_DATA_DIR: readiness marker
+    config_file: str = "config"
+    config_dir: str = "configs"
+    algo: str = "grpo"
+
+
+def is_offline(environ: Mapping[str, str], keyfile_path: str | Path | None = None) -> bool:
+    from hermes_stack.gateway import settings_from
+
+    return settings_from(environ, keyfile_path) is None
+
+
+def resolve_tokenizer(stack, environ: Mapping[str, str], offline: bool, override: str | None = None) -> str:
+    """A local tokenizer directory (or, online only, a hub name)."""
+    if override:
+        return override
+    model_path = stack.settings.inference.model_path
+    if model_path == EMBEDDED_SENTINEL or stack.profile == "embedded":
+        embedded = environ.get("HERMES_EMBEDDED_MODEL", "")
+        if embedded and Path(embedded).is_dir():
+            return embedded
+        # The tiny model is baked into the trainer image only; its character tokenizer is deterministic and built
+        # from nothing, so the environment (another image, or the host for test-inference) builds its own copy.
+        return str(embedded_tokenizer_dir())
+    if Path(model_path).is_dir():
+        return model_path
+    if offline:
+        raise InputError(Problem(
+            str(stack.settings_path), "inference.model_path", repr(model_path), "a local model directory offline",
+            "the environment loads its tokenizer from the model; without a key file the hub is not used "
+            "(use the embedded profile, or a local model path)",
+        ))
+    return model_path
+
+
+def embedded_tokenizer_dir() -> Path:
+    """A local copy of the embedded model's tokenizer (hermes_stack.trainer.embedded.build_tokenizer)."""
+    import logging
+    import tempfile
+
+    from hermes_stack.trainer.embedded import build_tokenizer
+
+    directory = Path(tempfile.gettempdir()) / f"hermes-embedded-tokenizer-{os.getuid()}"
+    if not (directory / "tokenizer_config.json").is_file():
+        try:
+            build_tokenizer().save_pretrained(str(directory))
+        except Exception as exc:  # noqa: BLE001 - any failure here means "no tokenizer"
+            raise StackError(f"cannot build the embedded tokenizer in {directory}: {type(exc).__name__}: {exc}; set "
+                             "HERMES_EMBEDDED_MODEL to the embedded model directory") from exc
+        logging.getLogger("hermes_stack.environment").info(
+            "HERMES_EMBEDDED_MODEL is not a directory here: built the embedded tokenizer in %s", directory)
+    return directory
+
+
+def build_configs(
+    stack,
+    environ: Mapping[str, str] | None = None,
+    *,
+    tokenizer: str | None = None,
+    inference_url: str | None = None,
+    rollout_source: str = "inference",
+    offline: bool | None = None,
+) -> tuple[HermesEnvConfig, APIServerConfig]:
+    """(env config, inference server config) for `stack` (a hermes_stack.config.loader.StackConfig)."""
+    environ = os.environ if environ is None else environ
+    offline = is_offline(environ) if offline is None else offline
+    if offline:
+        # Before any Hugging Face library reads them: fail fast instead of retrying an unreachable hub.
+        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            os.environ[name] = "1"
+    cfg, settings = stack.config, stack.settings
+    rollout = cfg.rollout
+    tokenizer_path = resolve_tokenizer(stack, environ, offline, tokenizer)
+    use_wandb = bool(settings.wandb.enabled and environ.get("WANDB_API_KEY"))
+    env_config = HermesEnvConfig(
+        group_size=rollout.group_size,
+        batch_size=rollout.batch_size * rollout.group_size,
+        prompts_per_batch=rollout.batch_size,
+        max_token_length=rollout.max_token_length,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        total_steps=settings.trainer.num_steps,
+        tokenizer_name=tokenizer_path,
+        rollout_server_url=environ.get("HERMES_ATROPOS_URL") or settings.atropos.rollout_server_url,
+        use_wandb=use_wandb,
+        wandb_name=f"hermes-{stack.algo}-{cfg.environment.name}",
+        ensure_scores_are_not_same=rollout.group_size > 1,
+        max_batches_offpolicy=1,
+        steps_per_eval=0,
+        include_messages=False,
+        dataset=cfg.environment.dataset,
+        split=cfg.environment.split,
+        max_samples=cfg.environment.max_samples,
+        correctness_weight=cfg.reward.correctness_weight,
+        format_weight=cfg.reward.format_weight,
+        judge=cfg.reward.judge,
+        judge_style=cfg.reward.judge_style,
+        judge_timeout_s=cfg.reward.judge_timeout_s,
+        offline=offline,
+        rollout_source=rollout_source,
+        data_dir=environ.get("HERMES_DATA_DIR") or None,
+        config_file=str(stack.config_path),
+        config_dir=str(Path(stack.config_path).parent),
+        algo=stack.algo,
+    )
+    server_config = APIServerConfig(
+        server_type="sglang",
+        base_url=inference_url or environ.get("HERMES_INFERENCE_URL") or settings.inference.base_url,
+        api_key=environ.get("HERMES_INFERENCE_KEY", ""),
+        model_name=settings.inference.model_path,
+        tokenizer_name=tokenizer_path,
+        health_check=False,
+        timeout=600,
+    )
+    return env_config, server_config
+
+
+def stack_from_environ(environ: Mapping[str, str] | None = None):
+    """The StackConfig a service container runs with: HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE."""
+    from hermes_stack.config.loader import load_stack
+
+    environ = os.environ if environ is None else environ
+    algo = environ.get("HERMES_ALGO", "grpo")
+    return load_stack(algo, Path(environ.get("HERMES_CONFIG_DIR", "configs")), environ.get("HERMES_PROFILE", "gpu"))

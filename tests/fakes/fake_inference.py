@@ -1,0 +1,100 @@
+"""A fake SGLang-style inference server on loopback: POST /generate with input_ids, answering token ids and
+`meta_info.output_token_logprobs` ([logprob, token_id, text]) like SGLang, a list when sampling_params.n > 1.
+
+`policy(prompt_text, index) -> completion text` decides what completion `index` of a request says; the default
+answers "a+b" questions right for even indexes and wrong (by one) for odd ones, so GRPO groups have a spread.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+LOGPROB = -0.25
+
+
+def alternate_policy(prompt: str, index: int) -> str:
+    pairs = re.findall(r"(\d+)\s*\+\s*(\d+)", prompt)
+    total = sum(map(int, pairs[-1])) if pairs else 0
+    return f"{pairs[-1][0]} + {pairs[-1][1]} = {total}\n#### {total + index % 2}" if pairs else "#### 0"
+
+
+@dataclass
+class FakeInference:
+    tokenizer_dir: Path
+    api_key: str = "internal-inference-key-123"
+    policy: Callable[[str, int], str] = alternate_policy
+    requests: list[dict] = field(default_factory=list)
+
+    def start(self) -> "FakeInference":
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_dir))
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, payload) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                fake.requests.append({"path": self.path, "body": body})
+                if fake.api_key and self.headers.get("authorization") != f"Bearer {fake.api_key}":
+                    return self._send(401, {"error": "bad key"})
+                if self.path != "/generate":
+                    return self._send(404, {"error": f"no route {self.path}"})
+                params = body.get("sampling_params") or {}
+                n = int(params.get("n", 1))
+                limit = int(params.get("max_new_tokens", 64))
+                prompt = tokenizer.decode(body["input_ids"], skip_special_tokens=True)
+                results = []
+                for i in range(n):
+                    ids = tokenizer.encode(fake.policy(prompt, i), add_special_tokens=False)
+                    ids = (ids + [tokenizer.eos_token_id])[:limit]
+                    results.append({
+                        "text": tokenizer.decode(ids, skip_special_tokens=True),
+                        "meta_info": {
+                            "prompt_tokens": len(body["input_ids"]),
+                            "completion_tokens": len(ids),
+                            "output_token_logprobs": [[LOGPROB, t, None] for t in ids],
+                            "finish_reason": {"type": "stop" if len(ids) < limit else "length"},
+                        },
+                    })
+                return self._send(200, results if n > 1 else results[0])
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "FakeInference":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
