@@ -1,0 +1,80 @@
+"""The CLI root: one line per error, exit codes, traceback only with --debug."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+
+from hermes_stack import keyfile as kf
+from hermes_stack.cli import main
+from hermes_stack.commands import validate as validate_cmd
+
+ARGS = ["validate", "--algo", "grpo", "--device", "cpu"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    monkeypatch.setenv(kf.PATH_ENV, str(tmp_path / "no-key-file"))
+    kf.forget_secrets()
+    yield
+    kf.forget_secrets()
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+def test_unexpected_error_is_one_line_exit_1(monkeypatch, capsys):
+    monkeypatch.setattr(validate_cmd, "evaluate", _boom)
+    assert main(ARGS) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["error: unexpected error: RuntimeError: boom"]
+
+
+def test_debug_adds_the_traceback(monkeypatch, capsys):
+    monkeypatch.setattr(validate_cmd, "evaluate", _boom)
+    assert main(["--debug", *ARGS]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: unexpected error: RuntimeError: boom\n") and "Traceback" in err
+
+
+def test_typer_exit_code_is_returned(monkeypatch):
+    def leave(*args, **kwargs):
+        raise typer.Exit(3)
+
+    monkeypatch.setattr(validate_cmd, "evaluate", leave)
+    assert main(ARGS) == 3
+
+
+def test_unknown_command_is_one_line(capsys):
+    assert main(["valdate"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: hermes-stack: No such command 'valdate'. Did you mean 'validate'? Hint: run `hermes-stack --help`"]
+
+
+def test_no_arguments_prints_help_and_no_error_line(capsys):
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert "Usage: hermes-stack" in out + err and "error:" not in out + err
+
+
+def test_help_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert "validate" in capsys.readouterr().out
+
+
+def test_validate_help_exits_0(capsys):
+    assert main(["validate", "--help"]) == 0
+    assert "--algo" in capsys.readouterr().out
+
+
+def test_secret_in_an_error_line_is_redacted(monkeypatch, capsys):
+    kf.register_secrets({"TAOTOKEN_API_KEY": "sk-leaky0123456789"})
+
+    def leak(*args, **kwargs):
+        raise RuntimeError("bad key sk-leaky0123456789")
+
+    monkeypatch.setattr(validate_cmd, "evaluate", leak)
+    assert main(ARGS) == 1
+    err = capsys.readouterr().err
+    assert "sk-leaky0123456789" not in err and "sk-…6789" in err
