@@ -1,0 +1,375 @@
+"""The Tinker engine: the policy is a LoRA adapter trained on Tinker; critic and reference run locally in torch.
+
+What goes where:
+- Tinker (remote): the LoRA policy. One step = `forward_backward(data, "ppo", {clip_low_threshold: 1-eps,
+  clip_high_threshold: 1+eps})` (or "importance_sampling"), `optim_step(AdamParams(learning_rate))`, then
+  `save_weights_for_sampler("step-<N>")` every step.
+- Local torch (`LocalCritic`, optional): the frozen base model (= the reference policy: LoRA starts at zero) gives
+  reference log-probs for the KL term and detached hidden states for a value head (PPO's critic, trained here with
+  `value_loss_coef`). Tinker has no value head and its losses have no KL or entropy term, so those two enter as
+  per-token reward shaping (the usual way with Tinker's built-in losses):
+      r_t += -kl_coef * (logp_old_t - logp_ref_t) + entropy_coef * (-logp_old_t)
+  `-logp_old` is a one-sample estimate of the token entropy, so this is entropy-regularised RL, not silently dropped.
+- Weights for the inference service: `export_weights(dir)` saves the adapter in Hugging Face/peft format on Tinker
+  (`save_weights_external`) and downloads its files into `dir`; the training loop then POSTs /load_lora_adapter.
+
+Fail fast: the key prefix is checked (tml- or a JWT) and TINKER_BASE_URL is probed with a short timeout before the
+SDK is asked for anything (the SDK would otherwise retry silently for ~300 s).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from hermes_stack.errors import InputError, Problem, StackError
+from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+
+LOSSES = ("ppo", "importance_sampling")
+PROBE_PATH = "/api/v1/healthz"
+
+
+# ---------------------------------------------------------------- fail fast
+
+
+def check_key(key: str | None, source: str = ".env.taotoken") -> str:
+    if not key:
+        raise InputError(Problem(source, "TINKER_API_KEY", "nothing", "a Tinker key (tml-... or a JWT eyJ...)",
+                                 "the tinker engine needs a Tinker key; a gateway key cannot be used"))
+    if not (key.startswith("tml-") or key.startswith("eyJ")):
+        shown = key[:3] + "..." if len(key) > 3 else "***"
+        raise InputError(Problem(source, "TINKER_API_KEY", f"a key starting {shown!r}", "a key starting tml- or eyJ",
+                                 "a gateway key cannot be used as a Tinker key"))
+    return key
+
+
+def resolve_base_url(base_url: str | None = None) -> str:
+    from tinker.lib.base_url import resolve_base_url as sdk_resolve
+
+    return sdk_resolve(base_url)
+
+
+def probe(base_url: str, timeout_s: float = 5.0, transport: httpx.BaseTransport | None = None) -> None:
+    """Any HTTP answer means reachable (auth is checked later); no answer within `timeout_s` is a StackError."""
+    url = base_url.rstrip("/") + PROBE_PATH
+    try:
+        with httpx.Client(timeout=timeout_s, transport=transport) as client:
+            client.get(url)
+    except httpx.HTTPError as exc:
+        raise StackError(f"tinker: {base_url} is not reachable ({type(exc).__name__}: {exc or 'no answer'} within "
+                         f"{timeout_s:.0f} s). Hint: check TINKER_BASE_URL and the VM's outbound network, or use "
+                         "[trainer] engine = \"torch\"") from exc
+
+
+# ---------------------------------------------------------------- pure data shaping
+
+
+@dataclass(frozen=True)
+class TokenArrays:
+    """One sequence in next-token layout: position t predicts targets[t] = tokens[t+1]."""
+
+    inputs: list[int]
+    targets: list[int]
+    trained: list[float]  # 1.0 where targets[t] is a completion token, else 0.0
+    old_logprobs: list[float]  # sampler logprob of targets[t] (0.0 on prompt positions)
+
+
+def token_arrays(seq: Sequence) -> TokenArrays:
+    if len(seq.tokens) < 2:
+        raise ValueError("a sequence needs at least 2 tokens")
+    if len(seq.mask) != len(seq.tokens):
+        raise ValueError(f"{len(seq.mask)} mask entries for {len(seq.tokens)} tokens")
+    if len(seq.logprobs) != len(seq.tokens):
+        raise StackError("tinker: a sequence arrived without inference logprobs; the ppo and importance_sampling "
+                         "losses need them. Hint: the environment must use server_type \"sglang\" (/generate)")
+    trained = [0.0 if m == IGNORE else 1.0 for m in seq.mask[1:]]
+    old = [lp if t else 0.0 for lp, t in zip(seq.logprobs[1:], trained)]
+    return TokenArrays(list(seq.tokens[:-1]), list(seq.tokens[1:]), trained, [float(v) for v in old])
+
+
+def build_datum(arrays: TokenArrays, advantages: list[float]):
+    """tinker.Datum for the ppo / importance_sampling losses. Prompt positions carry advantage 0: no gradient."""
+    from tinker import Datum, ModelInput
+
+    if len(advantages) != len(arrays.targets):
+        raise ValueError(f"{len(advantages)} advantages for {len(arrays.targets)} targets")
+    masked = [a * t for a, t in zip(advantages, arrays.trained)]
+    return Datum(model_input=ModelInput.from_ints(arrays.inputs),
+                 loss_fn_inputs={"target_tokens": arrays.targets, "logprobs": arrays.old_logprobs,
+                                 "advantages": masked})
+
+
+def loss_config(loss: str, clip_epsilon: float) -> tuple[str, dict[str, float] | None]:
+    if loss == "ppo":
+        return "ppo", {"clip_low_threshold": 1.0 - clip_epsilon, "clip_high_threshold": 1.0 + clip_epsilon}
+    if loss == "importance_sampling":
+        return "importance_sampling", None
+    raise InputError(Problem("settings", "tinker loss", repr(loss), " or ".join(LOSSES)))
+
+
+def shaping(arrays: TokenArrays, ref_logprobs: list[float] | None, kl_coef: float, entropy_coef: float) -> list[float]:
+    """Per-token reward shaping for the KL anchor and the entropy bonus (0 on prompt positions)."""
+    out = []
+    for t, (old, trained) in enumerate(zip(arrays.old_logprobs, arrays.trained)):
+        value = 0.0
+        if trained:
+            if kl_coef:
+                value -= kl_coef * (old - ref_logprobs[t])
+            if entropy_coef:
+                value += entropy_coef * (-old)
+        out.append(value)
+    return out
+
+
+def group_token_advantages(groups: list[list[TokenArrays]], scores: list[list[float]], shaped: list[list[list[float]]],
+                           normalize_std: bool = True) -> list[list[list[float]]]:
+    """GRPO: the group-relative advantage of each completion on every one of its tokens, plus its shaping."""
+    import torch
+
+    from hermes_stack.trainer.algorithms import group_relative_advantages
+
+    result = []
+    for arrays, group_scores, group_shaped in zip(groups, scores, shaped):
+        adv = group_relative_advantages(torch.tensor(group_scores, dtype=torch.float64), normalize_std=normalize_std)
+        result.append([[a * tr + s for tr, s in zip(arr.trained, sh)]
+                       for a, arr, sh in zip(adv.tolist(), arrays, group_shaped)])
+    return result
+
+
+# ---------------------------------------------------------------- local critic / reference
+
+
+class LocalCritic:
+    """Frozen base model (reference policy) + a value head on its detached hidden states, trained locally."""
+
+    def __init__(self, model_path: str, device: str = "cpu", learning_rate: float = 1e-4, with_value_head: bool = True):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.torch = torch
+        self.device = device
+        self.base = AutoModelForCausalLM.from_pretrained(model_path).to(device).eval()
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        self.head = None
+        self.optimizer = None
+        if with_value_head:
+            try:
+                from hermes_stack.trainer.engine_torch import ValueHead
+            except ImportError:  # the torch engine's head is preferred; this twin keeps the engine usable alone
+                ValueHead = None
+            hidden = self.base.config.hidden_size
+            self.head = (ValueHead(hidden) if ValueHead else torch.nn.Sequential(
+                torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))).to(device)
+            self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=learning_rate)
+
+    def _forward(self, inputs: list[list[int]]):
+        torch = self.torch
+        width = max(len(x) for x in inputs)
+        pad = self.base.config.pad_token_id if self.base.config.pad_token_id is not None else 0
+        ids = torch.full((len(inputs), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(inputs), width), dtype=torch.long)
+        for i, x in enumerate(inputs):
+            ids[i, : len(x)] = torch.tensor(x)
+            attention[i, : len(x)] = 1
+        with torch.no_grad():
+            out = self.base(input_ids=ids.to(self.device), attention_mask=attention.to(self.device),
+                            output_hidden_states=True)
+        return out.logits.float(), out.hidden_states[-1].detach()
+
+    def reference_and_hidden(self, arrays: list[TokenArrays]):
+        torch = self.torch
+        logits, hidden = self._forward([a.inputs for a in arrays])
+        logp = torch.log_softmax(logits, dim=-1)
+        refs = []
+        for i, a in enumerate(arrays):
+            targets = torch.tensor(a.targets, device=logp.device)
+            refs.append(logp[i, : len(a.targets)].gather(-1, targets.unsqueeze(-1)).squeeze(-1).tolist())
+        return refs, hidden
+
+    def values(self, hidden):
+        head_out = self.head(hidden)
+        return head_out.squeeze(-1) if head_out.dim() == 3 else head_out
+
+    def update(self, hidden, returns, mask, value_loss_coef: float, clip_epsilon: float, old_values) -> float:
+        from hermes_stack.trainer import algorithms as alg
+
+        values = self.values(hidden)
+        loss = alg.value_loss(values, returns, mask, value_loss_coef, old_values, clip_epsilon)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
+        self.optimizer.step()
+        return float(loss.detach())
+
+
+# ---------------------------------------------------------------- the engine
+
+
+class TinkerEngine:
+    """hermes_stack.trainer.engine.Engine on Tinker. `service_client` is injectable (tests, shared sessions)."""
+
+    def __init__(self, *, base_model: str, algo: AlgoParams, lora_rank: int, learning_rate: float,
+                 api_key: str | None = None, base_url: str | None = None, loss: str = "ppo",
+                 critic: LocalCritic | None = None, service_client: Any = None,
+                 probe_timeout_s: float = 5.0, probe_transport: httpx.BaseTransport | None = None,
+                 download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True):
+        algo.check()
+        self.algo = algo
+        self.lora_rank = lora_rank
+        self.learning_rate = learning_rate
+        self.loss_fn, self.loss_fn_config = loss_config(loss, algo.clip_epsilon)
+        if (algo.uses_critic or algo.kl_coef > 0) and critic is None:
+            need = "a critic (gae)" if algo.uses_critic else f"reference log-probs (kl_coef {algo.kl_coef})"
+            raise InputError(Problem("config", "[algorithm]", f"{need} without a local base model",
+                                     "a LocalCritic on the same base model", "Tinker has no value head and no KL "
+                                     "term: they run locally in torch; give the engine the base model directory"))
+        if algo.uses_critic and critic is not None and critic.head is None:
+            raise InputError(Problem("config", "[algorithm] advantage_estimator", "gae", "a critic with a value head"))
+        self.critic = critic
+        self.normalize_group_std = normalize_group_std
+        self.download = download or _download
+        self.step = 0
+        self.last_sampler_path: str | None = None
+        if service_client is None:
+            key = check_key(api_key or os.environ.get("TINKER_API_KEY"))
+            url = resolve_base_url(base_url)
+            probe(url, probe_timeout_s, probe_transport)
+            import tinker
+
+            service_client = tinker.ServiceClient(base_url=url, api_key=key)
+        self.service_client = service_client
+        self.training_client = service_client.create_lora_training_client(base_model=base_model,
+                                                                          rank=lora_rank).result()
+
+    # ------------------------------------------------------------------ one step
+
+    def advantages(self, groups: list[list[Sequence]]) -> tuple[list[list[TokenArrays]], list[list[list[float]]],
+                                                                   dict[str, float]]:
+        import torch
+
+        arrays = [[token_arrays(s) for s in g] for g in groups]
+        flat = [a for g in arrays for a in g]
+        refs, hidden = (self.critic.reference_and_hidden(flat) if self.critic is not None else (None, None))
+        flat_refs = refs or [None] * len(flat)
+        shaped_flat = [shaping(a, r, self.algo.kl_coef, self.algo.entropy_coef) for a, r in zip(flat, flat_refs)]
+        metrics: dict[str, float] = {}
+        if refs is not None:
+            kls = [(o - r) * t for a, ref in zip(flat, refs) for o, r, t in zip(a.old_logprobs, ref, a.trained)]
+            n = sum(t for a in flat for t in a.trained)
+            metrics["kl"] = sum(kls) / max(n, 1.0)
+        scores = [[s.score for s in g] for g in groups]
+        if not self.algo.uses_critic:
+            shaped, k = [], 0
+            for g in arrays:
+                shaped.append(shaped_flat[k:k + len(g)])
+                k += len(g)
+            advs = group_token_advantages(arrays, scores, shaped, self.normalize_group_std)
+            return arrays, advs, metrics
+        # PPO: token-level GAE over (terminal score + shaping) with the local critic's values.
+        from hermes_stack.trainer import algorithms as alg
+
+        width = hidden.shape[1]
+        mask = torch.zeros((len(flat), width))
+        rewards = torch.zeros((len(flat), width))
+        for i, (a, sh) in enumerate(zip(flat, shaped_flat)):
+            mask[i, : len(a.trained)] = torch.tensor(a.trained)
+            rewards[i, : len(sh)] = torch.tensor(sh)
+        rewards = rewards + alg.terminal_rewards(torch.tensor([s for g in scores for s in g], dtype=torch.float32),
+                                                 mask)
+        with torch.no_grad():
+            old_values = self.critic.values(hidden).float().cpu()
+        adv, returns = alg.gae(rewards, old_values, mask, self.algo.gamma, self.algo.lam)
+        adv = alg.whiten(adv, mask)
+        metrics["value_loss"] = self.critic.update(hidden, returns.to(hidden.device), mask.to(hidden.device),
+                                                   self.algo.value_loss_coef, self.algo.clip_epsilon,
+                                                   old_values.to(hidden.device))
+        flat_adv = [adv[i, : len(a.targets)].tolist() for i, a in enumerate(flat)]
+        out, k = [], 0
+        for g in arrays:
+            out.append(flat_adv[k:k + len(g)])
+            k += len(g)
+        return arrays, out, metrics
+
+    def train_step(self, groups: list[list[Sequence]]) -> dict[str, float]:
+        from tinker import AdamParams
+
+        arrays, advs, metrics = self.advantages(groups)
+        data = [build_datum(a, adv) for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)]
+        # Submit both before waiting: Tinker pipelines them.
+        fb_future = self.training_client.forward_backward(data, self.loss_fn, self.loss_fn_config)
+        optim_future = self.training_client.optim_step(AdamParams(learning_rate=self.learning_rate))
+        fb = fb_future.result()
+        optim_future.result()
+        self.step += 1
+        saved = self.training_client.save_weights_for_sampler(name=f"step-{self.step}").result()
+        self.last_sampler_path = saved.path
+        trained = [t for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)
+                   for t, v in zip(a.trained, adv) if t]
+        token_advs = [v for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)
+                      for t, v in zip(a.trained, adv) if t]
+        mean = sum(token_advs) / max(len(token_advs), 1)
+        scores = [s.score for g in groups for s in g]
+        metrics.update({
+            "reward_mean": sum(scores) / max(len(scores), 1),
+            "advantage_mean": mean,
+            "advantage_std": math.sqrt(sum((v - mean) ** 2 for v in token_advs) / max(len(token_advs), 1)),
+            "trained_tokens": float(len(trained)),
+        })
+        for key, value in (fb.metrics or {}).items():
+            if isinstance(value, (int, float)):
+                metrics[f"tinker/{key}"] = float(value)
+        return metrics
+
+    # ------------------------------------------------------------------ weights and state
+
+    def export_weights(self, directory: Path) -> Path:
+        """The adapter in peft format from Tinker into `directory` (adapter_config.json: /load_lora_adapter)."""
+        import tinker
+
+        directory = Path(directory)
+        saved = self.training_client.save_weights_external(name=f"step-{self.step}").result()
+        urls = tinker.RestClient().get_external_weights_urls(saved.path).result().urls \
+            if not hasattr(self.service_client, "external_weights_urls") \
+            else self.service_client.external_weights_urls(saved.path)
+        for relative, url in urls.items():
+            target = (directory / relative).resolve()
+            if directory.resolve() not in target.parents:
+                raise StackError(f"tinker: refusing to write {relative!r} outside {directory}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.download(url, target)
+        return directory
+
+    def state_dict(self) -> dict[str, Any]:
+        saved = self.training_client.save_state(name=f"state-{self.step}").result()
+        state: dict[str, Any] = {"engine": "tinker", "step": self.step, "tinker_state_path": saved.path,
+                                 "sampler_path": self.last_sampler_path}
+        if self.critic is not None and self.critic.head is not None:
+            state["critic"] = self.critic.head.state_dict()
+            state["critic_optimizer"] = self.critic.optimizer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("engine") != "tinker":
+            raise StackError("tinker: this checkpoint was not written by the tinker engine")
+        self.training_client.load_state_with_optimizer(state["tinker_state_path"]).result()
+        self.step = int(state["step"])
+        self.last_sampler_path = state.get("sampler_path")
+        if "critic" in state and self.critic is not None and self.critic.head is not None:
+            self.critic.head.load_state_dict(state["critic"])
+            self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+
+
+def _download(url: str, target: Path) -> None:
+    tmp = target.with_name(target.name + ".part")
+    with httpx.stream("GET", url, timeout=httpx.Timeout(600.0, connect=10.0), follow_redirects=True) as response:
+        response.raise_for_status()
+        with open(tmp, "wb") as out:
+            for chunk in response.iter_bytes():
+                out.write(chunk)
+    tmp.replace(target)
