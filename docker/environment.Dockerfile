@@ -1,0 +1,29 @@
+# environment: the hermes_stack environment service (an atroposlib BaseEnv) — `python -m hermes_stack.environment serve`.
+# Same build context, wheelhouse and user as atropos.Dockerfile; see there for the why.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+
+FROM ${BASE_IMAGE} AS deps
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/venv
+COPY pyproject.toml requirements.lock docker/requirements.py /src/
+# Byte-identical to atropos.Dockerfile's step, so the heavy atroposlib layer is built once and shared.
+RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
+    python3 /src/requirements.py /src/pyproject.toml --only atroposlib > /src/atropos.txt \
+ && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/atropos.txt
+RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
+    python3 /src/requirements.py /src/pyproject.toml base environment > /src/environment.txt \
+ && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/environment.txt
+
+FROM ${BASE_IMAGE} AS runtime
+RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'hermes:x:10001:' >> /etc/group \
+ && mkdir -p /home/hermes /data /app/hermes_stack && chown 10001:10001 /home/hermes /data
+# Offline by design: the tokenizer is a local path, never a hub download (a hub lookup hangs ~49 s here).
+ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
+COPY --from=deps /opt/venv /opt/venv
+# Code last: a code-only change rebuilds just this layer.
+COPY hermes_stack /app/hermes_stack
+USER 10001:10001
+WORKDIR /home/hermes
+CMD ["python", "-m", "hermes_stack.environment", "serve"]

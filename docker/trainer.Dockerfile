@@ -1,0 +1,63 @@
+# trainer: one image for two compose services, `inference` (port 8001) and `trainer`.
+#   target cpu: FROM the Python base, CPU torch, built-in inference server, the embedded tiny model baked in at
+#               /opt/hermes/embedded-model (the offline default on machines without a GPU).
+#   target gpu: FROM a pinned SGLang CUDA image (SGLANG_IMAGE), + the Tinker SDK and our code.
+# Build context: the repository root. No `# syntax=` line (it would pull a frontend image).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+ARG SGLANG_IMAGE=lmsysorg/sglang:v0.5.18
+
+# ---- cpu -------------------------------------------------------------------------------------------------------------
+FROM ${BASE_IMAGE} AS cpu-deps
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/venv
+COPY pyproject.toml requirements.lock docker/requirements.py /src/
+# torch first, alone: the biggest layer, and the one that changes least often.
+RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
+    python3 /src/requirements.py /src/pyproject.toml --only torch > /src/torch.txt \
+ && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/torch.txt
+RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
+    python3 /src/requirements.py /src/pyproject.toml base trainer > /src/trainer.txt \
+ && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/trainer.txt
+
+FROM cpu-deps AS cpu-model
+# Only the module that builds the model: editing any other code does not rebuild the model.
+COPY hermes_stack/__init__.py /app/hermes_stack/
+COPY hermes_stack/trainer/__init__.py hermes_stack/trainer/embedded.py /app/hermes_stack/trainer/
+RUN PYTHONPATH=/app HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.trainer.embedded build /opt/hermes/embedded-model
+
+FROM ${BASE_IMAGE} AS cpu
+RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'hermes:x:10001:' >> /etc/group \
+ && mkdir -p /home/hermes /data /app/hermes_stack && chown 10001:10001 /home/hermes /data
+ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=offline \
+    HERMES_EMBEDDED_MODEL=/opt/hermes/embedded-model OMP_NUM_THREADS=2
+COPY --from=cpu-deps /opt/venv /opt/venv
+COPY --from=cpu-model /opt/hermes/embedded-model /opt/hermes/embedded-model
+# Code last: a code-only change rebuilds just this layer.
+COPY hermes_stack /app/hermes_stack
+USER 10001:10001
+WORKDIR /home/hermes
+EXPOSE 8001
+CMD ["python", "-m", "hermes_stack.trainer"]
+
+# ---- gpu -------------------------------------------------------------------------------------------------------------
+# The SGLang image brings CUDA torch, transformers and the server; add what it lacks. Its Python is not the host's,
+# so the cp311 wheelhouse does not apply: this target installs from the package index (a registry is assumed anyway).
+FROM ${SGLANG_IMAGE} AS gpu
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY pyproject.toml requirements.lock docker/requirements.py /src/
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 /src/requirements.py /src/pyproject.toml base trainer \
+        --exclude torch transformers tokenizers safetensors fastapi uvicorn > /src/trainer.txt \
+ && python3 -m pip install -q -r /src/trainer.txt
+RUN (getent passwd 10001 || echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd) \
+ && (getent group 10001 || echo 'hermes:x:10001:' >> /etc/group) \
+ && mkdir -p /home/hermes /data /app/hermes_stack && chown 10001:10001 /home/hermes /data \
+ && (command -v python >/dev/null || ln -s "$(command -v python3)" /usr/local/bin/python)
+ENV PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes
+COPY hermes_stack /app/hermes_stack
+USER 10001:10001
+WORKDIR /home/hermes
+EXPOSE 8001
+CMD ["python", "-m", "hermes_stack.trainer"]

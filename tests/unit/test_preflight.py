@@ -1,0 +1,90 @@
+"""Preflight with a fake probe: each missing piece is named with its fix; auto picks GPU only when usable."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_stack.preflight import PreflightError, parse_version, preflight, resolve_device
+
+
+class FakeProbe:
+    def __init__(self, tools=("docker",), answers=None):
+        self.tools = set(tools)
+        self.answers = answers or {}
+        self.calls = []
+
+    def which(self, name):
+        return f"/usr/bin/{name}" if name in self.tools else None
+
+    def run(self, argv):
+        self.calls.append(list(argv))
+        for prefix, answer in self.answers.items():
+            if list(argv[: len(prefix)]) == list(prefix):
+                return answer
+        return 1, "", "unknown command"
+
+
+ENGINE = {("docker", "version"): (0, "20.10.24+dfsg1", ""), ("docker", "compose"): (0, "2.40.3", "")}
+
+
+def test_healthy_cpu_host_passes_and_reports_versions():
+    findings = preflight("cpu", FakeProbe(answers=ENGINE))
+    assert [f.detail for f in findings] == ["20.10.24+dfsg1", "2.40.3"]
+
+
+def test_missing_docker_cli_says_how_to_install():
+    with pytest.raises(PreflightError) as err:
+        preflight("cpu", FakeProbe(tools=()))
+    assert err.value.lines() == [("preflight: docker CLI: not found on PATH. Hint: run `make docker` (installs "
+                                 "docker.io and starts dockerd), or install Docker Engine")]
+
+
+def test_daemon_down_is_named_with_its_error():
+    probe = FakeProbe(answers={("docker", "version"): (1, "", "Cannot connect to the Docker daemon at unix:///x")})
+    with pytest.raises(PreflightError) as err:
+        preflight("cpu", probe)
+    assert "Docker engine: not reachable (Cannot connect to the Docker daemon" in err.value.lines()[0]
+
+
+@pytest.mark.parametrize("answer,detail", [
+    ((1, "", "docker: 'compose' is not a docker command."), "`docker compose` is missing"),
+    ((0, "1.29.2", ""), "`docker compose` is '1.29.2'"),
+    ((0, "2.12.0", ""), "version 2.12.0 is older than 2.20"),
+])
+def test_compose_v1_old_or_missing_is_refused(answer, detail):
+    probe = FakeProbe(answers={**ENGINE, ("docker", "compose"): answer})
+    with pytest.raises(PreflightError) as err:
+        preflight("cpu", probe)
+    assert detail in err.value.lines()[0] and "Compose v2" in err.value.lines()[0]
+
+
+def test_gpu_without_toolkit_names_the_toolkit_not_the_driver():
+    probe = FakeProbe(tools=("docker", "nvidia-smi"), answers={
+        **ENGINE, ("nvidia-smi",): (0, "NVIDIA H100, 81559 MiB", ""), ("docker", "info"): (0, '{"runc":{}}', "")})
+    with pytest.raises(PreflightError) as err:
+        preflight("gpu", probe)
+    assert len(err.value.lines()) == 1
+    assert err.value.lines()[0].startswith("preflight: NVIDIA Container Toolkit: not installed")
+    assert "nvidia-ctk runtime configure" in err.value.lines()[0]
+
+
+def test_gpu_without_driver_and_toolkit_lists_both():
+    with pytest.raises(PreflightError) as err:
+        preflight("gpu", FakeProbe(answers=ENGINE))
+    assert [line.split(":")[1].strip() for line in err.value.lines()] == ["NVIDIA driver", "NVIDIA Container Toolkit"]
+
+
+def test_auto_picks_gpu_only_when_driver_and_runtime_are_usable():
+    cpu_host = FakeProbe(answers=ENGINE)
+    gpu_host = FakeProbe(tools=("docker", "nvidia-smi"), answers={
+        **ENGINE, ("nvidia-smi",): (0, "NVIDIA H100, 81559 MiB", ""),
+        ("docker", "info"): (0, '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{}}', "")})
+    assert resolve_device("auto", cpu_host) == "cpu"
+    assert resolve_device("auto", gpu_host) == "gpu"
+    assert resolve_device("cpu", gpu_host) == "cpu"
+
+
+@pytest.mark.parametrize("text,version", [("v2.40.3", (2, 40, 3)), ("20.10.24+dfsg1", (20, 10, 24)),
+                                          ("2.24.0-desktop.1", (2, 24, 0)), ("", ())])
+def test_parse_version(text, version):
+    assert parse_version(text) == version
