@@ -9,7 +9,7 @@ printed command is safe to copy.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +136,25 @@ def _whales_run(argv: list[str], env: dict[str, str], capture: bool) -> str:
     return out or ""
 
 
+def _whales_stream(argv: list[str], env: dict[str, str]) -> Iterator[str]:
+    from python_on_whales.exceptions import DockerException
+    from python_on_whales.utils import stream_stdout_and_stderr
+
+    stderr: list[str] = []
+    try:
+        for source, line in stream_stdout_and_stderr(argv, env=env):
+            text = line.decode(errors="replace").rstrip("\n")
+            if source == "stderr":
+                stderr.append(text)
+            yield text
+    except DockerException as exc:
+        raise CommandFailed(argv, exc.return_code, "\n".join(stderr[-20:])) from None
+
+
+# (argv, env) -> lines of stdout and stderr as they come.
+Streamer = Callable[[list[str], dict[str, str]], Iterator[str]]
+
+
 class CommandFailed(StackError):
     """A docker/compose command exited non-zero. Carries the command, exit code and output."""
 
@@ -149,8 +168,14 @@ class Compose:
     """Runs compose argv for one stack. `echo` sees every command before it runs (the controller logs them)."""
 
     def __init__(self, params: ComposeParams, runner: Runner = _whales_run,
-                 echo: Callable[[str], None] | None = None):
-        self.params, self._runner, self._echo = params, runner, echo
+                 echo: Callable[[str], None] | None = None, streamer: Streamer = _whales_stream):
+        self.params, self._runner, self._echo, self._streamer = params, runner, echo, streamer
+
+    def stream(self, argv: list[str]) -> Iterator[str]:
+        """Lines as they come (build progress, dry-run, logs -f), so the caller can redact and show them."""
+        if self._echo:
+            self._echo(printable(argv))
+        return self._streamer(argv, dict(self.params.env))
 
     def run(self, argv: list[str], capture: bool = True) -> str:
         if self._echo:

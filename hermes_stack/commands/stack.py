@@ -1,1 +1,354 @@
-"""Placeholder: the owning issue fills this module."""
+"""`hermes-stack up | dry-run | status | logs | down | render | build`: the stack's life cycle.
+
+up:  validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) -> dry-run (the trainer's
+     --dry-run as a one-off container: model loaded, inference generates, Atropos reachable, no optimisation step)
+     -> start training (up --wait of trainer and environment) -> where to look.
+Every docker/compose call goes through hermes_stack.compose; every printed line goes through the redactor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from hermes_stack import console
+from hermes_stack.cli import app
+from hermes_stack.errors import InputError, Problem, StackError
+
+STATE_DIR = Path(".hermes")
+LAST_UP = "last-up.json"
+KEY_FILE = "inference.key"
+SERVING = ["atropos", "inference"]  # up first; gateway-check comes along as their dependency
+TRAINING = ["trainer", "environment"]
+DRY_RUN = ["python", "-m", "hermes_stack.trainer", "--dry-run"]
+
+ALGO_OPT = typer.Option("grpo", "--algo", help="ppo or grpo: picks compose.<algo>.yml and configs/*_<algo>.*")
+DEVICE_OPT = typer.Option("auto", "--device", help="auto (GPU only when the NVIDIA runtime is usable), cpu or gpu")
+TIMEOUT_OPT = typer.Option(900, "--wait-timeout", help="Seconds `up --wait` may take before failing")
+FILE_OPT = typer.Option(None, "--file", "-f", help="Extra compose override file, layered last (repeatable)")
+
+
+@dataclass(frozen=True)
+class Plan:
+    algo: str
+    device: str
+    files: tuple[str, ...]
+
+
+def _root() -> Path:
+    return Path(os.environ.get("HERMES_ROOT") or Path.cwd())
+
+
+def _check_algo(algo: str) -> None:
+    if algo not in ("ppo", "grpo"):
+        raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo",
+                                 "hermes-stack runs PPO or GRPO; e.g. --algo grpo"))
+
+
+def _check_device(device: str) -> None:
+    if device not in ("auto", "cpu", "gpu"):
+        raise InputError(Problem("command line", "--device", repr(device), "auto, cpu or gpu",
+                                 "auto picks gpu only when the NVIDIA container runtime is usable"))
+
+
+# ---- state the controller keeps between commands (.hermes/, gitignored) --------------------------------------------
+
+def inference_key(state_dir: Path, from_keyfile: str | None) -> str:
+    """The key protecting the inference service: the key file's value, else one generated once and kept 0600."""
+    if from_keyfile:
+        return from_keyfile
+    path = state_dir / KEY_FILE
+    if path.is_file():
+        return path.read_text().strip()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    key = "hs-" + secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")
+    return key
+
+
+def save_plan(state_dir: Path, plan: Plan) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / LAST_UP).write_text(json.dumps({"algo": plan.algo, "device": plan.device, "files": plan.files}))
+
+
+def load_plan(state_dir: Path, algo: str) -> Plan:
+    """The files the last `up` of this algo used, so `logs`/`status`/`down` talk to the same stack."""
+    try:
+        data = json.loads((state_dir / LAST_UP).read_text())
+        if data.get("algo") == algo:
+            return Plan(algo, data["device"], tuple(data["files"]))
+    except (OSError, ValueError, KeyError):
+        pass
+    return Plan(algo, "gpu", (f"compose.{algo}.yml",))
+
+
+def _compose(plan: Plan, env: dict[str, str] | None = None, echo: bool = True):
+    from hermes_stack.compose import Compose, ComposeParams
+
+    params = ComposeParams(files=plan.files, project_directory=_root(), env=tuple(sorted((env or {}).items())))
+    return Compose(params, echo=(lambda cmd: console.info(f"$ {cmd}")) if echo else None)
+
+
+# ---- stages -----------------------------------------------------------------------------------------------------------
+
+def _stage(n: int, total: int, text: str) -> float:
+    console.out.print(f"[bold cyan][{n}/{total}][/] {text}", highlight=False)
+    return time.monotonic()
+
+
+def _done(started: float, text: str = "done") -> None:
+    console.out.print(f"      [green]✓[/] {text} ({time.monotonic() - started:.1f} s)", highlight=False)
+
+
+def _script(name: str, *args: str) -> str:
+    """Run one of our provisioning scripts (argv, no shell string); return its last stdout line."""
+    path = _root() / "scripts" / name
+    done = subprocess.run(["bash", str(path), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        raise StackError(f"scripts/{name} failed (exit {done.returncode}): {tail}")
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def compose_env(stack, key: str, base_image: str | None) -> dict[str, str]:
+    env = {"HERMES_INFERENCE_KEY": key}
+    if stack is not None:
+        env["HERMES_ATROPOS_PORT"] = str(stack.config.atropos.api_port)
+        env["HERMES_INFERENCE_PORT"] = str(stack.settings.inference.port)
+    if base_image:
+        env["HERMES_BASE_IMAGE"] = base_image
+    return env
+
+
+def _validate(algo: str, device: str, unlock: bool):
+    from hermes_stack.commands.validate import validated_stack
+
+    return validated_stack(algo, Path("configs"), unlock=unlock, device=device)
+
+
+def _key_from(stack) -> str | None:
+    keyfile = getattr(stack, "keyfile", None)
+    if keyfile is None or keyfile.offline:
+        return None
+    return keyfile.get(stack.settings.inference.api_key_env)
+
+
+def _stream(compose, argv: list[str], prefix: str = "      ") -> None:
+    for line in compose.stream(argv):
+        console.info(prefix + line)
+
+
+def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
+             stop_after_dry_run: bool, build: bool = True) -> Plan:
+    from hermes_stack.compose import CommandFailed, build_argv, logs_argv, run_argv
+    from hermes_stack.keyfile import register_secrets
+    from hermes_stack.preflight import SystemProbe, preflight, resolve_device
+    from hermes_stack.status import explain_up_failure
+
+    _check_algo(algo)
+    _check_device(device)
+    total = 5 if stop_after_dry_run else 6
+    probe = SystemProbe()
+    resolved = resolve_device(device, probe)
+
+    t = _stage(1, total, f"validate {algo} configs and key file (device {resolved})")
+    stack = _validate(algo, resolved, unlock)
+    _done(t, f"profile {getattr(stack, 'profile', '?')}")
+
+    t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
+    findings = preflight(resolved, probe)
+    _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
+
+    key = inference_key(_root() / STATE_DIR, _key_from(stack))
+    register_secrets({"HERMES_INFERENCE_KEY": key})
+    files = [f"compose.{algo}.yml"] + (["compose.cpu.yml"] if resolved == "cpu" else []) + list(extra_files or [])
+    plan = Plan(algo, resolved, tuple(files))
+
+    t = _stage(3, total, "build images" if build else "images: using what is built")
+    base_image = None
+    if build:
+        base_image = _script("base-image.sh")
+        _script("wheelhouse.sh")
+    compose = _compose(plan, compose_env(stack, key, base_image))
+    if build:
+        _stream(compose, build_argv(compose.params))
+    _done(t)
+    save_plan(_root() / STATE_DIR, plan)
+
+    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s")
+    try:
+        compose.up(SERVING, wait_timeout=wait_timeout)
+    except CommandFailed as exc:
+        raise explain_up_failure(compose, exc) from None
+    _done(t, "atropos and inference healthy")
+
+    t = _stage(5, total, "dry-run: model loaded, inference generates, Atropos reachable, no optimisation step")
+    try:
+        _stream(compose, run_argv(compose.params, "trainer", DRY_RUN))
+    except CommandFailed as exc:
+        raise StackError(f"dry-run failed (exit {exc.returncode}); the trainer's output is above. "
+                         f"Re-run it alone: {' '.join(run_argv(compose.params, 'trainer', DRY_RUN))}") from None
+    _done(t, "dry-run passed")
+
+    if not stop_after_dry_run:
+        t = _stage(6, total, f"start training: up --wait ({', '.join(TRAINING)})")
+        try:
+            compose.up(TRAINING, wait_timeout=wait_timeout)
+        except CommandFailed as exc:
+            raise explain_up_failure(compose, exc) from None
+        _done(t, "trainer and environment healthy; training runs")
+
+    from hermes_stack.compose import printable
+
+    console.info("")
+    console.info("Where to look:")
+    console.info(f"  trainer step lines: {printable(logs_argv(compose.params, 'trainer', follow=True, user=True))}")
+    console.info(f"  health and reward:  hermes-stack status --algo {algo}")
+    console.info(f"  stop:               hermes-stack down --algo {algo}   (add --volumes to delete checkpoints)")
+    return plan
+
+
+@app.command()
+def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
+       unlock: bool = typer.Option(False, "--unlock", help="Allow changing the locked tinker fields"),
+       file: list[str] = FILE_OPT,
+       no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
+    """Validate, preflight, build, start the stack, run the dry-run stage, then start training."""
+    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build)
+
+
+@app.command("dry-run")
+def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
+            unlock: bool = typer.Option(False, "--unlock", help="Allow changing the locked tinker fields"),
+            file: list[str] = FILE_OPT,
+            no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
+    """Everything `up` does up to and including the dry-run stage; no training starts."""
+    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build)
+
+
+@app.command()
+def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
+    """Build the images (base image and wheelhouse first when missing)."""
+    from hermes_stack.compose import build_argv
+    from hermes_stack.preflight import SystemProbe, preflight, resolve_device
+
+    _check_algo(algo)
+    _check_device(device)
+    resolved = resolve_device(device, SystemProbe())
+    preflight(resolved)
+    plan = Plan(algo, resolved, (f"compose.{algo}.yml",) + (("compose.cpu.yml",) if resolved == "cpu" else ()))
+    base_image = _script("base-image.sh")
+    _script("wheelhouse.sh")
+    compose = _compose(plan, {"HERMES_BASE_IMAGE": base_image})
+    _stream(compose, build_argv(compose.params))
+
+
+def _read_metrics(compose) -> str:
+    """metrics.jsonl from the data volume: exec in the trainer, else `compose cp` (works on a stopped one)."""
+    from hermes_stack.compose import CommandFailed
+
+    try:
+        return compose.exec("trainer", ["tail", "-n", "500", "/data/metrics.jsonl"])
+    except CommandFailed:
+        pass
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "metrics.jsonl"
+        try:
+            compose.run([*compose.params.base_argv(), "cp", "trainer:/data/metrics.jsonl", str(target)])
+        except CommandFailed:
+            return ""
+        return target.read_text() if target.is_file() else ""
+
+
+@app.command()
+def status(algo: str = ALGO_OPT) -> None:
+    """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
+    from hermes_stack.status import parse_metrics, service_states, summarize
+
+    _check_algo(algo)
+    plan = load_plan(_root() / STATE_DIR, algo)
+    compose = _compose(plan, echo=False)
+    states = service_states(compose.ps())
+    if not states:
+        console.info(f"hermes-{algo}: no containers (start with: hermes-stack up --algo {algo})")
+        return
+    console.info(f"hermes-{algo} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
+    for s in states:
+        mark = "ok " if s.ok else "!! "
+        console.info(f"  {mark}{s.service:<14} {s.describe()}")
+    for line in summarize(parse_metrics(_read_metrics(compose))).lines():
+        console.info(line)
+
+
+@app.command()
+def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, environment or gateway-check"),
+         algo: str = ALGO_OPT, follow: bool = typer.Option(False, "--follow", "-f"),
+         tail: int = typer.Option(None, "--tail", help="Only the last N lines per service")) -> None:
+    """Service logs (secrets redacted)."""
+    from hermes_stack.compose import logs_argv
+
+    _check_algo(algo)
+    compose = _compose(load_plan(_root() / STATE_DIR, algo), echo=False)
+    for line in compose.stream(logs_argv(compose.params, service, follow, tail)):
+        console.info(line)
+
+
+@app.command()
+def down(algo: str = ALGO_OPT,
+         volumes: bool = typer.Option(False, "--volumes", help="Also delete the data volume (checkpoints)")) -> None:
+    """Stop and remove the stack's containers; the data volume stays unless --volumes."""
+    _check_algo(algo)
+    compose = _compose(load_plan(_root() / STATE_DIR, algo))
+    compose.down(volumes=volumes)
+    console.info(f"hermes-{algo} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
+
+
+def redact_config(text: str) -> str:
+    """`compose config` inlines env_file values: hide every value whose name looks secret, plus known secrets."""
+    import re
+
+    from hermes_stack.keyfile import is_secret_name, redact, redact_known_secrets
+
+    def hide(match: re.Match) -> str:
+        name, value = match.group(2), match.group(3)
+        if not is_secret_name(name) or not value.strip('"\' '):
+            return match.group(0)
+        return f"{match.group(1)}{name}: {redact(value.strip(chr(34) + chr(39)))}"
+
+    text = re.sub(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*): (.+)$", hide, text, flags=re.MULTILINE)
+    return redact_known_secrets(text)
+
+
+@app.command()
+def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT) -> None:
+    """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
+    from hermes_stack.compose import printable, up_argv
+    from hermes_stack.keyfile import load_keyfile, register_secrets
+    from hermes_stack.preflight import SystemProbe, resolve_device
+
+    _check_algo(algo)
+    _check_device(device)
+    resolved = resolve_device(device, SystemProbe())
+    try:
+        keyfile = load_keyfile()
+        register_secrets(dict(keyfile.values))
+    except InputError:
+        keyfile = None  # render still shows the compose side; `validate` explains the key file
+    key = inference_key(_root() / STATE_DIR, None)
+    register_secrets({"HERMES_INFERENCE_KEY": key})
+    files = [f"compose.{algo}.yml"] + (["compose.cpu.yml"] if resolved == "cpu" else []) + list(file or [])
+    compose = _compose(Plan(algo, resolved, tuple(files)), {"HERMES_INFERENCE_KEY": key}, echo=False)
+    console.info("# " + printable(up_argv(compose.params, SERVING)))
+    console.info("# " + printable(up_argv(compose.params, TRAINING)))
+    console.info(redact_config(compose.config()))
