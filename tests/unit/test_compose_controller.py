@@ -1,0 +1,49 @@
+"""Controller pieces that need no Docker: the inference key, the remembered plan, config redaction, CLI refusals."""
+
+from __future__ import annotations
+
+import stat
+
+from hermes_stack.cli import main
+from hermes_stack.commands.stack import Plan, inference_key, load_plan, redact_config, save_plan
+
+
+def test_inference_key_comes_from_the_key_file_when_there_is_one(tmp_path):
+    assert inference_key(tmp_path, "sk-from-keyfile-123456") == "sk-from-keyfile-123456"
+    assert not (tmp_path / "inference.key").exists()
+
+
+def test_offline_key_is_generated_once_kept_0600_and_reused(tmp_path):
+    first = inference_key(tmp_path / ".hermes", None)
+    path = tmp_path / ".hermes" / "inference.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(first) > 20 and inference_key(tmp_path / ".hermes", None) == first
+
+
+def test_plan_round_trips_per_algo_and_defaults_to_the_algo_file(tmp_path):
+    save_plan(tmp_path, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
+    assert load_plan(tmp_path, "grpo").files == ("compose.grpo.yml", "compose.cpu.yml")
+    assert load_plan(tmp_path, "ppo") == Plan("ppo", "gpu", ("compose.ppo.yml",))
+
+
+def test_rendered_config_hides_secret_values_inlined_from_env_file():
+    text = ("    environment:\n"
+            "      TAOTOKEN_API_KEY: sk-abcdefghijklmnop1234\n"
+            "      TAOTOKEN_BASE_URL: https://taotoken.net/api\n"
+            "      HERMES_INFERENCE_KEY: hs-generatedgeneratedgen9876\n"
+            "      WANDB_API_KEY: \"\"\n")
+    out = redact_config(text)
+    assert "sk-abcdefghijklmnop1234" not in out and "TAOTOKEN_API_KEY: sk-…1234" in out
+    assert "hs-generatedgeneratedgen9876" not in out
+    assert "TAOTOKEN_BASE_URL: https://taotoken.net/api" in out  # not a secret
+    assert 'WANDB_API_KEY: ""' in out
+
+
+def test_unknown_algo_is_refused_before_anything_runs(capsys):
+    assert main(["down", "--algo", "dpo"]) == 2
+    assert "--algo: found 'dpo', expected ppo or grpo" in capsys.readouterr().err
+
+
+def test_unknown_device_is_refused(capsys):
+    assert main(["up", "--algo", "grpo", "--device", "tpu"]) == 2
+    assert "--device: found 'tpu', expected auto, cpu or gpu" in capsys.readouterr().err
