@@ -23,9 +23,9 @@ MANIFEST = "manifest.json"
 STATE_FILE = "state.pt"
 TMP_PREFIX = ".tmp-"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-# Test hook: seconds to pause after the state is on disk but before the manifest is written, so a test can
-# SIGKILL the trainer deterministically in the middle of a save. Unset in production.
-PAUSE_ENV = "HERMES_TEST_CHECKPOINT_PAUSE_S"
+# Test hook, "<step>:<seconds>": pause the save of that step after the state is on disk but before the manifest
+# is written, so a test can SIGKILL the trainer deterministically in the middle of a save. Unset in production.
+PAUSE_ENV = "HERMES_TEST_CHECKPOINT_PAUSE"
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,14 @@ def latest_checkpoint(root: Path) -> Checkpoint | None:
     return None
 
 
+def _test_pause(step: int) -> None:
+    spec = os.environ.get(PAUSE_ENV, "")
+    if spec:
+        at, _, seconds = spec.partition(":")
+        if int(at) == step:
+            time.sleep(float(seconds))
+
+
 def save_checkpoint(root: Path, step: int, state: dict[str, Any], *, keep: int = 3,
                     meta: dict[str, Any] | None = None) -> Path:
     """Write `state` (policy, critic, optimizer, ...) as checkpoint `step` atomically; keep the newest `keep`."""
@@ -141,9 +149,7 @@ def save_checkpoint(root: Path, step: int, state: dict[str, Any], *, keep: int =
         torch.save({**state, "step": step}, fh)
         fh.flush()
         os.fsync(fh.fileno())
-    pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
-    if pause > 0:
-        time.sleep(pause)
+    _test_pause(step)
     _write_manifest(tmp, step, meta or {})
     _fsync_path(tmp)
     final = root / f"step-{step}"

@@ -135,6 +135,7 @@ class TinyEngine:
         self.optimizer.step()
         self.steps += 1
         adv_t = torch.tensor(advs)
+        loss = loss.detach()
         return {"loss": float(loss), "policy_loss": float(loss), "kl": 0.0, "adv_mean": float(adv_t.mean()),
                 "adv_std": float(adv_t.std(unbiased=False))}
 

@@ -1,0 +1,255 @@
+"""`python -m hermes_stack.trainer [--dry-run] [--algo A] [--config-dir D] [--max-steps N]`: the trainer service.
+
+Layers, checked in this order by --dry-run (and by a real start): config -> model -> inference -> atropos. A failure
+prints ONE line `trainer: <layer>: <what>` and exits non-zero (2 for bad config, 1 otherwise).
+
+Environment (docs/architecture.md): HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, HERMES_ATROPOS_URL,
+HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional HERMES_MODEL_NAME (the
+served model name /v1/models must list) and HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermes_stack.errors import HermesError, InputError, Problem, StackError
+
+LAYERS = ("config", "model", "inference", "atropos")
+
+
+class LayerFailure(Exception):
+    def __init__(self, layer: str, message: str, exit_code: int = 1):
+        super().__init__(f"trainer: {layer}: {message}")
+        self.layer, self.exit_code = layer, exit_code
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m hermes_stack.trainer", description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check config, model, inference and atropos, then exit without training")
+    parser.add_argument("--algo", default=os.environ.get("HERMES_ALGO", "grpo"), help="ppo or grpo")
+    parser.add_argument("--config-dir", type=Path, default=Path(os.environ.get("HERMES_CONFIG_DIR", "configs")))
+    parser.add_argument("--profile", default=os.environ.get("HERMES_PROFILE", "gpu"), help="gpu or embedded")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this step (<= trainer.num_steps)")
+    parser.add_argument("--batch-timeout", type=float,
+                        default=float(os.environ.get("HERMES_BATCH_TIMEOUT_S", "600")),
+                        help="seconds to wait for one batch before failing with the likely cause")
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------- layers
+
+
+def load_config(args: argparse.Namespace) -> Any:
+    from hermes_stack.config.loader import load_stack
+
+    try:
+        return load_stack(args.algo, args.config_dir, profile=args.profile)
+    except InputError as exc:
+        raise LayerFailure("config", "; ".join(exc.lines()), exit_code=2) from exc
+    except ValueError as exc:  # e.g. an unknown profile name
+        raise LayerFailure("config", str(exc), exit_code=2) from exc
+
+
+def model_dir(stack: Any) -> Path:
+    """The policy's directory: the embedded tiny model for the `embedded` sentinel, else inference.model_path."""
+    from hermes_stack.config.profiles import EMBEDDED_MODEL
+
+    configured = stack.settings.inference.model_path
+    if configured == EMBEDDED_MODEL:
+        path = os.environ.get("HERMES_EMBEDDED_MODEL", "")
+        if not path:
+            raise LayerFailure("model", "inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL is unset. "
+                                        "Hint: build it with `python -m hermes_stack.trainer.embedded build <dir>`")
+        configured = path
+    directory = Path(configured)
+    if not (directory / "config.json").is_file():
+        raise LayerFailure("model", f"{directory} is not a model directory (no config.json). Hint: "
+                                    "inference.model_path must be a local Hugging Face checkpoint directory "
+                                    "(no hub downloads in the containers)")
+    return directory
+
+
+def engine_kind(stack: Any) -> str:
+    """settings trainer.engine, with "auto" = tinker on a GPU with a Tinker key, torch otherwise."""
+    kind = stack.settings.trainer.engine
+    if kind != "auto":
+        return kind
+    if stack.profile == "embedded" or not os.environ.get("TINKER_API_KEY"):
+        return "torch"
+    import torch
+
+    return "tinker" if torch.cuda.is_available() else "torch"
+
+
+def build_engine(stack: Any) -> Any:
+    from hermes_stack.trainer.engine import AlgoParams
+
+    algo = AlgoParams.from_section(stack.config.algorithm)
+    kind = engine_kind(stack)
+    directory = model_dir(stack)
+    try:
+        if kind == "tinker":
+            from hermes_stack.trainer import engine_tinker
+
+            return engine_tinker.from_stack(stack, directory)
+        import torch
+
+        from hermes_stack.trainer.engine_torch import TorchEngine
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
+                           lora_rank=stack.settings.tinker.lora_rank)
+    except HermesError as exc:
+        raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
+    except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
+        raise LayerFailure("model", f"{kind} engine could not load {directory}: {type(exc).__name__}: {exc}") from exc
+
+
+def inference_client(stack: Any) -> Any:
+    from hermes_stack.trainer.weights_sync import InferenceClient
+
+    url = os.environ.get("HERMES_INFERENCE_URL") or stack.settings.inference.base_url
+    return InferenceClient(url, os.environ.get("HERMES_INFERENCE_KEY") or None)
+
+
+def check_inference(stack: Any, client: Any) -> str:
+    """/v1/models lists the model and one 1-token /generate succeeds (what atroposlib will call)."""
+    from hermes_stack.config.profiles import EMBEDDED_MODEL
+
+    try:
+        served = client.models()
+        configured = stack.settings.inference.model_path
+        expected = {os.environ.get("HERMES_MODEL_NAME") or configured}
+        if not os.environ.get("HERMES_MODEL_NAME"):
+            expected |= {Path(configured).name}
+            if configured == EMBEDDED_MODEL and os.environ.get("HERMES_EMBEDDED_MODEL"):
+                embedded = os.environ["HERMES_EMBEDDED_MODEL"]
+                expected |= {embedded, Path(embedded).name}
+        if not served:
+            raise LayerFailure("inference", f"{client.root}/v1/models lists no model")
+        if not (expected & set(served) or {Path(s).name for s in served} & expected):
+            raise LayerFailure("inference", f"{client.root}/v1/models lists {served}, not {sorted(expected)}. Hint: "
+                                            "trainer and inference must be given the same inference.model_path")
+        client.generate_one_token()
+    except HermesError as exc:
+        raise LayerFailure("inference", "; ".join(exc.lines())) from exc
+    return served[0]
+
+
+def check_atropos(url: str) -> dict[str, Any]:
+    from hermes_stack.trainer.atropos_client import AtroposClient
+
+    client = AtroposClient(url, timeout_s=5.0)
+    try:
+        return client.status()
+    except HermesError as exc:
+        raise LayerFailure("atropos", "; ".join(exc.lines())) from exc
+    finally:
+        client.close()
+
+
+def atropos_url(stack: Any) -> str:
+    return os.environ.get("HERMES_ATROPOS_URL") or stack.settings.atropos.rollout_server_url
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("HERMES_DATA_DIR", "/data"))
+
+
+# ---------------------------------------------------------------- entry
+
+
+def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
+    from hermes_stack.trainer.checkpoint import resolve_checkpoint_dir
+    from hermes_stack.trainer.loop import LoopSettings
+
+    settings, rollout = stack.settings, stack.config.rollout
+    num_steps = settings.trainer.num_steps
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise LayerFailure("config", f"--max-steps {args.max_steps}: expected >= 1", exit_code=2)
+        num_steps = min(num_steps, args.max_steps)
+    return LoopSettings(
+        num_steps=num_steps,
+        batch_size_sequences=rollout.batch_size * rollout.group_size,
+        max_token_len=rollout.max_token_length,
+        checkpoint_dir=resolve_checkpoint_dir(settings.tinker.checkpoint_dir, data_dir()),
+        save_interval=settings.tinker.save_checkpoint_interval,
+        data_dir=data_dir(),
+        batch_timeout_s=args.batch_timeout,
+        wandb_group=settings.wandb.group,
+        wandb_project=settings.wandb.project,
+    )
+
+
+def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_engine) -> int:
+    from hermes_stack.trainer.atropos_client import AtroposClient
+    from hermes_stack.trainer.loop import StopFlag, run_training
+    from hermes_stack.trainer.metrics import MetricsSink
+
+    stop = StopFlag()
+    stop.install()  # before the slow model load: a SIGTERM then still exits cleanly
+    stack = load_config(args)
+    for line in (*stack.notices, *stack.warnings):
+        print(f"config: {line}", flush=True)
+    if stack.overrides:
+        print(f"config: profile {stack.profile} overrides " +
+              ", ".join(f"{k}={v}" for k, v in stack.overrides.items()), flush=True)
+    engine = engine_factory(stack)
+    inference = inference_client(stack)
+    settings = loop_settings(stack, args)
+    if args.dry_run:
+        served = check_inference(stack, inference)
+        status = check_atropos(atropos_url(stack))
+        print(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
+              f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
+              f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences", flush=True)
+        return 0
+    atropos = AtroposClient(atropos_url(stack))
+    sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, wandb_project=settings.wandb_project,
+                       wandb_group=settings.wandb_group, wandb_enabled=stack.settings.wandb.enabled,
+                       run_config={"algo": stack.algo, "profile": stack.profile})
+    try:
+        run_training(engine, atropos, inference, settings, sink, stop)
+    finally:
+        sink.close()
+        atropos.close()
+        inference.close()
+    return 0
+
+
+def main(argv: list[str] | None = None, engine_factory: Callable[[Any], Any] = build_engine) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args, engine_factory)
+    except LayerFailure as exc:
+        print(str(exc), file=sys.stderr, flush=True)
+        return exc.exit_code
+    except HermesError as exc:
+        # Runtime failures after the checks (a batch never came, inference refused weights): one line too.
+        layer = _layer_of(exc)
+        print(f"trainer: {layer}: " + "; ".join(exc.lines()), file=sys.stderr, flush=True)
+        return exc.exit_code
+
+
+def _layer_of(exc: HermesError) -> str:
+    from hermes_stack.trainer.atropos_client import AtroposError, NoBatchError
+    from hermes_stack.trainer.weights_sync import InferenceError
+
+    if isinstance(exc, (AtroposError, NoBatchError)):
+        return "atropos"
+    if isinstance(exc, InferenceError):
+        return "inference"
+    if isinstance(exc, InputError):
+        return "config"
+    return "training" if isinstance(exc, StackError) else "error"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

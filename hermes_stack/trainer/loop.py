@@ -1,0 +1,198 @@
+"""The training loop around an Engine: resume -> register -> [batch -> step -> weights -> metrics -> checkpoint]*.
+
+Everything here is I/O orchestration; the math lives in the engine and algorithms.py. One trainer process runs one
+loop. SIGTERM/SIGINT end it gracefully: a wait for a batch is abandoned, a running step is finished, its checkpoint
+written (atomically) and the process exits 0; SIGKILL at any point is survived by checkpoint.py's atomic saves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from hermes_stack.trainer import checkpoint as ckpt
+from hermes_stack.trainer.atropos_client import AtroposClient, groups_from_batch
+from hermes_stack.trainer.metrics import MetricsSink, reward_stats
+from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError, export_step_weights, prune_weight_dirs
+
+
+class EngineLike(Protocol):
+    def train_step(self, groups: list[list[Any]]) -> dict[str, float]: ...
+    def export_weights(self, directory: Path) -> Path: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    num_steps: int
+    batch_size_sequences: int           # [rollout] batch_size x group_size: what Atropos counts
+    max_token_len: int
+    checkpoint_dir: Path
+    save_interval: int
+    data_dir: Path
+    keep_checkpoints: int = 3
+    keep_weights: int = 3
+    batch_timeout_s: float = 600.0
+    inference_wait_s: float = 120.0
+    wandb_group: str | None = None
+    wandb_project: str | None = None
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; polled between and inside waits. Never interrupts a step or a save."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handler)
+
+    def _handler(self, signum: int, _frame: Any) -> None:
+        self.signal_name = signal.Signals(signum).name
+        self._event.set()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def __bool__(self) -> bool:
+        return self._event.is_set()
+
+
+# ---------------------------------------------------------------- readiness marker
+
+
+def ready_path(data_dir: Path, service: str = "trainer") -> Path:
+    return data_dir / "ready" / service
+
+
+def write_ready(data_dir: Path, info: dict[str, Any], service: str = "trainer") -> Path:
+    path = ready_path(data_dir, service)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{service}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), "time": time.time(), **info}))
+    os.replace(tmp, path)
+    return path
+
+
+def remove_ready(data_dir: Path, service: str = "trainer") -> None:
+    path = ready_path(data_dir, service)
+    try:
+        # Only our own marker: a newer trainer may already have replaced it.
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+# ---------------------------------------------------------------- the loop
+
+
+def resume(engine: EngineLike, settings: LoopSettings, log: Any = print) -> int:
+    """Load the newest complete checkpoint into the engine; return its step (0 when starting fresh)."""
+    removed = ckpt.clean_incomplete(settings.checkpoint_dir)
+    for path in removed:
+        log(f"checkpoint: removed incomplete {path.name} (interrupted save)")
+    latest = ckpt.latest_checkpoint(settings.checkpoint_dir)
+    if latest is None:
+        log(f"checkpoint: none in {settings.checkpoint_dir}; starting at step 0")
+        return 0
+    state = ckpt.load_checkpoint(latest)
+    engine.load_state_dict(state["engine"])
+    log(f"checkpoint: resumed from {latest.path} (step {latest.step})")
+    return latest.step
+
+
+def wait_for_inference(inference: InferenceClient, timeout_s: float, stop: StopFlag) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not inference.health():
+        if stop or time.monotonic() > deadline:
+            raise InferenceError(f"inference: {inference.root}/health did not answer 200 within {timeout_s:.0f} s. "
+                                 "Hint: `hermes-stack logs inference`")
+        time.sleep(1.0)
+
+
+def _batch_tokens(groups: list[list[Any]]) -> tuple[int, int]:
+    total = sum(len(s.tokens) for g in groups for s in g)
+    trained = sum(1 for g in groups for s in g for m in s.mask if m != -100)
+    return total, trained
+
+
+def save(engine: EngineLike, settings: LoopSettings, step: int, sink: MetricsSink) -> Path:
+    path = ckpt.save_checkpoint(settings.checkpoint_dir, step, {"engine": engine.state_dict()},
+                                keep=settings.keep_checkpoints, meta={"num_steps": settings.num_steps})
+    return path
+
+
+def run_training(engine: EngineLike, atropos: AtroposClient, inference: InferenceClient | None,
+                 settings: LoopSettings, sink: MetricsSink, stop: StopFlag | None = None) -> int:
+    """Train until `num_steps` (or a stop signal). Returns the last completed step."""
+    stop = StopFlag() if stop is None else stop
+    log = sink.info
+    step = resume(engine, settings, log)
+    if step >= settings.num_steps:
+        log(f"training already complete: checkpoint step {step} >= num_steps {settings.num_steps}")
+        return step
+    atropos.register(batch_size_sequences=settings.batch_size_sequences, max_token_len=settings.max_token_len,
+                     checkpoint_dir=str(settings.checkpoint_dir), save_checkpoint_interval=settings.save_interval,
+                     starting_step=step, num_steps=settings.num_steps, wandb_group=settings.wandb_group,
+                     wandb_project=settings.wandb_project)
+    info = atropos.info()
+    if int(info.get("batch_size", -1)) != settings.batch_size_sequences:
+        log(f"warning: atropos keeps batch_size {info.get('batch_size')} from an earlier registration; this trainer "
+            f"wants {settings.batch_size_sequences}. Restart the atropos service to change it")
+        atropos.batch_size = int(info.get("batch_size", settings.batch_size_sequences))
+    if inference is not None:
+        wait_for_inference(inference, settings.inference_wait_s, stop)
+    write_ready(settings.data_dir, {"step": step, "num_steps": settings.num_steps})
+    log(f"trainer ready: registered with atropos (batch {settings.batch_size_sequences} sequences), "
+        f"steps {step + 1}..{settings.num_steps}")
+    unsaved = False
+    try:
+        while step < settings.num_steps and not stop:
+            t0 = time.monotonic()
+            batch = atropos.get_batch(timeout_s=settings.batch_timeout_s, should_stop=lambda: bool(stop), log=log,
+                                      inference_ok=inference.health if inference is not None else None)
+            if batch is None:  # stop requested while waiting: abandon, nothing half done
+                break
+            wait_s = time.monotonic() - t0
+            groups = groups_from_batch(batch)
+            t1 = time.monotonic()
+            metrics: dict[str, Any] = dict(engine.train_step(groups))
+            step_s = time.monotonic() - t1
+            step += 1
+            unsaved = True
+            total_tokens, trained_tokens = _batch_tokens(groups)
+            metrics.update(reward_stats([[s.score for s in g] for g in groups]))
+            metrics.update({"wait_s": wait_s, "step_s": step_s, "tokens": float(total_tokens),
+                            "trained_tokens": float(trained_tokens),
+                            "tokens_per_s": total_tokens / step_s if step_s > 0 else float("nan")})
+            if inference is not None:
+                t2 = time.monotonic()
+                weights = export_step_weights(engine, settings.data_dir / "weights", step)
+                inference.push_weights(weights, step)
+                prune_weight_dirs(settings.data_dir / "weights", settings.keep_weights)
+                metrics["sync_s"] = time.monotonic() - t2
+            saved = None
+            if step % settings.save_interval == 0 or step == settings.num_steps:
+                saved = save(engine, settings, step, sink)
+                unsaved = False
+            sink.log(step, metrics, checkpoint=saved.name if saved else None)
+        if stop and unsaved:
+            saved = save(engine, settings, step, sink)
+            log(f"stopped by {stop.signal_name or 'request'} after step {step}; saved {saved.name}")
+        elif stop:
+            log(f"stopped by {stop.signal_name or 'request'} after step {step}")
+        else:
+            log(f"training finished: {step}/{settings.num_steps} steps")
+    finally:
+        remove_ready(settings.data_dir)
+    return step

@@ -1,0 +1,153 @@
+"""The training loop in-process: real run-api, a feeder playing the environment, a fake inference service, and a
+tiny real engine. Checks registration, steps, weight sync, metrics, checkpoints, resume and graceful stop."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from hermes_stack.trainer import checkpoint as ckpt
+from hermes_stack.trainer.atropos_client import AtroposClient
+from hermes_stack.trainer.loop import LoopSettings, StopFlag, ready_path, run_training
+from hermes_stack.trainer.metrics import MetricsSink, read_metrics
+from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
+from trainer_helpers import AtroposProcess, FakeInference, Feeder, TinyEngine
+
+GROUP = 4
+GROUPS_PER_STEP = 2
+
+
+@pytest.fixture(scope="module")
+def api():
+    proc = AtroposProcess()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def inference():
+    server = FakeInference()
+    yield server
+    server.stop()
+
+
+def _feed(url: str, n_groups: int) -> threading.Thread:
+    def work() -> None:
+        feeder = Feeder(url, GROUP)
+        feeder.register()
+        feeder.send_random(n_groups, seed=n_groups)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def _settings(tmp_path: Path, num_steps: int, interval: int = 2) -> LoopSettings:
+    return LoopSettings(num_steps=num_steps, batch_size_sequences=GROUP * GROUPS_PER_STEP, max_token_len=64,
+                        checkpoint_dir=tmp_path / "checkpoints", save_interval=interval, data_dir=tmp_path,
+                        batch_timeout_s=20, inference_wait_s=5)
+
+
+def _run(api, inference, settings, engine, stop=None, key=None):
+    out = io.StringIO()
+    sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, stream=out)
+    client = InferenceClient(inference.url, key or inference.key) if inference else None
+    atropos = AtroposClient(api.url)
+    try:
+        last = run_training(engine, atropos, client, settings, sink, stop)
+    finally:
+        atropos.close()
+    return last, out.getvalue()
+
+
+def test_full_run_trains_syncs_weights_logs_and_checkpoints(api, inference, tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    api.reset()
+    feeder = _feed(api.url, 5 * GROUPS_PER_STEP)
+    engine = TinyEngine()
+    before = engine.logits.detach().clone()
+    last, out = _run(api, inference, _settings(tmp_path, 5), engine)
+    feeder.join(5)
+    assert last == 5 and engine.steps == 5
+    assert not torch.equal(before, engine.logits.detach())
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
+    assert [r["checkpoint"] for r in records] == [None, "step-2", None, "step-4", "step-5"]
+    assert all(r["wait_s"] >= 0 and r["tokens_per_s"] > 0 and r["reward_mean"] is not None for r in records)
+    assert "step 5/5 reward_mean=" in out and "checkpoint=step-5" in out
+    assert [c.step for c in ckpt.list_checkpoints(tmp_path / "checkpoints")] == [2, 4, 5]
+    assert inference.weight_updates() == [str(tmp_path / "weights" / f"step-{n}") for n in range(1, 6)]
+    assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == ["step-3", "step-4", "step-5"]
+    assert not ready_path(tmp_path).exists()
+
+
+def test_resume_continues_the_step_counter_and_engine_state(api, inference, tmp_path) -> None:
+    api.reset()
+    _feed(api.url, 3 * GROUPS_PER_STEP)
+    first = TinyEngine()
+    _run(api, inference, _settings(tmp_path, 3), first)
+    api.reset()  # a restarted atropos service: the trainer registers anew with starting_step 3
+    _feed(api.url, 2 * GROUPS_PER_STEP)
+    second = TinyEngine(seed=1)
+    last, out = _run(api, inference, _settings(tmp_path, 5), second)
+    assert "resumed from" in out and "(step 3)" in out
+    assert last == 5 and second.steps == 5
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2, 3, 4, 5]
+
+
+def test_already_finished_run_does_not_register_or_train(api, tmp_path) -> None:
+    api.reset()
+    ckpt.save_checkpoint(tmp_path / "checkpoints", 4, {"engine": TinyEngine().state_dict()})
+    last, out = _run(api, None, _settings(tmp_path, 4), TinyEngine())
+    assert last == 4 and "already complete" in out
+    assert AtroposClient(api.url).info()["batch_size"] == -1  # never registered
+
+
+class StopAfter(TinyEngine):
+    """Requests a stop (as SIGTERM would) while its step `at` is running; checks the readiness marker meanwhile."""
+
+    def __init__(self, stop: StopFlag, at: int, data_dir: Path):
+        super().__init__()
+        self.stop, self.at, self.data_dir, self.marker = stop, at, data_dir, None
+
+    def train_step(self, groups):
+        self.marker = json.loads(ready_path(self.data_dir).read_text())
+        metrics = super().train_step(groups)
+        if self.steps == self.at:
+            self.stop.set()
+        return metrics
+
+
+def test_stop_during_a_step_finishes_it_and_saves_a_checkpoint(api, inference, tmp_path) -> None:
+    api.reset()
+    _feed(api.url, 5 * GROUPS_PER_STEP)
+    stop = StopFlag()
+    engine = StopAfter(stop, 3, tmp_path)
+    last, out = _run(api, inference, _settings(tmp_path, 10, interval=5), engine, stop)
+    assert last == 3 and "stopped by request after step 3; saved step-3" in out
+    assert engine.marker["pid"] == os.getpid()
+    assert ckpt.latest_checkpoint(tmp_path / "checkpoints").step == 3
+    assert not ready_path(tmp_path).exists()
+
+
+def test_stop_while_waiting_abandons_without_a_new_checkpoint(api, inference, tmp_path) -> None:
+    api.reset()
+    stop = StopFlag()
+    threading.Timer(0.5, stop.set).start()
+    last, out = _run(api, inference, _settings(tmp_path, 10), TinyEngine(), stop)
+    assert last == 0 and "stopped by request after step 0" in out
+    assert ckpt.list_checkpoints(tmp_path / "checkpoints") == []
+
+
+def test_refused_inference_key_stops_the_run_with_the_reason(api, inference, tmp_path) -> None:
+    api.reset()
+    _feed(api.url, GROUPS_PER_STEP)
+    with pytest.raises(InferenceError, match="same HERMES_INFERENCE_KEY"):
+        _run(api, inference, _settings(tmp_path, 2), TinyEngine(), key="stale-key")
+    assert not ready_path(tmp_path).exists()
