@@ -160,7 +160,9 @@ def build_configs(
     server_config = APIServerConfig(
         server_type="sglang",
         base_url=inference_url or environ.get("HERMES_INFERENCE_URL") or settings.inference.base_url,
-        api_key=environ.get("HERMES_INFERENCE_KEY", ""),
+        # openai.AsyncClient (built by atroposlib even for sglang) refuses an empty key; "none" is sent only as
+        # a Bearer placeholder to an inference service that has no key.
+        api_key=environ.get("HERMES_INFERENCE_KEY") or "none",
         model_name=settings.inference.model_path,
         tokenizer_name=tokenizer_path,
         health_check=False,

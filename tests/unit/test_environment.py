@@ -1,0 +1,192 @@
+"""The environment in atroposlib's process mode against a loopback fake inference server (and fake gateway)."""
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fakes.fake_gateway import FakeGateway  # noqa: E402
+from fakes.fake_inference import LOGPROB, FakeInference  # noqa: E402
+from fakes.stack_files import write_stack  # noqa: E402
+from fakes.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+
+from hermes_stack.config.loader import load_stack  # noqa: E402
+from hermes_stack.environment.__main__ import run_process  # noqa: E402
+from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker, write_ready_marker  # noqa: E402
+from hermes_stack.environment.runtime import build_configs  # noqa: E402
+from hermes_stack.errors import InputError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    return build_tiny_tokenizer(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    rows = [{"question": f"What is {a}+{b}?", "answer": f"{a}+{b}={a + b}\n#### {a + b}"}
+            for a in range(10) for b in range(6)]
+    path = tmp_path / "sums.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def keep_hf_flags(monkeypatch):
+    # build_configs sets HF_*_OFFLINE in os.environ when offline; restore them after each test.
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(name, os.environ.get(name, "0"))
+
+
+def offline_environ(tmp_path, **extra):
+    return {"HERMES_KEYFILE": str(tmp_path / "no-keyfile"), **extra}
+
+
+def stack_for(tmp_path, algo="grpo", **kw):
+    write_stack(tmp_path / "configs", algo, **kw)
+    return load_stack(algo, tmp_path / "configs", "gpu")
+
+
+def test_configs_map_rollout_and_urls(tmp_path, tokenizer_dir, dataset):
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=4, batch_size=3,
+                      max_token_length=200, num_steps=7)
+    environ = offline_environ(tmp_path, HERMES_ATROPOS_URL="http://atropos:8000",
+                              HERMES_INFERENCE_URL="http://inference:8001/v1", HERMES_INFERENCE_KEY="k-internal",
+                              HERMES_DATA_DIR=str(tmp_path / "data"))
+    env_config, server = build_configs(stack, environ)
+    assert env_config.group_size == 4
+    assert env_config.batch_size == 12 and env_config.prompts_per_batch == 3  # Atropos counts sequences
+    assert env_config.max_token_length == 200 and env_config.total_steps == 7
+    assert env_config.rollout_server_url == "http://atropos:8000"
+    assert env_config.tokenizer_name == str(tokenizer_dir)
+    assert env_config.wandb_name and env_config.use_wandb is False
+    assert env_config.ensure_scores_are_not_same is True
+    assert env_config.offline is True and os.environ["HF_HUB_OFFLINE"] == "1"
+    assert server.server_type == "sglang" and server.base_url == "http://inference:8001/v1"
+    assert server.api_key == "k-internal" and server.health_check is False
+
+
+def test_ppo_group_of_one_keeps_equal_scores(tmp_path, tokenizer_dir, dataset):
+    stack = stack_for(tmp_path, "ppo", dataset=str(dataset), model_path=str(tokenizer_dir), group_size=1)
+    env_config, _ = build_configs(stack, offline_environ(tmp_path))
+    assert env_config.group_size == 1 and env_config.ensure_scores_are_not_same is False
+
+
+def test_wandb_only_with_key_and_enabled(tmp_path, tokenizer_dir, dataset):
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir))
+    assert build_configs(stack, offline_environ(tmp_path, WANDB_API_KEY="x" * 40))[0].use_wandb is False
+
+
+def test_offline_hub_model_name_is_an_input_error(tmp_path, dataset):
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path="Qwen/Qwen3-8B")
+    with pytest.raises(InputError) as err:
+        build_configs(stack, offline_environ(tmp_path))
+    assert "inference.model_path" in str(err.value) and "local" in str(err.value)
+
+
+def test_embedded_profile_uses_a_local_tokenizer(tmp_path, dataset):
+    write_stack(tmp_path / "configs", dataset=str(dataset), model_path="Qwen/Qwen3-8B")
+    stack = load_stack("grpo", tmp_path / "configs", "embedded")
+    env_config, _ = build_configs(stack, offline_environ(tmp_path, HERMES_EMBEDDED_MODEL=str(tmp_path / "absent")))
+    assert Path(env_config.tokenizer_name).is_dir()
+    assert env_config.dataset == "offline-arith"
+
+
+def run(tmp_path, stack, fake, groups=3, gateway_client=None, **kw):
+    environ = offline_environ(tmp_path, HERMES_INFERENCE_URL=fake.base_url, HERMES_INFERENCE_KEY=fake.api_key)
+    env_config, server = build_configs(stack, environ, offline=kw.pop("offline", True))
+    return asyncio.run(run_process(env_config, [server], groups=groups, out=tmp_path / "out.jsonl",
+                                   gateway_client=gateway_client))
+
+
+def test_process_mode_groups_have_tokens_masks_logprobs_and_scores(tmp_path, tokenizer_dir, dataset):
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=4,
+                      max_token_length=200)
+    with FakeInference(tokenizer_dir) as fake:
+        env = run(tmp_path, stack, fake, groups=3)
+    lines = [json.loads(line) for line in Path(env.config.data_path_to_save_groups).read_text().splitlines()]
+    assert len(lines) == 3
+    for group in lines:
+        assert len(group["tokens"]) == len(group["masks"]) == len(group["inference_logprobs"]) == 4
+        for tokens, mask, logprobs in zip(group["tokens"], group["masks"], group["inference_logprobs"]):
+            assert len(tokens) == len(mask) == len(logprobs) < 200
+            prompt_len = mask.index(next(m for m in mask if m != -100))
+            assert prompt_len > 0 and all(m == -100 for m in mask[:prompt_len])
+            assert mask[prompt_len:] == tokens[prompt_len:]
+            assert logprobs[prompt_len:] == [LOGPROB] * (len(tokens) - prompt_len)
+        # the fake answers right for even indexes, off by one for odd ones; both well formatted
+        assert group["scores"] == pytest.approx([1.1, 0.1, 1.1, 0.1])
+        assert group["hermes"]["correct"] == [True, False, True, False]
+    assert env.totals.accuracy == pytest.approx(0.5) and env.totals.format_rate == 1.0
+    assert env.totals.mean_reward == pytest.approx(0.6)
+    # sampling settings from [rollout] reached /generate
+    params = fake.requests[0]["body"]["sampling_params"]
+    assert params["n"] == 4 and params["temperature"] == 1.0 and params["max_new_tokens"] >= 1
+
+
+def test_unformatted_completions_are_counted_and_logged(tmp_path, tokenizer_dir, dataset, caplog):
+    caplog.set_level(logging.INFO, logger="hermes_stack.environment")
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=2)
+    with FakeInference(tokenizer_dir, policy=lambda prompt, i: "I do not know") as fake:
+        env = run(tmp_path, stack, fake, groups=2)
+    assert env.totals.format_failures == 4 and env.totals.format_rate == 0.0
+    assert any("format failure" in r.getMessage() and "####" in r.getMessage() for r in caplog.records)
+
+
+def test_equal_score_groups_are_dropped_and_counted_for_grpo(tmp_path, tokenizer_dir, dataset, caplog):
+    caplog.set_level(logging.INFO, logger="hermes_stack.environment")
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=2)
+    env_config, server = build_configs(stack, offline_environ(tmp_path), offline=True)
+    env = HermesMathEnv(env_config, [server])
+    env.max_token_len = 1000
+    equal = {"tokens": [[1, 2], [1, 3]], "masks": [[-100, 2], [-100, 3]], "scores": [0.1, 0.1]}
+    spread = {"tokens": [[1, 2], [1, 3]], "masks": [[-100, 2], [-100, 3]], "scores": [1.1, 0.1]}
+    asyncio.run(env.handle_send_to_api(equal, do_send_to_api=False))
+    asyncio.run(env.handle_send_to_api(spread, do_send_to_api=False))
+    assert env.totals.dropped_equal_scores == 1
+    assert any("equal scores" in r.getMessage() for r in caplog.records)
+
+
+def test_readiness_marker_holds_the_pid_and_is_removed(tmp_path):
+    path = write_ready_marker(tmp_path, env_id=0)
+    assert path == tmp_path / "ready" / "environment"
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    remove_ready_marker(path)
+    assert not path.exists()
+
+
+def test_no_code_path_reaches_other_hosts(tmp_path, tokenizer_dir, dataset, monkeypatch):
+    """A full process-mode run with the judge on touches only the inference service and the gateway."""
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=4, judge=True)
+    seen_connects, seen_lookups = set(), set()
+    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def connect(self, address):
+        if isinstance(address, tuple):
+            seen_connects.add(address[:2])
+        return real_connect(self, address)
+
+    def getaddrinfo(host, *args, **kw):
+        seen_lookups.add(host)
+        return real_getaddrinfo(host, *args, **kw)
+
+    judge_reply = lambda prompt, body: "NO"  # noqa: E731
+    with FakeInference(tokenizer_dir) as fake, FakeGateway(reply=judge_reply) as gateway:
+        monkeypatch.setenv("TAOTOKEN_API_KEY", gateway.api_key)
+        monkeypatch.setenv("TAOTOKEN_BASE_URL", gateway.root)
+        monkeypatch.setenv("TAOTOKEN_MODEL", "fake-gpt")
+        monkeypatch.setattr(socket.socket, "connect", connect)
+        monkeypatch.setattr(socket.socket, "connect_ex", lambda self, a: (seen_connects.add(a[:2]), 0)[1])
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        env = run(tmp_path, stack, fake, groups=2, offline=False)
+        allowed = {("127.0.0.1", fake.port), ("127.0.0.1", gateway.port)}
+    assert env.judge is not None and env.judge.stats.calls == 4  # the judge was asked about the wrong half
+    assert seen_connects and seen_connects <= allowed, seen_connects - allowed
+    assert seen_lookups <= {"127.0.0.1", "localhost"}, seen_lookups
+    assert ("127.0.0.1", gateway.port) in seen_connects and ("127.0.0.1", fake.port) in seen_connects
