@@ -51,17 +51,22 @@ def _usage_line(exc: Exception, argv: list[str]) -> str:
     return f"{where}: {message} Hint: run `{where} --help`"
 
 
+def _is_click(exc: Exception, name: str) -> bool:
+    # Checked only when click is already imported: importing it just for this would slow every command.
+    click = sys.modules.get("click")
+    return click is not None and isinstance(exc, getattr(click.exceptions, name))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # pydantic's plugin discovery scans every installed distribution's metadata on the first model; the controller
     # uses no pydantic plugins, and `validate` must stay fast.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _register_commands(argv)
-    from hermes_stack.console import report_error
-
-    import click
     from typer.exceptions import Abort as TyperAbort
     from typer.exceptions import TyperException
+
+    from hermes_stack.console import report_error
 
     debug = state["debug"] or "--debug" in argv
     try:
@@ -74,13 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         report_error(["interrupted"], debug=False)
         return 130
-    except (TyperAbort, click.exceptions.Abort):
+    except TyperAbort:
         return 130
-    except (TyperException, click.ClickException) as exc:  # usage errors: typer vendors its own click
-        if exc.format_message().strip():  # no arguments: the help was printed, nothing else to say
-            report_error([_usage_line(exc, argv)], debug=False)
-        return 2
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a line
+        if _is_click(exc, "Abort"):
+            return 130
+        if isinstance(exc, TyperException) or _is_click(exc, "ClickException"):
+            # Usage errors. Typer vendors its own click; a module may still use the real one.
+            if exc.format_message().strip():  # no arguments: the help was printed, nothing else to say
+                report_error([_usage_line(exc, argv)], debug=False)
+            return 2
         report_error([f"unexpected error: {type(exc).__name__}: {exc}"], debug=debug)
         return 1
     # standalone_mode=False hands back a command's return value, or the code of a raised typer.Exit.

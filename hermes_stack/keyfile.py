@@ -16,10 +16,10 @@ import logging
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from hermes_stack.errors import InputError, Problem
 
@@ -123,8 +123,8 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True) -> Ke
             path=path,
             offline=True,
             notices=(
-                f"no key file at {name}: offline mode, gateway checks are skipped "
-                f"(cp .env.taotoken.example {name} to enable them)",
+                (f"no key file at {name}: offline mode, gateway checks are skipped "
+                f"(cp .env.taotoken.example {name} to enable them)"),
             ),
         )
     text = path.read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -129,12 +130,15 @@ def summary_lines(stack, keyfile_invalid: Path | None = None) -> list[str]:
 
 @app.command("validate")
 def validate(
-    algo: str = typer.Option(..., "--algo", help=ALGO_HELP),
-    config_dir: Path = typer.Option(Path("configs"), "--config-dir", help="Folder holding the config files."),
-    keyfile: Path = typer.Option(None, "--keyfile", help="Key file (default: $HERMES_KEYFILE or .env.taotoken)."),
-    unlock: bool = typer.Option(False, "--unlock", help="Allow changing the locked tinker.* values (warns)."),
-    gpu_memory: float = typer.Option(None, "--gpu-memory", help="GiB of GPU memory (default: from nvidia-smi)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu (embedded profile) or gpu."),
+    algo: Annotated[str, typer.Option("--algo", help=ALGO_HELP)],
+    config_dir: Annotated[Path, typer.Option("--config-dir", help="Folder holding the config files.")] = Path(
+        "configs"),
+    keyfile: Annotated[Path | None, typer.Option(
+        "--keyfile", help="Key file (default: $HERMES_KEYFILE or .env.taotoken).")] = None,
+    unlock: Annotated[bool, typer.Option("--unlock", help="Allow changing the locked tinker.* values (warns).")] = False,
+    gpu_memory: Annotated[float | None, typer.Option(
+        "--gpu-memory", help="GiB of GPU memory (default: from nvidia-smi).")] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu (embedded profile) or gpu.")] = "auto",
 ) -> None:
     """Check the key file and the configs; print the resolved, redacted configuration and every problem."""
     from hermes_stack import console

@@ -11,6 +11,7 @@ import json
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -255,14 +256,15 @@ def check_all(algo: str, config: AlgoConfig, settings: Settings, r_config: AlgoC
               gpu_memory_gib: float | None) -> tuple[list[Problem], list[Problem]]:
     """Every rule on the files as written (what the user can fix); the agreement rules once more on the resolved
     configuration, so a profile override cannot break what the files got right."""
-    common = dict(algo=algo, config_file=str(config_path), settings_file=str(settings_path), keyfile=keyfile,
-                  unlock=unlock, gpu_memory_gib=gpu_memory_gib, base_dir=config_path.parent.parent, profile=profile)
+    inputs = partial(rules.Inputs, algo=algo, config_file=str(config_path), settings_file=str(settings_path),
+                     keyfile=keyfile, unlock=unlock, gpu_memory_gib=gpu_memory_gib,
+                     base_dir=config_path.parent.parent, profile=profile)
     resolving = (r_config, r_settings) != (config, settings)
     # The Tinker key matters for the engine actually used, i.e. after the overrides.
     written_rules = tuple(r for r in rules.RULES if not (resolving and r is rules.tinker_key))
-    errors, cautions = rules.check(rules.Inputs(config=config, settings=settings, **common), written_rules)
+    errors, cautions = rules.check(inputs(config=config, settings=settings), written_rules)
     if resolving:
-        e2, c2 = rules.check(rules.Inputs(config=r_config, settings=r_settings, **common), RESOLVED_RULES)
+        e2, c2 = rules.check(inputs(config=r_config, settings=r_settings), RESOLVED_RULES)
         errors += [p for p in e2 if p not in errors]
         cautions += [p for p in c2 if p not in cautions]
     return errors, cautions

@@ -6,9 +6,9 @@ A rule returns errors as `Problem` and advice as `Caution` (a Problem that print
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlsplit
 
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings

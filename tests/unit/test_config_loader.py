@@ -72,10 +72,10 @@ def test_problems_of_both_files_reported_together(cdir):
     edit(cdir / "settings_grpo.json", '"lora_rank": 32', '"lora_rank": "32"')
     got = problems("grpo", cdir)
     assert got == [
-        f"{cdir}/config_grpo.toml: rollout.group_sise: found an unknown key, expected one of batch_size, group_size, "
-        "max_token_length, temperature, top_p. Hint: did you mean rollout.group_size?",
-        f'{cdir}/settings_grpo.json: tinker.lora_rank: found "32" (a string), expected an integer. Hint: quotes make '
-        "a string; write numbers and booleans bare",
+        (f"{cdir}/config_grpo.toml: rollout.group_sise: found an unknown key, expected one of batch_size, group_size, "
+        "max_token_length, temperature, top_p. Hint: did you mean rollout.group_size?"),
+        (f'{cdir}/settings_grpo.json: tinker.lora_rank: found "32" (a string), expected an integer. Hint: quotes make '
+        "a string; write numbers and booleans bare"),
     ]
 
 

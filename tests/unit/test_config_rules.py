@@ -45,21 +45,21 @@ def test_shipped_configs_pass_every_rule(rule, algo):
 
 def test_algo_matches_files():
     got = rules.algo_matches_files(inputs("grpo", {"algorithm.name": "ppo"}))
-    assert lines(got) == ["config_grpo.toml: algorithm.name: found 'ppo', expected 'grpo' (from --algo grpo). "
+    assert lines(got) == [("config_grpo.toml: algorithm.name: found 'ppo', expected 'grpo' (from --algo grpo). "
                           "Hint: run with --algo ppo, or restore name = \"grpo\"; the ppo files are "
-                          "config_ppo.toml/settings_ppo.json"]
+                          "config_ppo.toml/settings_ppo.json")]
 
 
 def test_algo_matches_files_checks_settings_too():
     got = rules.algo_matches_files(inputs("ppo", settings={"algorithm.name": "grpo"}))
-    assert lines(got) == ["settings_ppo.json: algorithm.name: found 'grpo', expected 'ppo' (from --algo ppo). "
-                          "Hint: set \"name\": \"ppo\" in settings_ppo.json"]
+    assert lines(got) == [("settings_ppo.json: algorithm.name: found 'grpo', expected 'ppo' (from --algo ppo). "
+                          "Hint: set \"name\": \"ppo\" in settings_ppo.json")]
 
 
 def test_ppo_group_size():
     assert lines(rules.ppo_group_size(inputs("ppo", {"rollout.group_size": 4}))) == [
-        "config_ppo.toml: rollout.group_size: found 4, expected 1 for PPO. Hint: PPO samples one completion per "
-        "prompt; use --algo grpo for groups"]
+        ("config_ppo.toml: rollout.group_size: found 4, expected 1 for PPO. Hint: PPO samples one completion per "
+        "prompt; use --algo grpo for groups")]
 
 
 def test_ppo_advantage_estimator():
@@ -75,8 +75,8 @@ def test_ppo_value_loss_coef():
 @pytest.mark.parametrize("field, value", [("gamma", 0.0), ("gamma", 1.01), ("lam", -0.5), ("lam", 1.5)])
 def test_ppo_gamma_lam_outside_unit_interval(field, value):
     got = rules.ppo_gamma_lam(inputs("ppo", {f"algorithm.{field}": value}))
-    assert lines(got) == [f"config_ppo.toml: algorithm.{field}: found {value}, expected a value in (0, 1]. "
-                          "Hint: PPO's seed uses gamma 1.0 and lam 0.95"]
+    assert lines(got) == [(f"config_ppo.toml: algorithm.{field}: found {value}, expected a value in (0, 1]. "
+                          "Hint: PPO's seed uses gamma 1.0 and lam 0.95")]
 
 
 def test_ppo_gamma_lam_bounds_inclusive_at_one():
@@ -96,9 +96,9 @@ def test_grpo_group_size_below_four_is_a_warning(g):
 
 def test_grpo_with_gae_names_the_flat_reward_curve():
     got = rules.grpo_advantage_estimator(inputs("grpo", {"algorithm.advantage_estimator": "gae"}))
-    assert lines(got) == ["config_grpo.toml: algorithm.advantage_estimator: found 'gae', expected 'group_relative' "
+    assert lines(got) == [("config_grpo.toml: algorithm.advantage_estimator: found 'gae', expected 'group_relative' "
                           "for GRPO. Hint: GRPO has no critic, so GAE gives zero advantages and the reward curve "
-                          "lies flat"]
+                          "lies flat")]
 
 
 def test_grpo_value_loss_coef():
@@ -117,15 +117,15 @@ def test_kl_anchor_zero_is_a_warning():
 ])
 def test_settings_agree_with_config(field, value, expected):
     got = rules.settings_agree_with_config(inputs("grpo", settings={field: value}))
-    assert lines(got) == [f"settings_grpo.json: {field}: {expected}. Hint: the two files must agree; change one of "
-                          "them"]
+    assert lines(got) == [(f"settings_grpo.json: {field}: {expected}. Hint: the two files must agree; change one of "
+                          "them")]
 
 
 def test_atropos_port_agrees():
     got = rules.atropos_port_agrees(inputs("grpo", settings={"atropos.rollout_server_url": "http://localhost:8080"}))
-    assert lines(got) == ["settings_grpo.json: atropos.rollout_server_url: found port 8080 (http://localhost:8080), "
+    assert lines(got) == [("settings_grpo.json: atropos.rollout_server_url: found port 8080 (http://localhost:8080), "
                           "expected port 8000 ([atropos] api_port in config_grpo.toml). Hint: the services would wait "
-                          "for an Atropos that is not there; change one of the two"]
+                          "for an Atropos that is not there; change one of the two")]
 
 
 def test_atropos_port_agrees_when_toml_port_moves():
@@ -136,9 +136,9 @@ def test_atropos_port_agrees_when_toml_port_moves():
 
 def test_inference_port_agrees():
     got = rules.inference_port_agrees(inputs("grpo", settings={"inference.port": 8002}))
-    assert lines(got) == ["settings_grpo.json: inference.base_url: found port 8001 (http://localhost:8001/v1), "
+    assert lines(got) == [("settings_grpo.json: inference.base_url: found port 8001 (http://localhost:8001/v1), "
                           "expected port 8002 (inference.port). Hint: the environment would call a port nobody "
-                          "serves"]
+                          "serves")]
 
 
 @pytest.mark.parametrize("url, fix", [
@@ -148,8 +148,8 @@ def test_inference_port_agrees():
 ])
 def test_inference_base_url_v1(url, fix):
     got = rules.inference_base_url_v1(inputs("grpo", settings={"inference.base_url": url}))
-    assert lines(got) == [f"settings_grpo.json: inference.base_url: found '{url}', expected a URL ending in exactly "
-                          f"one /v1. Hint: use '{fix}'; a doubled or missing /v1 answers 404"]
+    assert lines(got) == [(f"settings_grpo.json: inference.base_url: found '{url}', expected a URL ending in exactly "
+                          f"one /v1. Hint: use '{fix}'; a doubled or missing /v1 answers 404")]
 
 
 @pytest.mark.parametrize("field, value", [("lora_rank", 16), ("learning_rate", 1e-4),
@@ -167,9 +167,9 @@ def test_locked_fields_unlocked_is_a_warning():
 
 def test_keyfile_names_must_exist_in_key_file():
     got = rules.keyfile_names(inputs("grpo", settings={"inference.api_key_env": "MY_KEY"}, keyfile=KEYS))
-    assert lines(got) == ["settings_grpo.json: inference.api_key_env: found 'MY_KEY', expected a variable set in "
+    assert lines(got) == [("settings_grpo.json: inference.api_key_env: found 'MY_KEY', expected a variable set in "
                           ".env.taotoken (TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TINKER_API_KEY). Hint: add MY_KEY=… "
-                          "to .env.taotoken or name one of its variables"]
+                          "to .env.taotoken or name one of its variables")]
 
 
 def test_keyfile_names_skipped_offline():

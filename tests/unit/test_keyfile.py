@@ -75,9 +75,9 @@ def test_defaulted_gateway_key_refused_for_tinker(tmp_path):
     path = write(tmp_path, good())
     problems = kf.check_tinker_key(kf.load_keyfile(path))
     assert [p.line() for p in problems] == [
-        f"{path}: TINKER_API_KEY: found sk-…cdef (defaulted from TAOTOKEN_API_KEY), expected a Tinker key starting "
+        (f"{path}: TINKER_API_KEY: found sk-…cdef (defaulted from TAOTOKEN_API_KEY), expected a Tinker key starting "
         f"with tml- (or a JWT starting with eyJ). Hint: Tinker refuses other keys; add a line TINKER_API_KEY=tml-… "
-        f"to {path}"
+        f"to {path}")
     ]
 
 
@@ -94,8 +94,8 @@ def test_base_url_with_v1_is_an_error_naming_the_fix(tmp_path, url):
     with pytest.raises(InputError) as info:
         kf.load_keyfile(path)
     assert lines_of(info.value) == [
-        f"{path}: TAOTOKEN_BASE_URL: found {url}, expected the gateway root without /v1. Hint: set "
-        "TAOTOKEN_BASE_URL=https://taotoken.net/api; hermes-stack adds /v1 for OpenAI-style clients"
+        (f"{path}: TAOTOKEN_BASE_URL: found {url}, expected the gateway root without /v1. Hint: set "
+        "TAOTOKEN_BASE_URL=https://taotoken.net/api; hermes-stack adds /v1 for OpenAI-style clients")
     ]
 
 
@@ -126,8 +126,8 @@ def test_empty_key_is_an_error(tmp_path):
     with pytest.raises(InputError) as info:
         kf.load_keyfile(path)
     assert lines_of(info.value) == [
-        f"{path}: TAOTOKEN_API_KEY: found an empty value, expected your gateway key. Hint: set TAOTOKEN_API_KEY=… "
-        f"in {path}"
+        (f"{path}: TAOTOKEN_API_KEY: found an empty value, expected your gateway key. Hint: set TAOTOKEN_API_KEY=… "
+        f"in {path}")
     ]
 
 

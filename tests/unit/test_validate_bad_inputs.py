@@ -49,67 +49,67 @@ GPU200 = ["--device", "gpu", "--gpu-memory", "200"]
 
 CASES = [
     # ---- algorithm rules
-    Case("grpo-with-gae", ["{toml}: algorithm.advantage_estimator: found 'gae', expected 'group_relative' for GRPO. "
-                           "Hint: GRPO has no critic, so GAE gives zero advantages and the reward curve lies flat"],
+    Case("grpo-with-gae", [("{toml}: algorithm.advantage_estimator: found 'gae', expected 'group_relative' for GRPO. "
+                           "Hint: GRPO has no critic, so GAE gives zero advantages and the reward curve lies flat")],
          toml=[('advantage_estimator = "group_relative"', 'advantage_estimator = "gae"')]),
-    Case("grpo-group-size-1", ["{toml}: rollout.group_size: found 1, expected 2 or more for GRPO. Hint: a group of "
-                               "one has no relative advantage; the seed uses 8"],
+    Case("grpo-group-size-1", [("{toml}: rollout.group_size: found 1, expected 2 or more for GRPO. Hint: a group of "
+                               "one has no relative advantage; the seed uses 8")],
          toml=[("group_size = 8", "group_size = 1")], json={"algorithm.group_size": 1}),
-    Case("grpo-value-loss", ["{toml}: algorithm.value_loss_coef: found 0.5, expected 0 for GRPO. Hint: GRPO trains "
-                             "no critic; a value loss only adds noise"],
+    Case("grpo-value-loss", [("{toml}: algorithm.value_loss_coef: found 0.5, expected 0 for GRPO. Hint: GRPO trains "
+                             "no critic; a value loss only adds noise")],
          toml=[("value_loss_coef = 0.0", "value_loss_coef = 0.5")]),
-    Case("ppo-group-size-8", ["{toml}: rollout.group_size: found 8, expected 1 for PPO. Hint: PPO samples one "
-                              "completion per prompt; use --algo grpo for groups"],
+    Case("ppo-group-size-8", [("{toml}: rollout.group_size: found 8, expected 1 for PPO. Hint: PPO samples one "
+                              "completion per prompt; use --algo grpo for groups")],
          algo="ppo", toml=[("group_size = 1", "group_size = 8")], json={"algorithm.group_size": 8}),
-    Case("ppo-group-relative", ["{toml}: algorithm.advantage_estimator: found 'group_relative', expected 'gae' for "
+    Case("ppo-group-relative", [("{toml}: algorithm.advantage_estimator: found 'group_relative', expected 'gae' for "
                                 "PPO. Hint: PPO's advantages come from the critic via GAE; group_relative needs "
-                                "groups (GRPO)"],
+                                "groups (GRPO)")],
          algo="ppo", toml=[('advantage_estimator = "gae"', 'advantage_estimator = "group_relative"')]),
-    Case("ppo-no-value-loss", ["{toml}: algorithm.value_loss_coef: found 0.0, expected a value > 0 for PPO. Hint: "
+    Case("ppo-no-value-loss", [("{toml}: algorithm.value_loss_coef: found 0.0, expected a value > 0 for PPO. Hint: "
                                "without a critic loss the value head never learns and GAE advantages are noise; "
-                               "try 0.5"],
+                               "try 0.5")],
          algo="ppo", toml=[("value_loss_coef = 0.5", "value_loss_coef = 0.0")]),
-    Case("ppo-gamma-0", ["{toml}: algorithm.gamma: found 0.0, expected a value in (0, 1]. Hint: PPO's seed uses "
-                         "gamma 1.0 and lam 0.95"], algo="ppo", toml=[("gamma = 1.0", "gamma = 0.0")]),
-    Case("ppo-lam-1.5", ["{toml}: algorithm.lam: found 1.5, expected a value in (0, 1]. Hint: PPO's seed uses "
-                         "gamma 1.0 and lam 0.95"], algo="ppo", toml=[("lam = 0.95", "lam = 1.5")]),
-    Case("grpo-flag-ppo-file", ["{toml}: algorithm.name: found 'ppo', expected 'grpo' (from --algo grpo). Hint: run "
+    Case("ppo-gamma-0", [("{toml}: algorithm.gamma: found 0.0, expected a value in (0, 1]. Hint: PPO's seed uses "
+                         "gamma 1.0 and lam 0.95")], algo="ppo", toml=[("gamma = 1.0", "gamma = 0.0")]),
+    Case("ppo-lam-1.5", [("{toml}: algorithm.lam: found 1.5, expected a value in (0, 1]. Hint: PPO's seed uses "
+                         "gamma 1.0 and lam 0.95")], algo="ppo", toml=[("lam = 0.95", "lam = 1.5")]),
+    Case("grpo-flag-ppo-file", [("{toml}: algorithm.name: found 'ppo', expected 'grpo' (from --algo grpo). Hint: run "
                                 "with --algo ppo, or restore name = \"grpo\"; the ppo files are "
-                                "config_ppo.toml/settings_ppo.json"],
+                                "config_ppo.toml/settings_ppo.json")],
          toml=[('name = "grpo"', 'name = "ppo"')]),
-    Case("ppo-flag-grpo-file", ["{toml}: algorithm.name: found 'grpo', expected 'ppo' (from --algo ppo). Hint: run "
+    Case("ppo-flag-grpo-file", [("{toml}: algorithm.name: found 'grpo', expected 'ppo' (from --algo ppo). Hint: run "
                                 "with --algo grpo, or restore name = \"ppo\"; the grpo files are "
-                                "config_grpo.toml/settings_grpo.json"],
+                                "config_grpo.toml/settings_grpo.json")],
          algo="ppo", toml=[('name = "ppo"', 'name = "grpo"')]),
-    Case("settings-name-ppo", ["{json}: algorithm.name: found 'ppo', expected 'grpo' (from --algo grpo). Hint: set "
-                               "\"name\": \"grpo\" in {json}"], json={"algorithm.name": "ppo"}),
+    Case("settings-name-ppo", [("{json}: algorithm.name: found 'ppo', expected 'grpo' (from --algo grpo). Hint: set "
+                               "\"name\": \"grpo\" in {json}")], json={"algorithm.name": "ppo"}),
     # ---- TOML shape and types
-    Case("toml-unknown-key", ["{toml}: rollout.group_sise: found an unknown key, expected one of batch_size, "
+    Case("toml-unknown-key", [("{toml}: rollout.group_sise: found an unknown key, expected one of batch_size, "
                               "group_size, max_token_length, temperature, top_p. Hint: did you mean "
-                              "rollout.group_size?"], toml=[("group_size = 8", "group_sise = 8")]),
-    Case("toml-unknown-section", ["{toml}: rollout: found no such section, expected a [rollout] section. Hint: "
-                                  "restore it from the shipped file in git",
-                                  "{toml}: rollouts: found an unknown section, expected one of algorithm, atropos, "
-                                  "environment, reward, rollout. Hint: did you mean rollout?"],
+                              "rollout.group_size?")], toml=[("group_size = 8", "group_sise = 8")]),
+    Case("toml-unknown-section", [("{toml}: rollout: found no such section, expected a [rollout] section. Hint: "
+                                  "restore it from the shipped file in git"),
+                                  ("{toml}: rollouts: found an unknown section, expected one of algorithm, atropos, "
+                                  "environment, reward, rollout. Hint: did you mean rollout?")],
          toml=[("[rollout]", "[rollouts]")]),
     Case("toml-int-as-string", ['{toml}: rollout.group_size: found "8" (a string), expected an integer. ' + H_QUOTES],
          toml=[("group_size = 8", 'group_size = "8"')]),
     Case("toml-float-as-word", ['{toml}: rollout.temperature: found "hot" (a string), expected a number. ' + H_QUOTES],
          toml=[("temperature = 1.0", 'temperature = "hot"')]),
-    Case("toml-bad-log-level", ["{toml}: atropos.log_level: found \"verbose\", expected 'debug', 'info', 'warning' "
-                                "or 'error'"], toml=[('log_level = "info"', 'log_level = "verbose"')]),
-    Case("toml-missing-equals", ["{toml}:{line}:{col}: syntax: found expected '=' after a key in a key/value pair, "
-                                 "expected valid TOML. Hint: fix that line; `git diff configs/` shows what changed"],
+    Case("toml-bad-log-level", [("{toml}: atropos.log_level: found \"verbose\", expected 'debug', 'info', 'warning' "
+                                "or 'error'")], toml=[('log_level = "info"', 'log_level = "verbose"')]),
+    Case("toml-missing-equals", [("{toml}:{line}:{col}: syntax: found expected '=' after a key in a key/value pair, "
+                                 "expected valid TOML. Hint: fix that line; `git diff configs/` shows what changed")],
          toml=[("batch_size = 32", "batch_size 32")], line_of="batch_size 32", col_after="batch_size "),
-    Case("toml-unterminated-string", ["{toml}:{line}:{col}: syntax: found illegal character '\\n', expected valid "
-                                      "TOML. Hint: fix that line; `git diff configs/` shows what changed"],
+    Case("toml-unterminated-string", [("{toml}:{line}:{col}: syntax: found illegal character '\\n', expected valid "
+                                      "TOML. Hint: fix that line; `git diff configs/` shows what changed")],
          toml=[('api_host = "localhost"', 'api_host = "localhost')], line_of='api_host = "localhost',
          col_after='api_host = "localhost'),
-    Case("toml-missing-section", ["{toml}: reward: found no such section, expected a [reward] section. Hint: restore "
-                                  "it from the shipped file in git"],
+    Case("toml-missing-section", [("{toml}: reward: found no such section, expected a [reward] section. Hint: restore "
+                                  "it from the shipped file in git")],
          toml=[("[reward]\ncorrectness_weight = 1.0\nformat_weight = 0.1\n", "")]),
-    Case("toml-missing-key", ["{toml}: algorithm.name: found nothing, expected 'ppo' or 'grpo'. Hint: add name to "
-                              "the algorithm section"], toml=[('name = "grpo"\n', "")]),
+    Case("toml-missing-key", [("{toml}: algorithm.name: found nothing, expected 'ppo' or 'grpo'. Hint: add name to "
+                              "the algorithm section")], toml=[('name = "grpo"\n', "")]),
     Case("toml-port-zero", ["{toml}: atropos.api_port: found 0, expected greater than or equal to 1"],
          toml=[("api_port = 8000", "api_port = 0")]),
     Case("toml-top-p-zero", ["{toml}: rollout.top_p: found 0.0, expected greater than 0"],
@@ -118,19 +118,19 @@ CASES = [
          toml=[('split = "train"', 'split = "validation"')]),
     Case("toml-tiny-max-tokens", ["{toml}: rollout.max_token_length: found 8, expected greater than or equal to 16"],
          toml=[("max_token_length = 2048", "max_token_length = 8")]),
-    Case("toml-missing-file", ["{toml}: (file): found no such file, expected the file config_grpo.toml. Hint: pass "
-                               "--config-dir pointing at the configs/ folder, or restore it from git"],
+    Case("toml-missing-file", [("{toml}: (file): found no such file, expected the file config_grpo.toml. Hint: pass "
+                               "--config-dir pointing at the configs/ folder, or restore it from git")],
          remove="config_grpo.toml"),
     # ---- settings JSON
-    Case("json-double-comma", ["{json}:{line}:{col}: syntax: found expecting property name enclosed in double "
+    Case("json-double-comma", [("{json}:{line}:{col}: syntax: found expecting property name enclosed in double "
                                "quotes, expected valid JSON. Hint: JSON has no comments and no trailing commas; "
-                               "strings take double quotes"],
+                               "strings take double quotes")],
          json_text="DOUBLE_COMMA", line_of='"port": 8001,,', col_after='"port": 8001,'),
-    Case("json-top-level-array", ["{json}: (top level): found a JSON list, expected a JSON object. Hint: the file "
-                                  "holds one object with sections tinker, inference, algorithm, …"], json_text="[]"),
-    Case("json-unknown-key", ["{json}: tinker.lora_rnak: found an unknown key, expected one of checkpoint_dir, "
+    Case("json-top-level-array", [("{json}: (top level): found a JSON list, expected a JSON object. Hint: the file "
+                                  "holds one object with sections tinker, inference, algorithm, …")], json_text="[]"),
+    Case("json-unknown-key", [("{json}: tinker.lora_rnak: found an unknown key, expected one of checkpoint_dir, "
                               "learning_rate, lora_rank, max_token_trainer_length, save_checkpoint_interval. Hint: "
-                              "did you mean tinker.lora_rank?"],
+                              "did you mean tinker.lora_rank?")],
          json={"tinker.lora_rank": DELETE, "tinker.lora_rnak": 32}),
     Case("json-int-as-string", ['{json}: tinker.lora_rank: found "32" (a string), expected an integer. ' + H_QUOTES],
          json={"tinker.lora_rank": "32"}),
@@ -146,78 +146,78 @@ CASES = [
                                  + H_AGREE], json={"algorithm.group_size": 4}),
     Case("settings-kl-coef", ["{json}: algorithm.kl_coef: found 0.2, expected 0.1 ([algorithm] kl_coef in {toml}). "
                               + H_AGREE], json={"algorithm.kl_coef": 0.2}),
-    Case("atropos-port", ["{json}: atropos.rollout_server_url: found port 8080 (http://localhost:8080), expected port "
+    Case("atropos-port", [("{json}: atropos.rollout_server_url: found port 8080 (http://localhost:8080), expected port "
                           "8000 ([atropos] api_port in {toml}). Hint: the services would wait for an Atropos that is "
-                          "not there; change one of the two"],
+                          "not there; change one of the two")],
          json={"atropos.rollout_server_url": "http://localhost:8080"}),
-    Case("atropos-url-no-scheme", ["{json}: atropos.rollout_server_url: found 'localhost:8000', expected an http URL "
+    Case("atropos-url-no-scheme", [("{json}: atropos.rollout_server_url: found 'localhost:8000', expected an http URL "
                                    "like 'http://localhost:8000'. Hint: the environment and the trainer reach Atropos "
-                                   "here"], json={"atropos.rollout_server_url": "localhost:8000"}),
-    Case("inference-port", ["{json}: inference.base_url: found port 8002 (http://localhost:8002/v1), expected port "
-                            "8001 (inference.port). Hint: the environment would call a port nobody serves"],
+                                   "here")], json={"atropos.rollout_server_url": "localhost:8000"}),
+    Case("inference-port", [("{json}: inference.base_url: found port 8002 (http://localhost:8002/v1), expected port "
+                            "8001 (inference.port). Hint: the environment would call a port nobody serves")],
          json={"inference.base_url": "http://localhost:8002/v1"}),
-    Case("inference-no-v1", ["{json}: inference.base_url: found 'http://localhost:8001', expected a URL ending in "
+    Case("inference-no-v1", [("{json}: inference.base_url: found 'http://localhost:8001', expected a URL ending in "
                              "exactly one /v1. Hint: use 'http://localhost:8001/v1'; a doubled or missing /v1 answers "
-                             "404"], json={"inference.base_url": "http://localhost:8001"}),
-    Case("inference-double-v1", ["{json}: inference.base_url: found 'http://localhost:8001/v1/v1', expected a URL "
+                             "404")], json={"inference.base_url": "http://localhost:8001"}),
+    Case("inference-double-v1", [("{json}: inference.base_url: found 'http://localhost:8001/v1/v1', expected a URL "
                                  "ending in exactly one /v1. Hint: use 'http://localhost:8001/v1'; a doubled or "
-                                 "missing /v1 answers 404"], json={"inference.base_url": "http://localhost:8001/v1/v1"}),
-    Case("memory-budget-24gib", ["{toml}: rollout.batch_size: found 32, expected a batch that fits the GPU. Hint: "
+                                 "missing /v1 answers 404")], json={"inference.base_url": "http://localhost:8001/v1/v1"}),
+    Case("memory-budget-24gib", [("{toml}: rollout.batch_size: found 32, expected a batch that fits the GPU. Hint: "
                                  "group_size 8 × batch_size 32 = 256 sequences × 2048 tokens needs ~87.4 GiB; this GPU "
-                                 "has 24 GiB (~21.6 GiB usable); try batch_size 2"], args=GPU24),
+                                 "has 24 GiB (~21.6 GiB usable); try batch_size 2")], args=GPU24),
     # ---- key file
-    Case("tinker-engine-gateway-key", ["{kf}: TINKER_API_KEY: found sk-…cdef (defaulted from TAOTOKEN_API_KEY), "
+    Case("tinker-engine-gateway-key", [("{kf}: TINKER_API_KEY: found sk-…cdef (defaulted from TAOTOKEN_API_KEY), "
                                        "expected a Tinker key starting with tml- (or a JWT starting with eyJ). Hint: "
-                                       "Tinker refuses other keys; add a line TINKER_API_KEY=tml-… to {kf}"],
+                                       "Tinker refuses other keys; add a line TINKER_API_KEY=tml-… to {kf}")],
          json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE, args=GPU200),
-    Case("api-key-env-missing", ["{json}: inference.api_key_env: found 'MY_KEY', expected a variable set in {kf} "
+    Case("api-key-env-missing", [("{json}: inference.api_key_env: found 'MY_KEY', expected a variable set in {kf} "
                                  "(TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TAOTOKEN_MODEL, TINKER_API_KEY). Hint: add "
-                                 "MY_KEY=… to {kf} or name one of its variables"],
+                                 "MY_KEY=… to {kf} or name one of its variables")],
          json={"inference.api_key_env": "MY_KEY"}, keyfile=GOOD_KEYFILE),
-    Case("base-url-env-missing", ["{json}: inference.base_url_env: found 'GATEWAY_URL', expected a variable set in "
+    Case("base-url-env-missing", [("{json}: inference.base_url_env: found 'GATEWAY_URL', expected a variable set in "
                                   "{kf} (TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TAOTOKEN_MODEL, TINKER_API_KEY). Hint: "
-                                  "add GATEWAY_URL=… to {kf} or name one of its variables"],
+                                  "add GATEWAY_URL=… to {kf} or name one of its variables")],
          json={"inference.base_url_env": "GATEWAY_URL"}, keyfile=GOOD_KEYFILE),
-    Case("keyfile-base-url-v1", ["{kf}: TAOTOKEN_BASE_URL: found https://taotoken.net/api/v1, expected the gateway "
+    Case("keyfile-base-url-v1", [("{kf}: TAOTOKEN_BASE_URL: found https://taotoken.net/api/v1, expected the gateway "
                                  "root without /v1. Hint: set TAOTOKEN_BASE_URL=https://taotoken.net/api; hermes-stack "
-                                 "adds /v1 for OpenAI-style clients"],
+                                 "adds /v1 for OpenAI-style clients")],
          keyfile=GOOD_KEYFILE.replace("/api\n", "/api/v1\n")),
-    Case("keyfile-base-url-empty", ["{kf}: TAOTOKEN_BASE_URL: found an empty value, expected the gateway root, e.g. "
-                                    "https://taotoken.net/api. Hint: set TAOTOKEN_BASE_URL=… in {kf}"],
+    Case("keyfile-base-url-empty", [("{kf}: TAOTOKEN_BASE_URL: found an empty value, expected the gateway root, e.g. "
+                                    "https://taotoken.net/api. Hint: set TAOTOKEN_BASE_URL=… in {kf}")],
          keyfile=GOOD_KEYFILE.replace("https://taotoken.net/api", "")),
-    Case("keyfile-base-url-no-scheme", ["{kf}: TAOTOKEN_BASE_URL: found taotoken.net/api, expected an http(s) URL of "
+    Case("keyfile-base-url-no-scheme", [("{kf}: TAOTOKEN_BASE_URL: found taotoken.net/api, expected an http(s) URL of "
                                         "the gateway root, e.g. https://taotoken.net/api. Hint: set "
-                                        "TAOTOKEN_BASE_URL=https://taotoken.net/api"],
+                                        "TAOTOKEN_BASE_URL=https://taotoken.net/api")],
          keyfile=GOOD_KEYFILE.replace("https://taotoken.net/api", "taotoken.net/api")),
-    Case("keyfile-empty-key", ["{kf}: TAOTOKEN_API_KEY: found an empty value, expected your gateway key. Hint: set "
-                               "TAOTOKEN_API_KEY=… in {kf}"], keyfile=GOOD_KEYFILE.replace(KEY, "")),
-    Case("keyfile-no-key-line", ["{kf}: TAOTOKEN_API_KEY: found no such line, expected your gateway key. Hint: add "
-                                 "TAOTOKEN_API_KEY=… to {kf}"], keyfile=GOOD_KEYFILE.split("\n", 1)[1]),
-    Case("keyfile-spaces-in-quotes", ["{kf}: TAOTOKEN_API_KEY: found a value with surrounding whitespace or quotes, "
+    Case("keyfile-empty-key", [("{kf}: TAOTOKEN_API_KEY: found an empty value, expected your gateway key. Hint: set "
+                               "TAOTOKEN_API_KEY=… in {kf}")], keyfile=GOOD_KEYFILE.replace(KEY, "")),
+    Case("keyfile-no-key-line", [("{kf}: TAOTOKEN_API_KEY: found no such line, expected your gateway key. Hint: add "
+                                 "TAOTOKEN_API_KEY=… to {kf}")], keyfile=GOOD_KEYFILE.split("\n", 1)[1]),
+    Case("keyfile-spaces-in-quotes", [("{kf}: TAOTOKEN_API_KEY: found a value with surrounding whitespace or quotes, "
                                       "expected the bare value. Hint: write TAOTOKEN_API_KEY=sk-…cdef with nothing "
-                                      "around it"], keyfile=GOOD_KEYFILE.replace(KEY, f'" {KEY} "')),
-    Case("keyfile-stray-quote", ["{kf}: TAOTOKEN_API_KEY: found a value with surrounding whitespace or quotes, "
+                                      "around it")], keyfile=GOOD_KEYFILE.replace(KEY, f'" {KEY} "')),
+    Case("keyfile-stray-quote", [("{kf}: TAOTOKEN_API_KEY: found a value with surrounding whitespace or quotes, "
                                  "expected the bare value. Hint: write TAOTOKEN_API_KEY=sk-…cdef with nothing around "
-                                 "it"], keyfile=GOOD_KEYFILE.replace(KEY, f'{KEY}"')),
-    Case("keyfile-unreadable-line", ["{kf}:4: syntax: found a line python-dotenv cannot read (FOO BAR), expected "
-                                     "NAME=value. Hint: one NAME=value per line, no quotes; `#` starts a comment"],
+                                 "it")], keyfile=GOOD_KEYFILE.replace(KEY, f'{KEY}"')),
+    Case("keyfile-unreadable-line", [("{kf}:4: syntax: found a line python-dotenv cannot read (FOO BAR), expected "
+                                     "NAME=value. Hint: one NAME=value per line, no quotes; `#` starts a comment")],
          keyfile=GOOD_KEYFILE + "FOO BAR\n"),
     # ---- command line
-    Case("algo-unknown", ["command line: --algo: found 'x', expected ppo or grpo. Hint: hermes-stack runs PPO or "
-                          "GRPO; e.g. --algo grpo"], algo="x"),
-    Case("algo-uppercase", ["command line: --algo: found 'GRPO', expected ppo or grpo. Hint: hermes-stack runs PPO "
-                            "or GRPO; e.g. --algo grpo"], algo="GRPO"),
+    Case("algo-unknown", [("command line: --algo: found 'x', expected ppo or grpo. Hint: hermes-stack runs PPO or "
+                          "GRPO; e.g. --algo grpo")], algo="x"),
+    Case("algo-uppercase", [("command line: --algo: found 'GRPO', expected ppo or grpo. Hint: hermes-stack runs PPO "
+                            "or GRPO; e.g. --algo grpo")], algo="GRPO"),
     Case("algo-missing", ["hermes-stack validate: Missing option '--algo'. Hint: run `hermes-stack validate --help`"],
          algo=None),
-    Case("device-unknown", ["command line: --device: found 'tpu', expected auto, cpu or gpu. Hint: auto picks gpu "
-                            "when nvidia-smi finds one"], args=["--device", "tpu"]),
-    Case("gpu-memory-zero", ["command line: --gpu-memory: found 0, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
-                             "memory budget compares against this"], args=["--gpu-memory", "0"]),
-    Case("gpu-memory-word", ["hermes-stack validate: Invalid value for '--gpu-memory': Input should be a valid number, "
-                             "unable to parse string as a number Hint: run `hermes-stack validate --help`"],
+    Case("device-unknown", [("command line: --device: found 'tpu', expected auto, cpu or gpu. Hint: auto picks gpu "
+                            "when nvidia-smi finds one")], args=["--device", "tpu"]),
+    Case("gpu-memory-zero", [("command line: --gpu-memory: found 0, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
+                             "memory budget compares against this")], args=["--gpu-memory", "0"]),
+    Case("gpu-memory-word", [("hermes-stack validate: Invalid value for '--gpu-memory': Input should be a valid number, "
+                             "unable to parse string as a number Hint: run `hermes-stack validate --help`")],
          args=["--gpu-memory", "abc"]),
-    Case("option-typo", ["hermes-stack validate: No such option: --algoo (Possible options: --algo) Hint: run "
-                         "`hermes-stack validate --help`"], algo=None, args=["--algoo", "grpo"]),
+    Case("option-typo", [("hermes-stack validate: No such option: --algoo (Possible options: --algo) Hint: run "
+                         "`hermes-stack validate --help`")], algo=None, args=["--algoo", "grpo"]),
 ]
 
 
@@ -269,7 +269,7 @@ def compose_containers() -> tuple[int, str] | None:
     if shutil.which("docker") is None:
         return None
     done = subprocess.run(["docker", "ps", "-aq", "--filter", "label=com.docker.compose.project"],
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=30, check=False)
     return done.returncode, done.stdout
 
 
@@ -313,7 +313,7 @@ def test_bad_input_through_python_dash_m(case_id, tmp_path):
     env["PYTHONPATH"] = str(ROOT)
     before = compose_containers()
     done = subprocess.run([sys.executable, "-m", "hermes_stack", *argv], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=60)
+                          cwd=tmp_path, timeout=60, check=False)
     after = compose_containers()
     assert error_lines(done.stderr) == [line.format(**fill) for line in case.expected]
     assert "Traceback" not in done.stderr
