@@ -49,6 +49,11 @@ class FakeInference:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def do_GET(self):
+                if self.path == "/health":
+                    return self._send(200, {"status": "ok"})
+                return self._send(404, {"error": f"no route {self.path}"})
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
                 fake.requests.append({"path": self.path, "body": body})

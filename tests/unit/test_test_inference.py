@@ -1,0 +1,113 @@
+"""`hermes-stack test-inference` against a loopback fake gateway and a fake local inference service."""
+
+import json
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fakes.fake_gateway import FakeGateway  # noqa: E402
+from fakes.fake_inference import FakeInference  # noqa: E402
+from fakes.stack_files import write_stack  # noqa: E402
+from fakes.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+
+from hermes_stack.cli import main  # noqa: E402
+
+
+def solver(prompt: str, body: dict) -> str:
+    a, b = map(int, re.search(r"(\d+)\+(\d+)", prompt).groups())
+    return f"{a} plus {b} is {a + b}.\n#### {a + b}"
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    return build_tiny_tokenizer(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture
+def project(tmp_path, tokenizer_dir, monkeypatch):
+    rows = [{"question": f"What is {a}+{b}?", "answer": f"#### {a + b}"} for a in range(10) for b in range(6)]
+    (tmp_path / "sums.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    write_stack(tmp_path / "configs", dataset=str(tmp_path / "sums.jsonl"), model_path=str(tokenizer_dir),
+                group_size=2, max_token_length=200)
+    for name in ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "HERMES_INFERENCE_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(name, os.environ.get(name, "0"))
+    monkeypatch.setenv("HERMES_KEYFILE", str(tmp_path / ".env.taotoken"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def keyfile(project, root, key, model="fake-gpt"):
+    path = project / ".env.taotoken"
+    path.write_text(f"TAOTOKEN_API_KEY={key}\nTAOTOKEN_BASE_URL={root}\nTAOTOKEN_MODEL={model}\n")
+    path.chmod(0o600)
+
+
+def cli(*args):
+    return main(["test-inference", "--algo", "grpo", "--config-dir", "configs", "--device", "gpu", *args])
+
+
+@pytest.mark.parametrize("model", ["fake-gpt", "claude-fake"])
+def test_gateway_model_scores_groups(project, capsys, model):
+    with FakeGateway(reply=solver) as gateway:
+        keyfile(project, gateway.root, gateway.api_key, model)
+        assert cli("--steps", "3", "--out", "out.jsonl") == 0
+        paths = {r["path"] for r in gateway.requests}
+    assert paths == ({"/v1/messages"} if model.startswith("claude") else {"/v1/chat/completions"})
+    out = capsys.readouterr().out
+    assert "accuracy 1.000" in out and "format rate 1.000" in out and "mean reward 1.100" in out
+    groups = [json.loads(line) for line in (project / "out.jsonl").read_text().splitlines()]
+    assert len(groups) == 3 and all(len(g["tokens"]) == 2 and g["scores"] == [1.1, 1.1] for g in groups)
+    assert all(m[0]["role"] == "user" and "####" in m[1]["content"] for g in groups for m in g["messages"])
+
+
+def test_wrong_key_names_the_key(project, capsys):
+    with FakeGateway(reply=solver) as gateway:
+        keyfile(project, gateway.root, "sk-this-key-is-wrong-0000")
+        assert cli("--steps", "1") == 1
+    err = capsys.readouterr().err
+    assert "401" in err and "TAOTOKEN_API_KEY" in err and ".env.taotoken" in err
+    assert "sk-this-key-is-wrong-0000" not in err
+
+
+def test_doubled_v1_from_the_environment_names_the_base_url(project, capsys, monkeypatch):
+    with FakeGateway(reply=solver) as gateway:
+        monkeypatch.setenv("TAOTOKEN_API_KEY", gateway.api_key)
+        monkeypatch.setenv("TAOTOKEN_BASE_URL", gateway.root + "/v1")
+        monkeypatch.setenv("TAOTOKEN_MODEL", "fake-gpt")
+        assert cli("--steps", "1") == 1
+    err = capsys.readouterr().err
+    assert "404" in err and "doubled /v1" in err and "TAOTOKEN_BASE_URL" in err
+
+
+def test_v1_in_the_key_file_is_refused_before_any_call(project, capsys):
+    with FakeGateway(reply=solver) as gateway:
+        keyfile(project, gateway.root + "/v1", gateway.api_key)
+        assert cli("--steps", "1") == 2
+        assert gateway.requests == []
+    assert "TAOTOKEN_BASE_URL" in capsys.readouterr().err
+
+
+def test_local_inference_service(project, tokenizer_dir, capsys):
+    with FakeInference(tokenizer_dir, api_key="") as fake:
+        assert cli("--steps", "2", "--local", fake.base_url, "--out", "local.jsonl") == 0
+    out = capsys.readouterr().out
+    assert fake.base_url in out
+    assert "accuracy 0.500" in out and "format rate 1.000" in out and "mean reward 0.600" in out
+    groups = [json.loads(line) for line in (project / "local.jsonl").read_text().splitlines()]
+    assert len(groups) == 2 and all(len(g["inference_logprobs"]) == 2 for g in groups)
+
+
+def test_offline_unreachable_inference_names_the_url(project, capsys):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert cli("--steps", "1", "--local", f"http://127.0.0.1:{port}/v1") == 1
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port}/v1" in err and "not reachable" in err
