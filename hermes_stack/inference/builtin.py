@@ -121,7 +121,7 @@ class BuiltinBackend:
         try:
             with self._model_lock:
                 results = self._sample(rows, batch[0].adapter)
-        except Exception as exc:  # noqa: BLE001 - every waiting request must get the failure, not hang
+        except Exception as exc:
             log.exception("sampling failed")
             for job in batch:
                 job.future.set_exception(exc)

@@ -8,9 +8,9 @@ environment only and never printed: `describe()` says whether it is set, not wha
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from hermes_stack.errors import InputError, Problem
 

@@ -21,9 +21,10 @@ import shutil
 import sys
 import tempfile
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -196,7 +197,7 @@ class SGLangBackend:
             self._child.process.terminate()
             try:
                 await asyncio.wait_for(self._child.process.wait(), 30)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._child.process.kill()
                 await self._child.process.wait()
         if self._monitor is not None:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -41,7 +42,7 @@ def check_key(key: str | None, source: str = ".env.taotoken") -> str:
     if not key:
         raise InputError(Problem(source, "TINKER_API_KEY", "nothing", "a Tinker key (tml-... or a JWT eyJ...)",
                                  "the tinker engine needs a Tinker key; a gateway key cannot be used"))
-    if not (key.startswith("tml-") or key.startswith("eyJ")):
+    if not (key.startswith(("tml-", "eyJ"))):
         shown = key[:3] + "..." if len(key) > 3 else "***"
         raise InputError(Problem(source, "TINKER_API_KEY", f"a key starting {shown!r}", "a key starting tml- or eyJ",
                                  "a gateway key cannot be used as a Tinker key"))
@@ -350,8 +351,11 @@ class TinkerEngine:
         state: dict[str, Any] = {"engine": "tinker", "step": self.step, "tinker_state_path": saved.path,
                                  "sampler_path": self.last_sampler_path}
         if self.critic is not None and self.critic.head is not None:
-            state["critic"] = self.critic.head.state_dict()
-            state["critic_optimizer"] = self.critic.optimizer.state_dict()
+            import copy
+
+            # Copies: a live state_dict shares storage with the head, and the checkpoint is written later.
+            state["critic"] = {k: v.detach().clone() for k, v in self.critic.head.state_dict().items()}
+            state["critic_optimizer"] = copy.deepcopy(self.critic.optimizer.state_dict())
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -370,6 +374,5 @@ def _download(url: str, target: Path) -> None:
     with httpx.stream("GET", url, timeout=httpx.Timeout(600.0, connect=10.0), follow_redirects=True) as response:
         response.raise_for_status()
         with open(tmp, "wb") as out:
-            for chunk in response.iter_bytes():
-                out.write(chunk)
+            out.writelines(response.iter_bytes())
     tmp.replace(target)

@@ -20,7 +20,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("atroposlib")
 
-from hermes_stack.inference.fixture import build_fixture_model  # noqa: E402
+from hermes_stack.inference.fixture import build_fixture_model
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "acceptance-key-123"

@@ -14,9 +14,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
 
-from hermes_stack.errors import InputError, StackError  # noqa: E402
-from hermes_stack.trainer.engine import AlgoParams, Sequence  # noqa: E402
-from hermes_stack.trainer.engine_tinker import (  # noqa: E402
+from hermes_stack.errors import InputError, StackError
+from hermes_stack.trainer.engine import AlgoParams, Sequence
+from hermes_stack.trainer.engine_tinker import (
     LocalCritic,
     TinkerEngine,
     build_datum,
@@ -203,8 +203,18 @@ def test_ppo_train_step_with_local_critic_and_reference(tmp_path_factory):
     data = service.training.calls[0][1]
     first = data[0].loss_fn_inputs["advantages"].tolist()
     assert first[0] == 0.0 and all(v != 0.0 for v in first[1:])
-    state = engine.state_dict.__func__  # state_dict needs save_state on Tinker: covered by its own fake below
-    assert callable(state)
+    service.training.save_state = lambda name: done(tinker.types.SaveWeightsResponse(path=f"tinker://run/{name}"))
+    loaded = []
+    service.training.load_state_with_optimizer = lambda path: done(loaded.append(path))
+    state = engine.state_dict()
+    assert state["step"] == 1 and state["tinker_state_path"] == "tinker://run/state-1"
+    for parameter in critic.head.parameters():
+        parameter.data.fill_(123.0)
+    engine.step = 0
+    engine.load_state_dict(state)
+    assert loaded == ["tinker://run/state-1"] and engine.step == 1
+    assert all((a == b).all() for a, b in zip(critic.head.state_dict().values(), state["critic"].values()))
+    assert not any((p == 123.0).all() for p in critic.head.parameters())
 
 
 def test_export_weights_downloads_the_adapter_files(tmp_path):

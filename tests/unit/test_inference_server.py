@@ -13,11 +13,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 fastapi = pytest.importorskip("fastapi")
 torch = pytest.importorskip("torch")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from hermes_stack.inference.builtin import BuiltinBackend  # noqa: E402
-from hermes_stack.inference.fixture import build_fixture_model  # noqa: E402
-from hermes_stack.inference.server import create_app  # noqa: E402
+from hermes_stack.inference.builtin import BuiltinBackend
+from hermes_stack.inference.fixture import build_fixture_model
+from hermes_stack.inference.server import create_app
 
 KEY = "test-internal-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

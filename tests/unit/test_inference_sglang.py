@@ -112,7 +112,7 @@ def test_proxy_forwards_with_key_and_injects_newest_adapter():
     generate_bodies = [b for p, b in upstream.requests if p == "/generate"]
     assert "lora_path" not in generate_bodies[0]
     assert generate_bodies[1]["lora_path"] == "step-2"
-    assert [b for p, b in upstream.requests if p == "/v1/chat/completions"][0]["lora_path"] == "step-2"
+    assert next(b for p, b in upstream.requests if p == "/v1/chat/completions")["lora_path"] == "step-2"
     assert ("/unload_lora_adapter", {"lora_name": "step-1"}) in upstream.requests
     assert backend.models() == ["served", "step-2"]
     assert moved["success"] is True and refused["success"] is False
