@@ -1,0 +1,127 @@
+"""Integration: the REAL atroposlib `run-api`, the environment service (`python -m hermes_stack.environment serve`)
+against a fake SGLang-style inference server, and a stub trainer that registers and consumes batches."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fakes.fake_inference import LOGPROB, FakeInference  # noqa: E402
+from fakes.stack_files import write_stack  # noqa: E402
+from fakes.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_API = Path(sys.executable).parent / "run-api"
+GROUP, PROMPTS, STEPS = 4, 2, 2
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout_s: float, what: str, proc=None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{what}: process exited with {proc.returncode}")
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def atropos(tmp_path):
+    port = free_port()
+    log = open(tmp_path / "api.log", "w")
+    proc = subprocess.Popen([str(RUN_API), "--host", "127.0.0.1", "--port", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def up():
+        try:
+            return httpx.get(url + "/", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 60, "run-api", proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+@pytest.mark.slow
+def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
+    tokenizer_dir = build_tiny_tokenizer(tmp_path / "tok")
+    rows = [{"question": f"What is {a}+{b}?", "answer": f"#### {a + b}"} for a in range(10) for b in range(6)]
+    (tmp_path / "sums.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    write_stack(tmp_path / "configs", dataset=str(tmp_path / "sums.jsonl"), model_path=str(tokenizer_dir),
+                group_size=GROUP, batch_size=PROMPTS, max_token_length=200, num_steps=STEPS)
+    data_dir = tmp_path / "data"
+    marker = data_dir / "ready" / "environment"
+
+    with FakeInference(tokenizer_dir) as inference:
+        # Stub trainer: register (Atropos counts sequences), then one GET /batch so environments may register.
+        registration = {"wandb_group": "g", "wandb_project": "p", "batch_size": PROMPTS * GROUP, "max_token_len": 256,
+                        "checkpoint_dir": str(tmp_path / "ckpt"), "save_checkpoint_interval": -1,
+                        "starting_step": 0, "num_steps": STEPS}
+        assert httpx.post(atropos + "/register", json=registration, timeout=5).status_code == 200
+        assert httpx.get(atropos + "/batch", timeout=5).json()["batch"] is None
+
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("TAOTOKEN_", "WANDB_"))}
+        environ.update(HERMES_ALGO="grpo", HERMES_CONFIG_DIR=str(tmp_path / "configs"), HERMES_PROFILE="gpu",
+                       HERMES_ATROPOS_URL=atropos, HERMES_INFERENCE_URL=inference.base_url,
+                       HERMES_INFERENCE_KEY=inference.api_key, HERMES_DATA_DIR=str(data_dir),
+                       HERMES_KEYFILE=str(tmp_path / "absent"), PYTHONPATH=str(REPO))
+        env_log = open(tmp_path / "env.log", "w")
+        env = subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "serve"], env=environ,
+                               cwd=tmp_path, stdout=env_log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(marker.exists, 120, "the readiness marker", env)
+            assert json.loads(marker.read_text())["pid"] == env.pid
+
+            batches = []
+
+            def next_batch():
+                body = httpx.get(atropos + "/batch", timeout=5).json()
+                if body.get("batch"):
+                    batches.append(body["batch"])
+                return len(batches) >= STEPS
+
+            wait_for(next_batch, 120, "two batches", env)
+            assert env.wait(60) == 0  # total_steps reached: clean exit
+        finally:
+            if env.poll() is None:
+                env.kill()
+            env_log.close()
+        log_text = (tmp_path / "env.log").read_text()
+
+    assert not marker.exists(), "the marker must be removed on exit"
+    for batch in batches:
+        assert sum(len(group["tokens"]) for group in batch) == PROMPTS * GROUP
+        for group in batch:
+            assert len(group["tokens"]) == len(group["masks"]) == len(group["scores"]) == GROUP
+            assert len(group["inference_logprobs"]) == GROUP
+            assert group["scores"] == pytest.approx([1.1, 0.1, 1.1, 0.1])
+            assert group["env_id"] == 0
+            for tokens, mask, logprobs in zip(group["tokens"], group["masks"], group["inference_logprobs"]):
+                assert len(tokens) == len(mask) == len(logprobs) < 256
+                start = next(i for i, m in enumerate(mask) if m != -100)
+                assert start > 0 and mask[start:] == tokens[start:]
+                assert logprobs[start:] == [LOGPROB] * (len(tokens) - start)
+    assert "registered with Atropos" in log_text
+    assert "batch 1:" in log_text and "mean score 0.600" in log_text
+    assert "total_steps 2 reached" in log_text
