@@ -35,6 +35,7 @@ BASE_URL_EXAMPLE = "https://taotoken.net/api"
 _SECRET_WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASS", "PASSWD"}
 # Shorter values are not redacted inside free text: replacing "1" or "true" everywhere would garble output.
 _MIN_SECRET_LEN = 8
+_KEYLIKE = re.compile(r"[A-Za-z0-9_.\-]{12,}")
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,12 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True) -> Ke
                 f"(cp .env.taotoken.example {name} to enable them)"),
             ),
         )
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise InputError(Problem(name, "(file)", f"a file that cannot be read ({reason})", "a readable text file",
+                                 f"check its owner and run `chmod 600 {name}`")) from exc
     raw, problems, notices, warnings = _parse(name, text)
     if register:
         register_secrets(raw)
@@ -225,7 +231,9 @@ def _expected(key: str) -> str:
 
 
 def _clip(text: str, width: int = 40) -> str:
-    text = redact_known_secrets(text)
+    # The line could not be parsed, so its key was never registered: hide anything that looks like one (long
+    # lower/mixed-case tokens; variable names are upper case and stay readable).
+    text = _KEYLIKE.sub(lambda m: m.group(0) if m.group(0).isupper() else redact(m.group(0)), text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -59,6 +59,8 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None, [_missing(path)]
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [_unreadable(path, exc)]
     try:
         return tomllib.loads(text), []
     except tomllib.TOMLDecodeError as exc:
@@ -77,6 +79,8 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None, [_missing(path)]
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [_unreadable(path, exc)]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -91,6 +95,12 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
 def _missing(path: Path) -> Problem:
     return Problem(str(path), "(file)", "no such file", f"the file {path.name}",
                    "pass --config-dir pointing at the configs/ folder, or restore it from git")
+
+
+def _unreadable(path: Path, exc: Exception) -> Problem:
+    reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+    return Problem(str(path), "(file)", f"a file that cannot be read ({reason})", "a readable UTF-8 text file",
+                   "restore it from git")
 
 
 def _lower_first(text: str) -> str:

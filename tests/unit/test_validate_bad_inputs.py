@@ -202,6 +202,14 @@ CASES = [
     Case("keyfile-unreadable-line", [("{kf}:4: syntax: found a line python-dotenv cannot read (FOO BAR), expected "
                                      "NAME=value. Hint: one NAME=value per line, no quotes; `#` starts a comment")],
          keyfile=GOOD_KEYFILE + "FOO BAR\n"),
+    Case("keyfile-missing-equals", [("{kf}:1: syntax: found a line python-dotenv cannot read (TAOTOKEN_API_KEY "
+                                    "sk-…cdef), expected NAME=value. Hint: one NAME=value per line, no quotes; `#` "
+                                    "starts a comment"),
+                                    ("{kf}: TAOTOKEN_API_KEY: found no such line, expected your gateway key. Hint: add "
+                                    "TAOTOKEN_API_KEY=… to {kf}")],
+         keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY {KEY}")),
+    Case("toml-not-utf8", [("{toml}: (file): found a file that cannot be read (not UTF-8 text), expected a readable "
+                           "UTF-8 text file. Hint: restore it from git")], toml=[("# GRPO", "# GRPO \udcff")]),
     # ---- command line
     Case("algo-unknown", [("command line: --algo: found 'x', expected ppo or grpo. Hint: hermes-stack runs PPO or "
                           "GRPO; e.g. --algo grpo")], algo="x"),
@@ -231,7 +239,7 @@ def build(case: Case, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     for old, new in case.toml:
         assert old in text, f"{case.id}: {old!r} not in {toml.name}"
         text = text.replace(old, new, 1)
-    toml.write_text(text)
+    toml.write_bytes(text.encode("utf-8", "surrogateescape"))  # a lone surrogate escape writes a non-UTF-8 byte
     data = json.loads(settings.read_text())
     for dotted, value in case.json.items():
         section, name = dotted.split(".")
