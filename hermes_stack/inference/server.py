@@ -7,6 +7,7 @@ GET /health (liveness, no auth), /health_generate, /get_model_info, /v1/models; 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -42,17 +43,36 @@ def write_ready_marker(data_dir: Path, backend: Backend) -> Path:
 
 
 def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = None) -> FastAPI:
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    marker_path = data_dir / "ready" / "inference" if data_dir is not None else None
+
+    async def start_backend() -> None:
         await backend.start()
-        marker = write_ready_marker(data_dir, backend) if data_dir is not None else None
+        if data_dir is not None:
+            write_ready_marker(data_dir, backend)
         log.info("inference ready: backend %s, model %s, auth %s", backend.name, backend.served_model,
                  "on" if api_key else "OFF (no HERMES_INFERENCE_KEY)")
+
+    async def start_in_background() -> None:
+        try:
+            await start_backend()
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot start ends the service (exit 1)
+            log.error("%s", exc)
+            backend.on_fatal(str(exc))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        # A slow backend (SGLang loads for minutes) starts in the background so /health answers meanwhile
+        # ({"ready": false}); the builtin one is ready before the first request is accepted.
+        task = asyncio.create_task(start_in_background()) if getattr(backend, "slow_start", False) else None
+        if task is None:
+            await start_backend()
         try:
             yield
         finally:
-            if marker is not None:
-                marker.unlink(missing_ok=True)
+            if task is not None:
+                task.cancel()
+            if marker_path is not None:
+                marker_path.unlink(missing_ok=True)
             await backend.stop()
 
     app = FastAPI(title="hermes-stack inference", lifespan=lifespan, docs_url=None, redoc_url=None)

@@ -88,6 +88,7 @@ class _Child:
 
 class SGLangBackend:
     name = "sglang"
+    slow_start = True  # the front serves /health while the child loads
 
     def __init__(self, spec: SGLangLaunch, api_key: str | None, *, transport: httpx.AsyncBaseTransport | None = None,
                  spawn: bool = True, on_fatal: Callable[[str], None] | None = None):

@@ -19,6 +19,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("atroposlib")
+pytestmark = pytest.mark.slow  # a real service process: ~10-20 s, mostly imports
 
 from hermes_stack.inference.fixture import build_fixture_model
 

@@ -203,3 +203,31 @@ def test_child_that_dies_before_ready_is_a_clear_error(tmp_path):
 
     with pytest.raises(StackError, match=r"exited with code 3 .*CUDA error"):
         asyncio.run(run())
+
+
+def test_front_answers_health_while_sglang_loads_and_marks_ready_after(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from hermes_stack.inference.server import create_app
+
+    gate = asyncio.Event()
+
+    backend = proxy(FakeUpstream())
+    original_start = backend.start
+
+    async def slow_start():
+        await gate.wait()
+        await original_start()
+
+    backend.start = slow_start
+    with TestClient(create_app(backend, KEY, data_dir=tmp_path)) as client:
+        assert client.get("/health").json()["ready"] is False
+        assert not (tmp_path / "ready" / "inference").exists()
+        client.portal.call(gate.set)
+        for _ in range(100):
+            if client.get("/health").json()["ready"]:
+                break
+            client.portal.call(asyncio.sleep, 0.02)
+        assert client.get("/health").json()["ready"] is True
+        assert (tmp_path / "ready" / "inference").exists()
+    assert not (tmp_path / "ready" / "inference").exists()
