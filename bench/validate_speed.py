@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(args: list[str], cwd: Path) -> tuple[float, float, subprocess.CompletedProcess]:
     """-> (wall seconds, CPU seconds user+sys of the child, result)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "hermes_stack", *args], cwd=cwd, env=env, capture_output=True,
