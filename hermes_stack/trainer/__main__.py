@@ -94,21 +94,38 @@ def build_engine(stack: Any) -> Any:
     kind = engine_kind(stack)
     directory = model_dir(stack)
     try:
-        if kind == "tinker":
-            from hermes_stack.trainer import engine_tinker
-
-            return engine_tinker.from_stack(stack, directory)
         import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if kind == "tinker":
+            return _tinker_engine(stack, algo, directory, device)
 
         from hermes_stack.trainer.engine_torch import TorchEngine
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
         return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
                            lora_rank=stack.settings.tinker.lora_rank)
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
         raise LayerFailure("model", f"{kind} engine could not load {directory}: {type(exc).__name__}: {exc}") from exc
+
+
+def _tinker_engine(stack: Any, algo: Any, directory: Path, device: str) -> Any:
+    """Tinker trains the LoRA policy remotely; the reference (KL) and the critic (gae) run locally on the same base."""
+    import json
+
+    from hermes_stack.trainer.engine_tinker import LocalCritic, TinkerEngine
+
+    # Tinker wants the hub name of the base model; the local directory's config.json remembers it.
+    configured = stack.settings.inference.model_path
+    base_model = json.loads((directory / "config.json").read_text()).get("_name_or_path") or configured
+    if Path(base_model).is_absolute():
+        base_model = configured
+    critic = None
+    if algo.uses_critic or algo.kl_coef > 0:
+        critic = LocalCritic(str(directory), device=device, with_value_head=algo.uses_critic)
+    return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
+                        learning_rate=stack.settings.tinker.learning_rate, critic=critic)
 
 
 def inference_client(stack: Any) -> Any:

@@ -229,3 +229,39 @@ def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInference | Non
         env.update({"HERMES_INFERENCE_URL": inference.url, "HERMES_INFERENCE_KEY": inference.key})
     env.update(extra)
     return env
+
+
+_EMBEDDED: dict[str, Path] = {}
+
+
+def embedded_model_dir() -> Path:
+    """The real embedded tiny model, built once per test process without the warm start (format does not matter
+    for protocol tests; the tokens fed are in its vocabulary)."""
+    if "dir" not in _EMBEDDED:
+        import tempfile
+
+        from hermes_stack.trainer.embedded import build
+
+        directory = Path(tempfile.mkdtemp(prefix="hermes-embedded-")) / "model"
+        build(directory, seed=0, steps=0)
+        _EMBEDDED["dir"] = directory
+    return _EMBEDDED["dir"]
+
+
+def write_configs(directory: Path, *, algo: str = "grpo", group_size: int = 4, batch_size: int = 2,
+                  num_steps: int = 8, interval: int = 2, checkpoint_dir: str = "./ck") -> Path:
+    """The repository's configs with a tiny batch, step count and save interval."""
+    import re
+
+    directory.mkdir(parents=True, exist_ok=True)
+    toml = (REPO / "configs" / f"config_{algo}.toml").read_text()
+    toml = re.sub(r"(?m)^group_size = \d+", f"group_size = {group_size}", toml)
+    toml = re.sub(r"(?m)^batch_size = \d+", f"batch_size = {batch_size}", toml)
+    toml = re.sub(r"(?m)^max_token_length = \d+", "max_token_length = 64", toml)
+    (directory / f"config_{algo}.toml").write_text(toml)
+    settings = json.loads((REPO / "configs" / f"settings_{algo}.json").read_text())
+    settings["tinker"].update(save_checkpoint_interval=interval, checkpoint_dir=checkpoint_dir)
+    settings["trainer"]["num_steps"] = num_steps
+    settings["algorithm"]["group_size"] = group_size
+    (directory / f"settings_{algo}.json").write_text(json.dumps(settings, indent=2))
+    return directory

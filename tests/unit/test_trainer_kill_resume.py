@@ -1,0 +1,157 @@
+"""SIGKILL the real trainer process (python -m hermes_stack.trainer, TorchEngine on the embedded tiny model) during
+training and during a checkpoint write; the restarted trainer resumes from the last complete checkpoint and its step
+counter continues. Real atroposlib run-api; this test plays the environment (posts scored groups) and the inference
+service (records weight updates)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hermes_stack.config.loader import load_stack
+from hermes_stack.trainer import checkpoint as ckpt
+from hermes_stack.trainer.loop import ready_path
+from hermes_stack.trainer.metrics import read_metrics
+from trainer_helpers import AtroposProcess, FakeInference, Feeder, embedded_model_dir, trainer_env, write_configs
+
+pytestmark = pytest.mark.slow
+WAIT_S = 90  # generous: the machine may be shared; nothing asserts on time
+
+
+@pytest.fixture(scope="module")
+def api():
+    proc = AtroposProcess()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def inference():
+    server = FakeInference()
+    yield server
+    server.stop()
+
+
+class Run:
+    """One training run: configs, data volume, feeder, and trainer processes started one after the other."""
+
+    def __init__(self, tmp: Path, api: AtroposProcess, inference: FakeInference, num_steps: int, interval: int):
+        api.reset()
+        self.tmp, self.api, self.inference = tmp, api, inference
+        self.data = tmp / "data"
+        self.configs = write_configs(tmp / "configs", num_steps=num_steps, interval=interval)
+        stack = load_stack("grpo", self.configs, profile="embedded")
+        self.group_size = stack.config.rollout.group_size
+        self.groups_per_step = stack.config.rollout.batch_size
+        self.ckpt_dir = self.data / "checkpoints" / "ck"
+        self.feeder = Feeder(api.url, self.group_size)
+        self.fed = 0
+        self.proc: subprocess.Popen | None = None
+        self.logs: list[Path] = []
+
+    def start(self, **extra_env: str) -> subprocess.Popen:
+        log = self.tmp / f"trainer-{len(self.logs)}.log"
+        self.logs.append(log)
+        env = trainer_env(self.data, self.api.url, self.inference,
+                          HERMES_EMBEDDED_MODEL=str(embedded_model_dir()), **extra_env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hermes_stack.trainer", "--algo", "grpo", "--config-dir", str(self.configs),
+             "--profile", "embedded", "--batch-timeout", "120"],
+            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        if self.feeder.env_id is None:
+            # The environment can register only after the trainer's first /batch.
+            threading.Thread(target=self.feeder.register, kwargs={"timeout_s": WAIT_S}, daemon=True).start()
+        return self.proc
+
+    def feed_steps(self, steps: int) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while self.feeder.env_id is None:
+            assert time.monotonic() < deadline, "feeder never registered: " + self.log_text()
+            time.sleep(0.05)
+        self.feeder.send_random(steps * self.groups_per_step, seed=self.fed)
+        self.fed += steps
+
+    def wait_for(self, predicate, what: str) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while not predicate():
+            assert self.proc.poll() is None, f"trainer exited {self.proc.returncode} waiting for {what}: " + \
+                self.log_text()
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: " + self.log_text()
+            time.sleep(0.05)
+
+    def last_step(self) -> int:
+        records = read_metrics(self.data / "metrics.jsonl")
+        return records[-1]["step"] if records else 0
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        assert self.proc.wait(timeout=30) == -signal.SIGKILL
+
+    def finish(self) -> int:
+        try:
+            return self.proc.wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("trainer did not finish: " + self.log_text()) from None
+
+    def log_text(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in self.logs if p.exists())
+
+
+def test_sigkill_during_training_resumes_from_last_complete_checkpoint(api, inference, tmp_path) -> None:
+    run = Run(tmp_path, api, inference, num_steps=7, interval=2)
+    first = run.start()
+    run.feed_steps(5)
+    run.wait_for(lambda: run.last_step() == 5, "step 5")
+    marker = json.loads(ready_path(run.data).read_text())
+    assert marker["pid"] == first.pid
+    run.kill()  # the trainer is now inside its loop, polling for step 6
+    assert ckpt.latest_checkpoint(run.ckpt_dir).step == 4
+    seen = len(read_metrics(run.data / "metrics.jsonl"))
+
+    run.start()
+    run.feed_steps(3)  # steps 5, 6, 7 of the resumed run
+    assert run.finish() == 0, run.log_text()
+    log = run.logs[1].read_text()
+    assert "(step 4)" in log and "resumed from" in log, log
+    resumed = read_metrics(run.data / "metrics.jsonl")[seen:]
+    assert [r["step"] for r in resumed] == [5, 6, 7]
+    latest = ckpt.latest_checkpoint(run.ckpt_dir)
+    assert latest.step == 7
+    assert ckpt.load_checkpoint(latest)["engine"]["steps_done"] == 7  # 4 restored + 3 trained
+    assert run.inference.weight_updates()[-1] == str(run.data / "weights" / "step-7")
+    assert not ready_path(run.data).exists()
+
+
+def test_sigkill_during_a_checkpoint_write_is_never_resumed_from(api, inference, tmp_path) -> None:
+    run = Run(tmp_path, api, inference, num_steps=5, interval=2)
+    # The save of step 4 stops after state.pt is on disk, before its manifest: kill it right there.
+    run.start(**{ckpt.PAUSE_ENV: "4:120"})
+    run.feed_steps(4)
+
+    def saving() -> bool:
+        return any((d / ckpt.STATE_FILE).exists() for d in run.ckpt_dir.glob(f"{ckpt.TMP_PREFIX}step-4-*"))
+
+    run.wait_for(saving, "the step-4 save to be under way")
+    run.kill()
+    assert [p.name.startswith(ckpt.TMP_PREFIX) for p in run.ckpt_dir.iterdir()].count(True) == 1
+    assert not (run.ckpt_dir / "step-4").exists()
+    assert ckpt.latest_checkpoint(run.ckpt_dir).step == 2
+    seen = len(read_metrics(run.data / "metrics.jsonl"))
+
+    run.start()
+    run.feed_steps(3)  # steps 3, 4, 5 again
+    assert run.finish() == 0, run.log_text()
+    log = run.logs[1].read_text()
+    assert "removed incomplete .tmp-step-4-" in log and "(step 2)" in log, log
+    assert [r["step"] for r in read_metrics(run.data / "metrics.jsonl")[seen:]] == [3, 4, 5]
+    assert sorted(p.name for p in run.ckpt_dir.iterdir()) == ["step-2", "step-4", "step-5"]
+    assert ckpt.load_checkpoint(ckpt.latest_checkpoint(run.ckpt_dir))["engine"]["steps_done"] == 5
