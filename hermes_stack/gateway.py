@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal, Self
 
 import httpx
 
@@ -145,7 +146,7 @@ class GatewayClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "GatewayClient":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

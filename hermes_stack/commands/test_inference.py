@@ -118,7 +118,7 @@ def test_inference(
     out = out or Path("data") / f"test-inference-{algo}.jsonl"
     try:
         env = asyncio.run(run_process(env_config, [server], groups=steps, out=out, gateway_client=client))
-    except Exception as exc:  # noqa: BLE001 - atroposlib's errors are named here, ours pass through
+    except Exception as exc:
         named = _explain(exc, inference_url)
         if named is None:
             raise

@@ -55,10 +55,10 @@ async def run_process(env_config, server_configs, *, groups: int, out: Path, gat
     from hermes_stack.environment.env import HermesMathEnv
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    config = env_config.model_copy(update=dict(
-        ensure_scores_are_not_same=False, include_messages=True, data_path_to_save_groups=str(out),
-        use_wandb=False, total_steps=groups,
-    ))
+    config = env_config.model_copy(update={
+        "ensure_scores_are_not_same": False, "include_messages": True, "data_path_to_save_groups": str(out),
+        "use_wandb": False, "total_steps": groups,
+    })
     env = HermesMathEnv(config, server_configs, gateway_client=gateway_client)
     env.process_mode = True
     env.n_groups_to_process = groups

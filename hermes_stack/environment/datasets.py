@@ -148,7 +148,7 @@ def _gsm8k(split: str, *, offline: bool, config_file: str) -> list[dict]:
         import datasets
 
         data = datasets.load_dataset(GSM8K_HUB_ID, GSM8K_CONFIG, split=split)
-    except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "not available"
+    except Exception as exc:
         if offline:
             raise InputError(Problem(config_file, KEY, '"gsm8k" in offline mode', "a dataset available offline",
                                      f"gsm8k is not in the local Hugging Face cache; {OFFLINE_HINT}")) from exc

@@ -95,7 +95,8 @@ class HermesMathEnv(BaseEnv):
 
     async def setup(self) -> None:
         cfg = self.config
-        common = dict(seed=cfg.seed, offline=cfg.offline, base_dir=Path(cfg.config_dir), config_file=cfg.config_file)
+        common = {"seed": cfg.seed, "offline": cfg.offline, "base_dir": Path(cfg.config_dir),
+                  "config_file": cfg.config_file}
         self.train_items = load_items(cfg.dataset, cfg.split, cfg.max_samples, **common)
         other = "test" if cfg.split == "train" else "train"
         self.eval_items = load_items(cfg.dataset, other, EVAL_ITEMS, **common)

@@ -98,7 +98,7 @@ class Judge:
         try:
             return await asyncio.wait_for(asyncio.to_thread(self.grade, question, reference, completion, abandoned),
                                           timeout=self.deadline_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             abandoned.set()
             self._failed(f"no verdict within {self.deadline_s:g} s")
             return None

@@ -22,8 +22,9 @@ Decisions (see docs/architecture.md for the variables):
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal
 
 from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
 from pydantic import Field
@@ -98,7 +99,7 @@ def embedded_tokenizer_dir() -> Path:
     if not (directory / "tokenizer_config.json").is_file():
         try:
             build_tokenizer().save_pretrained(str(directory))
-        except Exception as exc:  # noqa: BLE001 - any failure here means "no tokenizer"
+        except Exception as exc:
             raise StackError(f"cannot build the embedded tokenizer in {directory}: {type(exc).__name__}: {exc}; set "
                              "HERMES_EMBEDDED_MODEL to the embedded model directory") from exc
         logging.getLogger("hermes_stack.environment").info(

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Self
 
 Reply = Callable[[str, dict], str]
 
@@ -28,7 +29,7 @@ class FakeGateway:
     requests: list[dict] = field(default_factory=list)
     fail_with: int | None = None  # answer every call with this status (e.g. 500) when set
 
-    def start(self) -> "FakeGateway":
+    def start(self) -> FakeGateway:
         gateway = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -99,7 +100,7 @@ class FakeGateway:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FakeGateway":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

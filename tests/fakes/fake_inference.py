@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
+from typing import Self
 
 LOGPROB = -0.25
 
@@ -31,7 +32,7 @@ class FakeInference:
     policy: Callable[[str, int], str] = alternate_policy
     requests: list[dict] = field(default_factory=list)
 
-    def start(self) -> "FakeInference":
+    def start(self) -> FakeInference:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_dir))
@@ -98,7 +99,7 @@ class FakeInference:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FakeInference":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _set(text: str, section: str, key: str, value: str) -> str:
-    pattern = re.compile(rf"(\[{re.escape(section)}\][^\[]*?^{re.escape(key)}\s*=\s*)([^#\n]*?)(\s*(#.*)?)$", re.M | re.S)
+    pattern = re.compile(rf"(\[{re.escape(section)}\][^\[]*?^{re.escape(key)}\s*=\s*)([^#\n]*?)(\s*(#.*)?)$", re.MULTILINE | re.DOTALL)
     if pattern.search(text):
         return pattern.sub(lambda m: m.group(1) + value + m.group(3), text, count=1)
     return re.sub(rf"(\[{re.escape(section)}\]\n)", lambda m: m.group(1) + f"{key} = {value}\n", text, count=1)

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakes.fake_inference import LOGPROB, FakeInference  # noqa: E402
-from fakes.stack_files import write_stack  # noqa: E402
-from fakes.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+from fakes.fake_inference import LOGPROB, FakeInference
+from fakes.stack_files import write_stack
+from fakes.tiny_tokenizer import build_tiny_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_API = Path(sys.executable).parent / "run-api"
@@ -43,9 +43,9 @@ def wait_for(predicate, timeout_s: float, what: str, proc=None):
 @pytest.fixture
 def atropos(tmp_path):
     port = free_port()
-    log = open(tmp_path / "api.log", "w")
-    proc = subprocess.Popen([str(RUN_API), "--host", "127.0.0.1", "--port", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
+    with open(tmp_path / "api.log", "w") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([str(RUN_API), "--host", "127.0.0.1", "--port", str(port)], stdout=log,
+                                stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
 
     def up():
@@ -60,7 +60,6 @@ def atropos(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
-        log.close()
 
 
 @pytest.mark.slow
@@ -86,9 +85,9 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
                        HERMES_ATROPOS_URL=atropos, HERMES_INFERENCE_URL=inference.base_url,
                        HERMES_INFERENCE_KEY=inference.api_key, HERMES_DATA_DIR=str(data_dir),
                        HERMES_KEYFILE=str(tmp_path / "absent"), PYTHONPATH=str(REPO))
-        env_log = open(tmp_path / "env.log", "w")
-        env = subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "serve"], env=environ,
-                               cwd=tmp_path, stdout=env_log, stderr=subprocess.STDOUT)
+        with open(tmp_path / "env.log", "w") as env_log:
+            env = subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "serve"], env=environ,
+                                   cwd=tmp_path, stdout=env_log, stderr=subprocess.STDOUT)
         try:
             wait_for(marker.exists, 120, "the readiness marker", env)
             assert json.loads(marker.read_text())["pid"] == env.pid
@@ -106,7 +105,6 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
         finally:
             if env.poll() is None:
                 env.kill()
-            env_log.close()
         log_text = (tmp_path / "env.log").read_text()
 
     assert not marker.exists(), "the marker must be removed on exit"

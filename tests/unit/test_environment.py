@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakes.fake_gateway import FakeGateway  # noqa: E402
-from fakes.fake_inference import LOGPROB, FakeInference  # noqa: E402
-from fakes.stack_files import write_stack  # noqa: E402
-from fakes.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+from fakes.fake_gateway import FakeGateway
+from fakes.fake_inference import LOGPROB, FakeInference
+from fakes.stack_files import write_stack
+from fakes.tiny_tokenizer import build_tiny_tokenizer
 
-from hermes_stack.config.loader import load_stack  # noqa: E402
-from hermes_stack.environment.__main__ import run_process  # noqa: E402
-from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker, write_ready_marker  # noqa: E402
-from hermes_stack.environment.runtime import build_configs  # noqa: E402
-from hermes_stack.errors import InputError  # noqa: E402
+from hermes_stack.config.loader import load_stack
+from hermes_stack.environment.__main__ import run_process
+from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker, write_ready_marker
+from hermes_stack.environment.runtime import build_configs
+from hermes_stack.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +176,7 @@ def test_no_code_path_reaches_other_hosts(tmp_path, tokenizer_dir, dataset, monk
         seen_lookups.add(host)
         return real_getaddrinfo(host, *args, **kw)
 
-    judge_reply = lambda prompt, body: "NO"  # noqa: E731
+    judge_reply = lambda prompt, body: "NO"
     with FakeInference(tokenizer_dir) as fake, FakeGateway(reply=judge_reply) as gateway:
         monkeypatch.setenv("TAOTOKEN_API_KEY", gateway.api_key)
         monkeypatch.setenv("TAOTOKEN_BASE_URL", gateway.root)

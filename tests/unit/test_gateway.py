@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakes.fake_gateway import FakeGateway  # noqa: E402
+from fakes.fake_gateway import FakeGateway
 
-from hermes_stack import gateway  # noqa: E402
-from hermes_stack.errors import InputError  # noqa: E402
-from hermes_stack.gateway import GatewayClient, GatewayError, GatewaySettings, style_for  # noqa: E402
+from hermes_stack import gateway
+from hermes_stack.errors import InputError
+from hermes_stack.gateway import GatewayClient, GatewayError, GatewaySettings, style_for
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def fake():
 
 
 def settings(fake, **kw) -> GatewaySettings:
-    values = dict(root=fake.root, api_key=fake.api_key, model="fake-gpt", timeout_s=5.0, retries=1)
+    values = {"root": fake.root, "api_key": fake.api_key, "model": "fake-gpt", "timeout_s": 5.0, "retries": 1}
     values.update(kw)
     return GatewaySettings(**values)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakes.fake_gateway import FakeGateway  # noqa: E402
+from fakes.fake_gateway import FakeGateway
 
-from hermes_stack.environment.judge import Judge, parse_verdict  # noqa: E402
-from hermes_stack.gateway import GatewayClient, GatewaySettings  # noqa: E402
+from hermes_stack.environment.judge import Judge, parse_verdict
+from hermes_stack.gateway import GatewayClient, GatewaySettings
 
 
 def equal_judge(prompt: str, body: dict) -> str:

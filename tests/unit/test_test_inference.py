@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakes.fake_gateway import FakeGateway  # noqa: E402
-from fakes.fake_inference import FakeInference  # noqa: E402
-from fakes.stack_files import write_stack  # noqa: E402
-from fakes.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+from fakes.fake_gateway import FakeGateway
+from fakes.fake_inference import FakeInference
+from fakes.stack_files import write_stack
+from fakes.tiny_tokenizer import build_tiny_tokenizer
 
-from hermes_stack.cli import main  # noqa: E402
+from hermes_stack.cli import main
 
 
 def solver(prompt: str, body: dict) -> str:
