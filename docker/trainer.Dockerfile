@@ -20,9 +20,12 @@ RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
  && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/trainer.txt
 
 FROM cpu-deps AS cpu-model
-# Only the module that builds the model: editing any other code does not rebuild the model.
-COPY hermes_stack/__init__.py /app/hermes_stack/
-COPY hermes_stack/trainer/__init__.py hermes_stack/trainer/embedded.py /app/hermes_stack/trainer/
+# Only the modules the model build imports (its warm start takes minutes of CPU): editing any other code does not
+# rebuild the model. Keep this list in step with hermes_stack/trainer/embedded.py's imports.
+COPY hermes_stack/__init__.py hermes_stack/errors.py /app/hermes_stack/
+COPY hermes_stack/tasks/ /app/hermes_stack/tasks/
+COPY hermes_stack/trainer/__init__.py hermes_stack/trainer/embedded.py hermes_stack/trainer/engine.py \
+     hermes_stack/trainer/engine_torch.py hermes_stack/trainer/algorithms.py /app/hermes_stack/trainer/
 RUN PYTHONPATH=/app HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.trainer.embedded build /opt/hermes/embedded-model
 
 FROM ${BASE_IMAGE} AS cpu
