@@ -37,7 +37,7 @@ docker: ## Provision Docker Engine + Compose v2 when missing, and start dockerd
 
 .PHONY: images
 images: venv docker ## Build the three images (base image and wheelhouse made first when missing)
-	$(HS) build
+	$(HS) build --algo $(ALGO) --device $(DEVICE)
 
 .PHONY: validate
 validate: venv ## Validate configs and key file: make validate ALGO=grpo
@@ -62,6 +62,14 @@ logs: venv ## Logs of one service: make logs SERVICE=trainer
 .PHONY: down
 down: venv ## Stop the stack (volumes kept; make down VOLUMES=1 removes them)
 	$(HS) down --algo $(ALGO) $(if $(VOLUMES),--volumes,)
+
+.PHONY: render
+render: venv ## Print the exact compose commands and the merged config (secrets redacted)
+	$(HS) render --algo $(ALGO) --device $(DEVICE)
+
+.PHONY: bench-stack
+bench-stack: venv docker ## Time up->healthy+dry-run and a code-only rebuild (bench/stack_timing.py)
+	$(PY) bench/stack_timing.py --algo $(ALGO)
 
 .PHONY: test
 test: venv docker ## Run every test tier: unit, static, docker (provisions what is missing)

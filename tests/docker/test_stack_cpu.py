@@ -102,7 +102,7 @@ def test_cpu_stack_is_healthy_passes_dry_run_trains_and_tears_down(algo):
 def test_broken_inference_healthcheck_fails_up_naming_the_service_within_the_timeout():
     hs("down", "--algo", "grpo", "--volumes")
     try:
-        up = hs("up", "--algo", "grpo", "--device", "cpu", "--no-build", "--wait-timeout", "180",
+        up = hs("up", "--algo", "grpo", "--device", "cpu", "--wait-timeout", "180",
                 "-f", "tests/docker/fixtures/broken-inference.yml", timeout=600)
         assert up.returncode == 1, up.stdout[-2000:]
         assert "service inference is unhealthy" in up.stderr, up.stderr
