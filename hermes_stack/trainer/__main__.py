@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermes_stack.errors import HermesError, InputError, Problem, StackError
+from hermes_stack.errors import HermesError, InputError, StackError
 
 LAYERS = ("config", "model", "inference", "atropos")
 
@@ -95,6 +95,9 @@ def build_engine(stack: Any) -> Any:
     directory = model_dir(stack)
     try:
         import torch
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # "Loading weights 0%..100%" bars would bury the one-line errors
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if kind == "tinker":
@@ -144,15 +147,14 @@ def check_inference(stack: Any, client: Any) -> str:
         configured = stack.settings.inference.model_path
         expected = {os.environ.get("HERMES_MODEL_NAME") or configured}
         if not os.environ.get("HERMES_MODEL_NAME"):
-            expected |= {Path(configured).name}
-            if configured == EMBEDDED_MODEL and os.environ.get("HERMES_EMBEDDED_MODEL"):
-                embedded = os.environ["HERMES_EMBEDDED_MODEL"]
-                expected |= {embedded, Path(embedded).name}
+            # The inference service serves its model under its path unless told a name.
+            expected.add(str(model_dir(stack)) if configured == EMBEDDED_MODEL else configured)
         if not served:
             raise LayerFailure("inference", f"{client.root}/v1/models lists no model")
-        if not (expected & set(served) or {Path(s).name for s in served} & expected):
+        if not expected & set(served):
             raise LayerFailure("inference", f"{client.root}/v1/models lists {served}, not {sorted(expected)}. Hint: "
-                                            "trainer and inference must be given the same inference.model_path")
+                                            "trainer and inference must be given the same inference.model_path "
+                                            "(or the same HERMES_MODEL_NAME)")
         client.generate_one_token()
     except HermesError as exc:
         raise LayerFailure("inference", "; ".join(exc.lines())) from exc
@@ -218,9 +220,9 @@ def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_e
     if stack.overrides:
         print(f"config: profile {stack.profile} overrides " +
               ", ".join(f"{k}={v}" for k, v in stack.overrides.items()), flush=True)
+    settings = loop_settings(stack, args)
     engine = engine_factory(stack)
     inference = inference_client(stack)
-    settings = loop_settings(stack, args)
     if args.dry_run:
         served = check_inference(stack, inference)
         status = check_atropos(atropos_url(stack))
@@ -246,12 +248,12 @@ def main(argv: list[str] | None = None, engine_factory: Callable[[Any], Any] = b
     try:
         return run(args, engine_factory)
     except LayerFailure as exc:
-        print(str(exc), file=sys.stderr, flush=True)
+        print(" ".join(str(exc).split()), file=sys.stderr, flush=True)  # one line, even for multi-line causes
         return exc.exit_code
     except HermesError as exc:
         # Runtime failures after the checks (a batch never came, inference refused weights): one line too.
         layer = _layer_of(exc)
-        print(f"trainer: {layer}: " + "; ".join(exc.lines()), file=sys.stderr, flush=True)
+        print(" ".join(f"trainer: {layer}: {'; '.join(exc.lines())}".split()), file=sys.stderr, flush=True)
         return exc.exit_code
 
 

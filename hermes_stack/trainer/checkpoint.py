@@ -182,7 +182,7 @@ def load_checkpoint(ckpt: Checkpoint) -> dict[str, Any]:
 
     try:
         state = torch.load(ckpt.path / STATE_FILE, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is one runtime failure for the user
+    except Exception as exc:
         raise StackError(f"checkpoint {ckpt.path}: cannot load {STATE_FILE}: {exc}. Hint: delete that directory "
                          "to resume from the previous checkpoint") from exc
     if state.get("step") != ckpt.step:

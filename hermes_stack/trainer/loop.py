@@ -126,7 +126,7 @@ def _batch_tokens(groups: list[list[Any]]) -> tuple[int, int]:
     return total, trained
 
 
-def save(engine: EngineLike, settings: LoopSettings, step: int, sink: MetricsSink) -> Path:
+def save(engine: EngineLike, settings: LoopSettings, step: int) -> Path:
     path = ckpt.save_checkpoint(settings.checkpoint_dir, step, {"engine": engine.state_dict()},
                                 keep=settings.keep_checkpoints, meta={"num_steps": settings.num_steps})
     return path
@@ -183,11 +183,11 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
                 metrics["sync_s"] = time.monotonic() - t2
             saved = None
             if step % settings.save_interval == 0 or step == settings.num_steps:
-                saved = save(engine, settings, step, sink)
+                saved = save(engine, settings, step)
                 unsaved = False
             sink.log(step, metrics, checkpoint=saved.name if saved else None)
         if stop and unsaved:
-            saved = save(engine, settings, step, sink)
+            saved = save(engine, settings, step)
             log(f"stopped by {stop.signal_name or 'request'} after step {step}; saved {saved.name}")
         elif stop:
             log(f"stopped by {stop.signal_name or 'request'} after step {step}")

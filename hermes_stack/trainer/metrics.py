@@ -127,8 +127,8 @@ class MetricsSink:
         if self._wandb is not None:
             try:
                 self._wandb.finish()
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as exc:  # noqa: BLE001 - the run is over; a wandb upload error must not fail it
+                self.info(f"wandb: finish failed ({exc})")
             self._wandb = None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from trainer_helpers import AtroposProcess, Feeder, free_port
 
 from hermes_stack.trainer.atropos_client import (
     PROMPT_LOGPROB,
@@ -13,7 +14,6 @@ from hermes_stack.trainer.atropos_client import (
     groups_from_batch,
 )
 from hermes_stack.trainer.engine import Sequence
-from trainer_helpers import AtroposProcess, Feeder, free_port
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from trainer_helpers import AtroposProcess, FakeInference, Feeder, embedded_model_dir, trainer_env, write_configs
 
 from hermes_stack.config.loader import load_stack
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.loop import ready_path
 from hermes_stack.trainer.metrics import read_metrics
-from trainer_helpers import AtroposProcess, FakeInference, Feeder, embedded_model_dir, trainer_env, write_configs
 
 pytestmark = pytest.mark.slow
 WAIT_S = 90  # generous: the machine may be shared; nothing asserts on time

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from trainer_helpers import AtroposProcess, FakeInference, Feeder, TinyEngine
 
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient
 from hermes_stack.trainer.loop import LoopSettings, StopFlag, ready_path, run_training
 from hermes_stack.trainer.metrics import MetricsSink, read_metrics
 from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
-from trainer_helpers import AtroposProcess, FakeInference, Feeder, TinyEngine
 
 GROUP = 4
 GROUPS_PER_STEP = 2

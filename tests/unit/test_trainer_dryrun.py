@@ -1,0 +1,135 @@
+"""`python -m hermes_stack.trainer --dry-run`: every layer checked, no optimisation step, one line naming the failing
+layer. Runs main() in-process with the real TorchEngine on the embedded tiny model, the real run-api and a fake
+inference service."""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+import pytest
+from trainer_helpers import AtroposProcess, FakeInference, embedded_model_dir, free_port, write_configs
+
+from hermes_stack.trainer.__main__ import main
+
+
+@pytest.fixture(scope="module")
+def api():
+    proc = AtroposProcess()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def env(api, tmp_path, monkeypatch):
+    """A complete, healthy environment; each test breaks one layer."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}  # main() installs handlers
+    api.reset()
+    model = embedded_model_dir()
+    inference = FakeInference(model=str(model))
+    for name in ("HERMES_MODEL_NAME", "WANDB_API_KEY", "TINKER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HERMES_ATROPOS_URL", api.url)
+    monkeypatch.setenv("HERMES_INFERENCE_URL", inference.url)
+    monkeypatch.setenv("HERMES_INFERENCE_KEY", inference.key)
+    monkeypatch.setenv("HERMES_EMBEDDED_MODEL", str(model))
+    configs = write_configs(tmp_path / "configs")
+    yield {"configs": configs, "inference": inference, "api": api, "data": tmp_path / "data"}
+    inference.stop()
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def _dry_run(env, *extra: str) -> int:
+    return main(["--dry-run", "--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded",
+                 *extra])
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_all_layers_answer_and_nothing_is_trained(env, capsys) -> None:
+    assert _dry_run(env) == 0
+    out = capsys.readouterr().out
+    assert "trainer dry-run ok" in out and "would train 8 steps of 8 sequences" in out
+    calls = [(m, p) for m, p, _ in env["inference"].calls]
+    assert ("GET", "/v1/models") in calls and ("POST", "/generate") in calls
+    generate = next(body for m, p, body in env["inference"].calls if p == "/generate")
+    assert generate["sampling_params"]["max_new_tokens"] == 1
+    assert httpx.get(env["api"].url + "/info").json()["batch_size"] == -1  # never registered
+    assert not (env["data"] / "metrics.jsonl").exists() and not (env["data"] / "checkpoints").exists()
+
+
+def test_bad_config_is_the_config_layer_exit_2(env, capsys) -> None:
+    (env["configs"] / "settings_grpo.json").write_text('{"tinker": ')
+    assert _dry_run(env) == 2
+    assert _one_line(capsys).startswith("trainer: config: ")
+
+
+def test_missing_model_is_the_model_layer(env, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("HERMES_EMBEDDED_MODEL")
+    assert _dry_run(env) == 1
+    assert _one_line(capsys).startswith('trainer: model: inference.model_path is "embedded" but HERMES_EMBEDDED_MODEL')
+
+
+def test_model_dir_without_weights_is_the_model_layer(env, capsys, monkeypatch, tmp_path) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    monkeypatch.setenv("HERMES_EMBEDDED_MODEL", str(broken))
+    assert _dry_run(env) == 1
+    assert _one_line(capsys).startswith("trainer: model: torch engine could not load")
+
+
+def test_refused_key_is_the_inference_layer(env, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HERMES_INFERENCE_KEY", "wrong")
+    assert _dry_run(env) == 1
+    assert "same HERMES_INFERENCE_KEY" in _one_line(capsys)
+
+
+def test_unreachable_inference_is_the_inference_layer(env, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HERMES_INFERENCE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    assert _dry_run(env) == 1
+    assert _one_line(capsys).startswith("trainer: inference: inference: GET")
+
+
+def test_other_served_model_is_the_inference_layer(env, capsys) -> None:
+    env["inference"].model = "someone-else/model"
+    assert _dry_run(env) == 1
+    line = _one_line(capsys)
+    assert line.startswith("trainer: inference:") and "someone-else/model" in line
+
+
+def test_unreachable_atropos_is_the_atropos_layer(env, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HERMES_ATROPOS_URL", f"http://127.0.0.1:{free_port()}")
+    assert _dry_run(env) == 1
+    assert _one_line(capsys).startswith("trainer: atropos: atropos: GET")
+
+
+def test_max_steps_caps_the_run(env, capsys) -> None:
+    assert _dry_run(env, "--max-steps", "3") == 0
+    assert "would train 3 steps" in capsys.readouterr().out
+    assert _dry_run(env, "--max-steps", "0") == 2
+    assert _one_line(capsys).startswith("trainer: config: --max-steps 0")
+
+
+def test_engine_choice(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.__main__ import engine_kind
+
+    def stack(engine: str, profile: str = "gpu"):
+        return SimpleNamespace(profile=profile, settings=SimpleNamespace(trainer=SimpleNamespace(engine=engine)))
+
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    assert engine_kind(stack("tinker")) == "tinker"
+    assert engine_kind(stack("auto")) == "torch"
+    monkeypatch.setenv("TINKER_API_KEY", "tml-x")
+    assert engine_kind(stack("auto", "embedded")) == "torch"
+    import torch
+
+    assert engine_kind(stack("auto")) == ("tinker" if torch.cuda.is_available() else "torch")
