@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import threading
 from pathlib import Path
 
@@ -151,3 +152,33 @@ def test_refused_inference_key_stops_the_run_with_the_reason(api, inference, tmp
     with pytest.raises(InferenceError, match="same HERMES_INFERENCE_KEY"):
         _run(api, inference, _settings(tmp_path, 2), TinyEngine(), key="stale-key")
     assert not ready_path(tmp_path).exists()
+
+
+class SigtermAt(TinyEngine):
+    """Sends this process a real SIGTERM in the middle of step `at`, as `docker stop` would."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at = at
+
+    def train_step(self, groups):
+        if self.steps + 1 == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().train_step(groups)
+
+
+def test_sigterm_mid_step_finishes_the_step_saves_and_returns(api, inference, tmp_path) -> None:
+    api.reset()
+    _feed(api.url, 4 * GROUPS_PER_STEP)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    stop = StopFlag()
+    stop.install()
+    try:
+        engine = SigtermAt(2)
+        last, out = _run(api, inference, _settings(tmp_path, 10, interval=5), engine, stop)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert last == 2 and engine.steps == 2
+    assert "stopped by SIGTERM after step 2; saved step-2" in out
+    assert ckpt.load_checkpoint(ckpt.latest_checkpoint(tmp_path / "checkpoints"))["engine"]["steps"] == 2

@@ -136,8 +136,8 @@ class TinyEngine:
         self.steps += 1
         adv_t = torch.tensor(advs)
         loss = loss.detach()
-        return {"loss": float(loss), "policy_loss": float(loss), "kl": 0.0, "adv_mean": float(adv_t.mean()),
-                "adv_std": float(adv_t.std(unbiased=False))}
+        return {"loss": float(loss), "policy_loss": float(loss), "kl": 0.0, "advantage_mean": float(adv_t.mean()),
+                "advantage_std": float(adv_t.std(unbiased=False))}
 
     def export_weights(self, directory: Path) -> Path:
         torch.save({"logits": self.logits.detach().clone()}, directory / "policy.pt")
