@@ -1,0 +1,98 @@
+"""Weight sync: atomic export dirs, pruning, and SGLang-shaped update calls (full weights vs LoRA adapter)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hermes_stack.trainer.weights_sync import (
+    InferenceClient,
+    InferenceError,
+    export_step_weights,
+    inference_root,
+    prune_weight_dirs,
+)
+
+
+def test_root_strips_the_v1_suffix_not_characters() -> None:
+    assert inference_root("http://inference:8001/v1") == "http://inference:8001"
+    assert inference_root("http://inference:8001/v1/") == "http://inference:8001"
+    assert inference_root("http://h:8001") == "http://h:8001"  # rstrip("/v1") would give http://h:800
+
+
+class Exporter:
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+
+    def export_weights(self, directory: Path) -> Path:
+        (directory / "model.safetensors").write_bytes(b"w")
+        if self.fail:
+            raise RuntimeError("disk full")
+        return directory
+
+
+def test_export_is_renamed_into_place_and_a_failed_one_leaves_no_step_dir(tmp_path: Path) -> None:
+    assert export_step_weights(Exporter(), tmp_path, 3) == tmp_path / "step-3"
+    assert (tmp_path / "step-3" / "model.safetensors").read_bytes() == b"w"
+    with pytest.raises(RuntimeError):
+        export_step_weights(Exporter(fail=True), tmp_path, 4)
+    assert not (tmp_path / "step-4").exists()
+    removed = prune_weight_dirs(tmp_path, keep=3)
+    assert [p.name.startswith(".tmp-step-4") for p in removed] == [True]
+
+
+def test_prune_keeps_the_newest_numerically(tmp_path: Path) -> None:
+    for n in (1, 2, 9, 10):
+        (tmp_path / f"step-{n}").mkdir()
+    prune_weight_dirs(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-10", "step-9"]
+
+
+def _client(handler) -> tuple[InferenceClient, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return handler(request)
+
+    return InferenceClient("http://inference:8001/v1", "k3y", transport=httpx.MockTransport(record)), seen
+
+
+def test_full_weights_use_update_weights_from_disk_with_the_bearer_key(tmp_path: Path) -> None:
+    client, seen = _client(lambda r: httpx.Response(200, json={"success": True, "message": "ok"}))
+    client.push_weights(tmp_path, 7)
+    assert str(seen[0].url) == "http://inference:8001/update_weights_from_disk"
+    assert seen[0].headers["Authorization"] == "Bearer k3y"
+    assert json.loads(seen[0].content) == {"model_path": str(tmp_path)}
+
+
+def test_a_lora_adapter_dir_uses_load_lora_adapter(tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text("{}")
+    client, seen = _client(lambda r: httpx.Response(200, json={"success": True}))
+    client.push_weights(tmp_path, 7)
+    assert str(seen[0].url) == "http://inference:8001/load_lora_adapter"
+    assert json.loads(seen[0].content) == {"lora_name": "step-7", "lora_path": str(tmp_path)}
+
+
+def test_rejected_update_names_the_message(tmp_path: Path) -> None:
+    client, _ = _client(lambda r: httpx.Response(400, json={"success": False, "message": "vocab size differs"}))
+    with pytest.raises(InferenceError, match="vocab size differs"):
+        client.push_weights(tmp_path, 1)
+    client, _ = _client(lambda r: httpx.Response(200, json={"success": False, "message": "shape mismatch"}))
+    with pytest.raises(InferenceError, match="shape mismatch"):
+        client.push_weights(tmp_path, 1)
+
+
+def test_generate_falls_back_to_token_ids_when_text_is_refused() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if "text" in body:
+            return httpx.Response(422, json={"error": "give input_ids"})
+        return httpx.Response(200, json={"text": "x", "meta_info": {}})
+
+    client, seen = _client(handler)
+    assert client.generate_one_token()["text"] == "x"
+    assert [("text" in json.loads(r.content)) for r in seen] == [True, False]
