@@ -4,8 +4,9 @@ Layers, checked in this order by --dry-run (and by a real start): config -> mode
 prints ONE line `trainer: <layer>: <what>` and exits non-zero (2 for bad config, 1 otherwise).
 
 Environment (docs/architecture.md): HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, HERMES_ATROPOS_URL,
-HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional HERMES_MODEL_NAME (the
-served model name /v1/models must list) and HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600).
+HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional HERMES_MODEL_NAME or
+HERMES_SERVED_MODEL_NAME (a served model name /v1/models may list instead of inference.model_path) and
+HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600).
 """
 
 from __future__ import annotations
@@ -145,10 +146,11 @@ def check_inference(stack: Any, client: Any) -> str:
     try:
         served = client.models()
         configured = stack.settings.inference.model_path
-        expected = {os.environ.get("HERMES_MODEL_NAME") or configured}
-        if not os.environ.get("HERMES_MODEL_NAME"):
-            # The inference service serves its model under its path unless told a name.
-            expected.add(str(model_dir(stack)) if configured == EMBEDDED_MODEL else configured)
+        # The inference service serves the configured model_path (or its path) unless compose names it.
+        expected = {name for name in (os.environ.get("HERMES_MODEL_NAME"), os.environ.get("HERMES_SERVED_MODEL_NAME"),
+                                      configured) if name}
+        if configured == EMBEDDED_MODEL:
+            expected.add(str(model_dir(stack)))
         if not served:
             raise LayerFailure("inference", f"{client.root}/v1/models lists no model")
         if not expected & set(served):
@@ -208,6 +210,7 @@ def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_engine) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local model dirs only: a hub lookup would hang offline
     from hermes_stack.trainer.atropos_client import AtroposClient
     from hermes_stack.trainer.loop import StopFlag, run_training
     from hermes_stack.trainer.metrics import MetricsSink

@@ -133,3 +133,49 @@ def test_engine_choice(monkeypatch) -> None:
     import torch
 
     assert engine_kind(stack("auto")) == ("tinker" if torch.cuda.is_available() else "torch")
+
+
+@pytest.mark.slow
+def test_dry_run_and_weight_sync_against_the_real_inference_service(env, capsys, tmp_path, monkeypatch) -> None:
+    """The builtin inference service (python -m hermes_stack.inference) answers the dry-run and loads the weights
+    the TorchEngine exports: the trainer/inference contract end to end."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from trainer_helpers import REPO
+
+    from hermes_stack.trainer.__main__ import build_engine, inference_client, load_config, parse_args
+    from hermes_stack.trainer.weights_sync import export_step_weights
+
+    port = free_port()
+    child_env = {**os.environ, "HERMES_CONFIG_DIR": str(env["configs"]), "HERMES_ALGO": "grpo",
+                 "HERMES_PROFILE": "embedded", "HERMES_INFERENCE_PORT": str(port),
+                 "HERMES_INFERENCE_HOST": "127.0.0.1", "PYTHONPATH": str(REPO)}
+    log = (tmp_path / "inference.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_stack.inference"], env=child_env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        monkeypatch.setenv("HERMES_INFERENCE_URL", f"http://127.0.0.1:{port}/v1")
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (tmp_path / "inference.log").read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "inference.log").read_text()
+            time.sleep(0.2)
+        assert _dry_run(env) == 0, capsys.readouterr().err
+        assert "trainer dry-run ok" in capsys.readouterr().out
+
+        args = parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"])
+        stack = load_config(args)
+        weights = export_step_weights(build_engine(stack), env["data"] / "weights", 1)
+        client = inference_client(stack)
+        assert client.push_weights(weights, 1).get("success") is True
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
