@@ -199,7 +199,8 @@ def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
     return LoopSettings(
         num_steps=num_steps,
         batch_size_sequences=rollout.batch_size * rollout.group_size,
-        max_token_len=rollout.max_token_length,
+        # The trainer's limit: Atropos environments drop groups with a sequence at or above it.
+        max_token_len=settings.tinker.max_token_trainer_length,
         checkpoint_dir=resolve_checkpoint_dir(settings.tinker.checkpoint_dir, data_dir()),
         save_interval=settings.tinker.save_checkpoint_interval,
         data_dir=data_dir(),

@@ -190,8 +190,12 @@ def _aligned_logprobs(tokens: list[int], mask: list[int], logprobs: list[float] 
                        f"({trained} trained positions); cannot align them")
 
 
-def groups_from_batch(batch: list[dict[str, Any]]) -> list[list[Sequence]]:
-    """Atropos batch (ScoredData groups) -> one list of engine Sequences per prompt group."""
+def groups_from_batch(batch: list[dict[str, Any]], max_len: int | None = None) -> list[list[Sequence]]:
+    """Atropos batch (ScoredData groups) -> one list of engine Sequences per prompt group.
+
+    `max_len` (tinker.max_token_trainer_length) cuts longer sequences at that many tokens. Atropos environments
+    already drop groups at or above the registered max_token_len, so this only guards against ones that do not.
+    """
     groups: list[list[Sequence]] = []
     for g, item in enumerate(batch):
         tokens, masks, scores = item.get("tokens"), item.get("masks"), item.get("scores")
@@ -206,8 +210,9 @@ def groups_from_batch(batch: list[dict[str, Any]]) -> list[list[Sequence]]:
             if len(toks) != len(mask):
                 raise AtroposError(f"atropos: batch group {g} sequence {i}: {len(toks)} tokens but "
                                    f"{len(mask)} mask entries")
-            lp = all_logprobs[i] if i < len(all_logprobs) else None
-            group.append(Sequence(tokens=[int(t) for t in toks], mask=[int(m) for m in mask], score=float(score),
-                                  logprobs=_aligned_logprobs(toks, mask, lp)))
+            lp = _aligned_logprobs(toks, mask, all_logprobs[i] if i < len(all_logprobs) else None)
+            cut = len(toks) if max_len is None else max_len
+            group.append(Sequence(tokens=[int(t) for t in toks[:cut]], mask=[int(m) for m in mask[:cut]],
+                                  score=float(score), logprobs=lp[:cut]))
         groups.append(group)
     return groups

@@ -33,7 +33,7 @@ class EngineLike(Protocol):
 class LoopSettings:
     num_steps: int
     batch_size_sequences: int           # [rollout] batch_size x group_size: what Atropos counts
-    max_token_len: int
+    max_token_len: int                  # tinker.max_token_trainer_length: registered; longer sequences are cut
     checkpoint_dir: Path
     save_interval: int
     data_dir: Path
@@ -164,7 +164,8 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
             if batch is None:  # stop requested while waiting: abandon, nothing half done
                 break
             wait_s = time.monotonic() - t0
-            groups = groups_from_batch(batch)
+            groups = groups_from_batch(batch, settings.max_token_len)
+            truncated = sum(1 for item in batch for t in item["tokens"] if len(t) > settings.max_token_len)
             t1 = time.monotonic()
             metrics: dict[str, Any] = dict(engine.train_step(groups))
             step_s = time.monotonic() - t1
@@ -172,7 +173,8 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
             unsaved = True
             total_tokens, trained_tokens = _batch_tokens(groups)
             metrics.update(reward_stats([[s.score for s in g] for g in groups]))
-            metrics.update({"wait_s": wait_s, "step_s": step_s, "tokens": float(total_tokens),
+            metrics.update({"wait_s": wait_s, "step_s": step_s, "truncated_sequences": float(truncated),
+                            "tokens": float(total_tokens),
                             "trained_tokens": float(trained_tokens),
                             "tokens_per_s": total_tokens / step_s if step_s > 0 else float("nan")})
             if inference is not None:

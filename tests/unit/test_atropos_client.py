@@ -125,3 +125,11 @@ def test_mock_transport_non_json_answer_is_reported() -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>proxy</html>"))
     with pytest.raises(AtroposError, match="non-JSON"):
         AtroposClient("http://atropos:8000", transport=transport).status()
+
+
+def test_sequences_longer_than_the_trainer_limit_are_cut() -> None:
+    item = {"tokens": [[1, 2, 3, 4, 5], [1, 2, 3]], "masks": [[-100, -100, 3, 4, 5], [-100, -100, 3]],
+            "scores": [1.0, 0.0], "inference_logprobs": [[1.0, 1.0, -0.1, -0.2, -0.3], [1.0, 1.0, -0.4]]}
+    long, short = groups_from_batch([item], max_len=4)[0]
+    assert long == Sequence(tokens=[1, 2, 3, 4], mask=[-100, -100, 3, 4], score=1.0, logprobs=[1.0, 1.0, -0.1, -0.2])
+    assert short.tokens == [1, 2, 3] and short.logprobs == [1.0, 1.0, -0.4]
