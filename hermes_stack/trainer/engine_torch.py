@@ -210,6 +210,10 @@ class TorchEngine:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
         embedded = is_embedded_model(self.model_dir)
+        if embedded and self.device.type == "cpu":
+            # The tiny model is too small to split across threads; on a busy 2-core machine intra-op threads waiting
+            # on each other made every op up to ~50x slower (measured). One thread is the fast setting here.
+            torch.set_num_threads(1)
         self.use_lora = bool(lora_rank) and not embedded
         if dtype is None:
             dtype = torch.bfloat16 if self.device.type == "cuda" and not embedded else torch.float32

@@ -1,0 +1,165 @@
+"""TorchEngine on the embedded tiny model: a step learns something finite, sampling agrees with the trainer's
+forward pass, checkpoints round-trip, exported weights load back."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+import torch
+
+from hermes_stack.errors import InputError
+from hermes_stack.tasks.offline_arith import offline_arith, score
+from hermes_stack.trainer import embedded
+from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+from hermes_stack.trainer.engine_torch import TorchEngine, build_batch
+
+GRPO = AlgoParams("grpo", "group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, entropy_coef=0.0,
+                  value_loss_coef=0.0, kl_coef=0.1)
+PPO = AlgoParams("ppo", "gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01, value_loss_coef=0.5,
+                 kl_coef=0.1)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("engine") / "embedded"
+    embedded.build(directory, seed=0, steps=30)
+    return directory
+
+
+def rollouts(engine: TorchEngine, n: int, prompts: int = 4, with_logprobs: bool = True) -> list[list[Sequence]]:
+    rows = offline_arith("train")[:prompts]
+    outputs = engine.generate([r["question"] for r in rows], n=n, temperature=1.0, max_new_tokens=8)
+    groups = []
+    for row, completions in zip(rows, outputs):
+        prompt = engine.tokenizer.encode(row["question"], add_special_tokens=False)
+        groups.append([Sequence(prompt + c.tokens, [IGNORE] * len(prompt) + c.tokens, score(c.text, row["answer"]),
+                                [0.0] * len(prompt) + c.logprobs if with_logprobs else []) for c in completions])
+    # Distinct scores in every group, so group-relative advantages are not all zero.
+    return [[Sequence(s.tokens, s.mask, s.score + 0.5 * i, s.logprobs) for i, s in enumerate(g)] for g in groups]
+
+
+def params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+@pytest.mark.parametrize("algo", [GRPO, PPO], ids=["grpo", "ppo"])
+def test_train_step_changes_policy_and_returns_finite_metrics(model_dir, algo):
+    engine = TorchEngine(model_dir, algo, 5e-4, seed=1)
+    before = params(engine.policy)
+    critic_before = params(engine.critic) if engine.critic is not None else None
+    metrics = engine.train_step(rollouts(engine, n=4 if algo is GRPO else 1, prompts=4 if algo is GRPO else 8))
+    assert all(math.isfinite(v) for v in metrics.values()), metrics
+    for key in ("loss", "policy_loss", "kl", "entropy", "reward_mean", "advantage_mean", "advantage_std", "tokens"):
+        assert key in metrics
+    assert metrics["tokens"] > 0
+    after = params(engine.policy)
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    if algo is PPO:
+        assert "value_loss" in metrics
+        assert any(not torch.equal(critic_before[k], v) for k, v in params(engine.critic).items())
+    else:
+        assert engine.critic is None and "value_loss" not in metrics
+    # The reference stays the initial policy: only the policy moved.
+    ref = params(engine.reference)
+    assert all(torch.equal(ref[k], before[k]) for k in before)
+
+
+def test_first_pass_kl_is_zero_and_ratio_one(model_dir):
+    engine = TorchEngine(model_dir, GRPO, 5e-4, epochs=1, seed=2)
+    metrics = engine.train_step(rollouts(engine, n=4))
+    assert metrics["kl"] == pytest.approx(0.0, abs=1e-6)  # before the first update policy == reference
+    assert metrics["clip_fraction"] == 0.0
+
+
+def test_sampling_logprobs_match_the_training_forward(model_dir):
+    engine = TorchEngine(model_dir, GRPO, 5e-4, seed=3)
+    groups = rollouts(engine, n=3, prompts=5)
+    batch = build_batch([s for g in groups for s in g], engine.pad_token_id)
+    with torch.no_grad():
+        _, logprobs, _ = engine._forward(batch, with_values=False)
+    torch.testing.assert_close(logprobs * batch.action_mask, batch.old_logprobs * batch.action_mask,
+                               atol=1e-4, rtol=0)
+
+
+def test_greedy_generation_is_deterministic_and_stops_on_eos(model_dir):
+    engine = TorchEngine(model_dir, GRPO, 5e-4)
+    first = engine.generate(["1+2=", "9+9="], n=2, temperature=0.0, max_new_tokens=8)
+    second = engine.generate(["1+2=", "9+9="], n=2, temperature=0.0, max_new_tokens=8)
+    assert [[c.tokens for c in g] for g in first] == [[c.tokens for c in g] for g in second]
+    for group in first:
+        for c in group:
+            assert len(c.tokens) == len(c.logprobs) <= 8
+            if c.finish_reason == "stop":
+                assert c.tokens[-1] == engine.tokenizer.eos_token_id
+
+
+def test_state_dict_round_trip(model_dir):
+    source = TorchEngine(model_dir, PPO, 5e-4, seed=4)
+    source.train_step(rollouts(source, n=1, prompts=6))
+    state = source.state_dict()
+    target = TorchEngine(model_dir, PPO, 5e-4, seed=5)
+    target.load_state_dict(state)
+    assert target.steps_done == 1
+    for mine, theirs in ((target.policy, source.policy), (target.critic, source.critic)):
+        a, b = params(mine), params(theirs)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert target.optimizer.state_dict()["state"].keys() == source.optimizer.state_dict()["state"].keys()
+    with pytest.raises(ValueError, match="algo=ppo"):
+        TorchEngine(model_dir, GRPO, 5e-4).load_state_dict(state)
+
+
+def test_recomputes_old_logprobs_when_inference_sent_none(model_dir):
+    engine = TorchEngine(model_dir, PPO, 5e-4, seed=6)
+    metrics = engine.train_step(rollouts(engine, n=1, prompts=6, with_logprobs=False))
+    assert all(math.isfinite(v) for v in metrics.values())
+
+
+def test_export_weights_reload_gives_the_same_policy(model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    engine = TorchEngine(model_dir, GRPO, 5e-4, seed=7)
+    engine.train_step(rollouts(engine, n=4))
+    out = engine.export_weights(tmp_path / "step-1")
+    reloaded = AutoModelForCausalLM.from_pretrained(out)
+    assert AutoTokenizer.from_pretrained(out).eos_token_id == engine.tokenizer.eos_token_id
+    ids = torch.tensor([engine.tokenizer.encode("3+4=#### 7", add_special_tokens=False)])
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=ids).logits, engine.policy(input_ids=ids).logits)
+
+
+def test_lora_on_a_real_checkpoint_trains_only_the_adapter(model_dir, tmp_path):
+    real = tmp_path / "real"
+    shutil.copytree(model_dir, real)
+    (real / embedded.MARKER_FILE).unlink()  # no marker: treated as a real checkpoint
+    engine = TorchEngine(real, GRPO, 1e-3, lora_rank=4, seed=8)
+    assert engine.use_lora and engine.reference is None
+    before = params(engine.policy)
+    engine.train_step(rollouts(engine, n=4))
+    after = params(engine.policy)
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all("lora_" in k for k in changed)
+    state = engine.state_dict()
+    assert state["policy"] and all("lora_" in k for k in state["policy"])
+    clone = TorchEngine(real, GRPO, 1e-3, lora_rank=4, seed=9)
+    clone.load_state_dict(state)
+    assert all(torch.equal(params(clone.policy)[k], after[k]) for k in after)
+
+
+@pytest.mark.parametrize("fields, key", [
+    ({"advantage_estimator": "gae", "value_loss_coef": 0.0}, "value_loss_coef"),
+    ({"advantage_estimator": "group_relative", "value_loss_coef": 0.5}, "value_loss_coef"),
+    ({"advantage_estimator": "group_relative", "value_loss_coef": 0.0, "gamma": 0.9}, "gamma"),
+])
+def test_engine_refuses_fields_it_would_ignore(model_dir, fields, key):
+    algo = AlgoParams(**{**GRPO.__dict__, **fields})
+    with pytest.raises(InputError, match=key):
+        TorchEngine(model_dir, algo, 5e-4)
+
+
+def test_algo_params_from_a_plain_mapping():
+    algo = AlgoParams.from_section({"name": "ppo", "advantage_estimator": "gae", "gamma": 0.99, "lam": 0.9,
+                                    "clip_epsilon": 0.1, "entropy_coef": 0.0, "value_loss_coef": 1.0,
+                                    "kl_coef": 0.05})
+    assert algo.uses_critic and algo.gamma == 0.99 and algo.kl_coef == 0.05
