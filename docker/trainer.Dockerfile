@@ -27,6 +27,8 @@ COPY hermes_stack/tasks/ /app/hermes_stack/tasks/
 COPY hermes_stack/trainer/__init__.py hermes_stack/trainer/embedded.py hermes_stack/trainer/engine.py \
      hermes_stack/trainer/engine_torch.py hermes_stack/trainer/algorithms.py /app/hermes_stack/trainer/
 RUN PYTHONPATH=/app HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.trainer.embedded build /opt/hermes/embedded-model
+# Readable by the non-root runtime user (safetensors files are written 0600).
+RUN chmod -R a+rX /opt/hermes/embedded-model
 
 FROM ${BASE_IMAGE} AS cpu
 RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd \
