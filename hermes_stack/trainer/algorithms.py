@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 EPS = 1e-6
+KL_CLAMP = 10.0
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -160,14 +161,19 @@ def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, entropy_coef: float
     return -entropy_coef * masked_mean(entropy, mask)
 
 
-def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, clamp: float | None = KL_CLAMP) -> torch.Tensor:
     """Per-token KL(pi || pi_ref) estimate, Schulman's k3 (unbiased, always >= 0), on the sampled tokens:
 
         d_t  = logp_ref_t - logp_t
-        k3_t = exp(d_t) - d_t - 1
+        k3_t = min(exp(d_t) - d_t - 1, clamp)
+
+    The clamp (10 by default, None to disable) bounds the term where the policy has made a sampled token far less
+    likely than the reference does: there exp(d) explodes (we measured single tokens at ~1e4), and its clipped
+    gradient still inflated Adam's second moment and stalled learning for hundreds of steps.
     """
     d = ref_logprobs - logprobs
-    return torch.exp(d) - d - 1.0
+    k3 = torch.exp(d) - d - 1.0
+    return k3 if clamp is None else torch.clamp(k3, max=clamp)
 
 
 def kl_penalty(

@@ -155,10 +155,20 @@ def test_kl_k3_by_hand():
     ln2 = math.log(2.0)
     logp = t([math.log(0.5), math.log(0.25), -1.0, 0.0])
     ref = t([math.log(0.25), math.log(0.5), -1.0, -30.0])
-    close(alg.kl_k3(logp, ref), [ln2 - 0.5, 1 - ln2, 0.0, math.exp(-30.0) + 30.0 - 1.0])
+    close(alg.kl_k3(logp, ref, clamp=None), [ln2 - 0.5, 1 - ln2, 0.0, math.exp(-30.0) + 30.0 - 1.0])
+    # default clamp 10: the last token's 29.0 is capped, the others untouched
+    close(alg.kl_k3(logp, ref), [ln2 - 0.5, 1 - ln2, 0.0, 10.0])
+
     term, kl = alg.kl_penalty(logp, ref, t([1, 1, 1, 0]), kl_coef=0.1)
     close(kl, 0.5 / 3)
     close(term, 0.05 / 3)
+
+
+def test_kl_k3_clamp_cuts_the_gradient_of_exploded_tokens():
+    # d = 12 - 0 = 12: e^12 - 13 > 10, clamped, so no gradient; d = ln 2: gradient d/dlogp = 1 - e^d = -1
+    logp = t([-12.0, math.log(0.5)]).requires_grad_()
+    alg.kl_k3(logp, t([0.0, 0.0])).sum().backward()
+    close(logp.grad, [0.0, -1.0])
 
 
 def test_masked_mean_of_empty_mask_is_zero():
