@@ -155,6 +155,7 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
     write_ready(settings.data_dir, {"step": step, "num_steps": settings.num_steps})
     log(f"trainer ready: registered with atropos (batch {settings.batch_size_sequences} sequences), "
         f"steps {step + 1}..{settings.num_steps}")
+    log(f"waiting for step {step + 1}'s batch: the environment can register with atropos from now on")
     unsaved = False
     try:
         while step < settings.num_steps and not stop:
