@@ -27,7 +27,8 @@ _LINE_KEYS = [
     ("advantage_std", "adv_std", ".3f"),
     ("tokens_per_s", "tok/s", ".0f"),
     ("wait_s", "wait", ".1f"),
-    ("step_s", "step_time", ".1f"),
+    ("step_s", "step_time", ".2f"),
+    ("sync_s", "sync", ".2f"),
 ]
 
 
