@@ -39,6 +39,8 @@ class AtroposClient:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
         self.batch_size: int | None = None
+        self._registration: dict[str, Any] | None = None
+        self.on_reregister: Callable[[str], None] = print
 
     def close(self) -> None:
         self._http.close()
@@ -91,11 +93,18 @@ class AtroposClient:
             raise AtroposError(f"atropos: /register answered {answer!r}, expected a uuid")
         # A run-api that outlived a previous trainer keeps that trainer's batch size: warn through the caller.
         self.batch_size = int(batch_size_sequences)
+        self._registration = payload
         return answer
 
     def poll_batch(self) -> list[dict[str, Any]] | None:
         """One GET /batch: the list of groups, or None when no full batch is queued yet."""
         answer = self._call("GET", "/batch")
+        if answer.get("status") == "error" and self._registration is not None:
+            # run-api keeps everything in memory: a restarted atropos service forgot us. Register again (the
+            # environment re-registers on its own) and keep polling rather than dying.
+            self.on_reregister("atropos forgot this trainer (restarted?); registering again")
+            self._call("POST", "/register", json=self._registration)
+            return None
         if answer.get("status") == "error":
             raise AtroposError(f"atropos: /batch: {answer.get('message')}. Hint: the trainer must /register first "
                                "(a restarted atropos service forgets every registration)")

@@ -141,6 +141,7 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
     if step >= settings.num_steps:
         log(f"training already complete: checkpoint step {step} >= num_steps {settings.num_steps}")
         return step
+    atropos.on_reregister = log
     atropos.register(batch_size_sequences=settings.batch_size_sequences, max_token_len=settings.max_token_len,
                      checkpoint_dir=str(settings.checkpoint_dir), save_checkpoint_interval=settings.save_interval,
                      starting_step=step, num_steps=settings.num_steps, wandb_group=settings.wandb_group,

@@ -133,3 +133,13 @@ def test_sequences_longer_than_the_trainer_limit_are_cut() -> None:
     long, short = groups_from_batch([item], max_len=4)[0]
     assert long == Sequence(tokens=[1, 2, 3, 4], mask=[-100, -100, 3, 4], score=1.0, logprobs=[1.0, 1.0, -0.1, -0.2])
     assert short.tokens == [1, 2, 3] and short.logprobs == [1.0, 1.0, -0.4]
+
+
+def test_a_restarted_atropos_gets_the_same_registration_again(client, api) -> None:
+    _register(client, 8)
+    api.restart()
+    said: list[str] = []
+    client.on_reregister = said.append
+    assert client.poll_batch() is None
+    assert said and "registering again" in said[0]
+    assert client.info() == {"batch_size": 8, "max_token_len": 64}

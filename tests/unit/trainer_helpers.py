@@ -37,6 +37,9 @@ class AtroposProcess:
     def __init__(self) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self._start()
+
+    def _start(self) -> None:
         run_api = VENV_BIN / "run-api"
         cmd = [str(run_api)] if run_api.exists() else [sys.executable, "-m", "atroposlib.cli.run_api"]
         self.proc = subprocess.Popen([*cmd, "--host", "127.0.0.1", "--port", str(self.port)],
@@ -50,6 +53,11 @@ class AtroposProcess:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("run-api did not start within 30 s")
+
+    def restart(self) -> None:
+        """A real restart on the same port: every registration and queued group is gone."""
+        self.stop()
+        self._start()
 
     def reset(self) -> None:
         httpx.get(self.url + "/reset_data", timeout=5)
