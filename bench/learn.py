@@ -90,7 +90,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
                                   temperature=temperature, top_p=top_p, max_new_tokens=MAX_NEW_TOKENS)
         groups = []
         for row, completions in zip(rows, outputs):
-            prompt = engine.tokenizer.encode(format_prompt(row["question"]), add_special_tokens=False)
+            prompt = engine.tokenizer.encode(format_prompt(row["question"]))
             groups.append([
                 Sequence(tokens=prompt + c.tokens, mask=[IGNORE] * len(prompt) + c.tokens,
                          score=score(c.text, row["answer"], reward["correctness_weight"], reward["format_weight"]),

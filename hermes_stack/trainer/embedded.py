@@ -28,16 +28,16 @@ MODEL_SHAPE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads":
 MAX_POSITIONS = 64
 WARM_START_STEPS = 300
 WARM_START_BATCH = 64
-WARM_START_LR = 3e-3
+WARM_START_LR = 1e-3
 CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ message['content'] }}"
+    "{{ bos_token }}{% for message in messages %}{{ message['content'] }}"
     "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"
 )
 
 
 def build_tokenizer():
     """The character-level tokenizer as a transformers PreTrainedTokenizerFast."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     vocab = {token: i for i, token in enumerate(SPECIAL + CHARS)}
@@ -45,6 +45,10 @@ def build_tokenizer():
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one piece per character
     core.decoder = decoders.Fuse()  # join pieces without the spaces WordLevel would insert
     core.add_special_tokens(SPECIAL)
+    # <bos> first, like Llama tokenizers: encode(text) and the chat template give the same ids. Without it the first
+    # digit doubles as the attention sink and held-out accuracy stayed lower (measured).
+    core.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B",
+                                                        special_tokens=[("<bos>", vocab["<bos>"])])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>",
                                         eos_token="<eos>", unk_token="<unk>", model_max_length=MAX_POSITIONS)
     tokenizer.chat_template = CHAT_TEMPLATE
@@ -80,7 +84,7 @@ def warm_start(model, tokenizer, seed: int, steps: int = WARM_START_STEPS) -> fl
     for _ in range(steps):
         prompts, answers = [], []
         for _ in range(WARM_START_BATCH):
-            prompts.append(tokenizer.encode(format_prompt(rng.choice(questions)), add_special_tokens=False))
+            prompts.append(tokenizer.encode(format_prompt(rng.choice(questions))))
             # random sums over the task's whole range: the format, never the arithmetic
             answers.append(tokenizer.encode(ANSWER_FORMAT.format(answer=rng.randint(0, 18)),
                                             add_special_tokens=False) + [tokenizer.eos_token_id])
@@ -108,7 +112,7 @@ def evaluate(model, tokenizer, split: str = "test", seed: int = 0) -> dict[str, 
     from hermes_stack.trainer.engine_torch import sample
 
     rows = offline_arith(split, seed)
-    prompts = [tokenizer.encode(format_prompt(r["question"]), add_special_tokens=False) for r in rows]
+    prompts = [tokenizer.encode(format_prompt(r["question"])) for r in rows]
     outputs = sample(model, prompts, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                      temperature=0.0, max_new_tokens=8)
     texts = [tokenizer.decode(group[0][0], skip_special_tokens=True) for group in outputs]

@@ -191,6 +191,7 @@ class TorchEngine:
         whiten_gae: bool = True,
         value_clip: float | None = None,
         critic_learning_rate: float | None = None,
+        weight_decay: float = 0.0,
         seed: int = 0,
         dtype: torch.dtype | None = None,
     ):
@@ -239,7 +240,7 @@ class TorchEngine:
         groups = [{"params": [p for p in self.policy.parameters() if p.requires_grad], "lr": learning_rate}]
         if self.critic is not None:
             groups.append({"params": list(self.critic.parameters()), "lr": critic_learning_rate or learning_rate})
-        self.optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=weight_decay)
 
     # ------------------------------------------------------------ sampling
 
@@ -251,8 +252,8 @@ class TorchEngine:
         top_p: float = 1.0,
         max_new_tokens: int = 16,
     ) -> list[list[Completion]]:
-        """Sample n completions per prompt (token ids or text) from the current policy: per prompt, n Completions."""
-        ids = [self.tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else list(p) for p in prompts]
+        """Sample n completions per prompt (token ids, or text encoded with the tokenizer's special tokens) from the policy: per prompt, n Completions."""
+        ids = [self.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompts]  # with <bos>, as served
         was_training = self.policy.training
         self.policy.eval()
         try:
