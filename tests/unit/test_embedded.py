@@ -51,14 +51,18 @@ def test_every_offline_prompt_encodes_without_unknown_tokens(built):
             assert tokenizer.unk_token_id not in tokenizer.encode(text, add_special_tokens=False)
 
 
-def test_chat_template_gives_the_plain_prompt(built):
+def test_chat_template_and_plain_encoding_give_the_same_ids(built):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(built[0])
     messages = [{"role": "user", "content": "3+4="}]
-    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == "3+4="
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert text == tokenizer.bos_token + "3+4="
+    plain = tokenizer.encode("3+4=")  # the post-processor puts <bos> first, as the chat template does
+    assert plain[0] == tokenizer.bos_token_id
+    assert tokenizer.encode(text, add_special_tokens=False) == plain
     full = tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": "#### 7"}], tokenize=False)
-    assert full == "3+4=#### 7" + tokenizer.eos_token
+    assert full == tokenizer.bos_token + "3+4=#### 7" + tokenizer.eos_token
 
 
 def test_same_seed_same_weights(built, tmp_path):

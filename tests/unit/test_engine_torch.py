@@ -33,11 +33,12 @@ def rollouts(engine: TorchEngine, n: int, prompts: int = 4, with_logprobs: bool 
     outputs = engine.generate([r["question"] for r in rows], n=n, temperature=1.0, max_new_tokens=8)
     groups = []
     for row, completions in zip(rows, outputs):
-        prompt = engine.tokenizer.encode(row["question"], add_special_tokens=False)
+        prompt = engine.tokenizer.encode(row["question"])  # with <bos>, as generate() encodes text
         groups.append([Sequence(prompt + c.tokens, [IGNORE] * len(prompt) + c.tokens, score(c.text, row["answer"]),
                                 [0.0] * len(prompt) + c.logprobs if with_logprobs else []) for c in completions])
-    # Distinct scores in every group, so group-relative advantages are not all zero.
-    return [[Sequence(s.tokens, s.mask, s.score + 0.5 * i, s.logprobs) for i, s in enumerate(g)] for g in groups]
+    # Distinct scores within and across groups, so neither group-relative advantages nor critic targets are all 0.
+    return [[Sequence(s.tokens, s.mask, s.score + 0.5 * i + 0.25 * j, s.logprobs) for i, s in enumerate(g)]
+            for j, g in enumerate(groups)]
 
 
 def params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
