@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hermes_stack.config import profiles  # noqa: E402
-from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, parse_answer, score  # noqa: E402
-from hermes_stack.trainer.embedded import build as build_embedded  # noqa: E402
-from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence  # noqa: E402
+from hermes_stack.config import profiles
+from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, parse_answer, score
+from hermes_stack.trainer.embedded import build as build_embedded
+from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 
 MAX_NEW_TOKENS = 8  # "#### 18" + eos
 TASK_SEED = 0  # the split the environment serves by default
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-DEFAULT_STEPS = {"grpo": 300, "ppo": 300}
+DEFAULT_STEPS = {"grpo": 600, "ppo": 600}
 
 if __name__ == "__main__":
     sys.exit(main())
