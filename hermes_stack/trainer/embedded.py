@@ -28,7 +28,7 @@ MODEL_SHAPE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads":
 MAX_POSITIONS = 64
 WARM_START_STEPS = 300
 WARM_START_BATCH = 64
-WARM_START_LR = 1e-3
+WARM_START_LR = 1e-3  # 3e-3 also gave format 1.0 but RL then memorised the train pairs (held-out ~0.4 vs 0.8)
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}{{ message['content'] }}"
     "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"
