@@ -8,6 +8,8 @@ printed command is safe to copy.
 
 from __future__ import annotations
 
+import os
+
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,15 +59,22 @@ class ComposeParams:
                              tuple(sorted(merged.items())))
 
 
-def stack_params(algo: str, device: str, root: Path, extra_files: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> ComposeParams:
+def stack_files(algo: str, device: str, extra_files: Sequence[str] = ()) -> tuple[str, ...]:
     """compose.<algo>.yml, plus the CPU override when there is no GPU, plus any user overrides (last wins)."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    files = [f"compose.{algo}.yml"] + ([CPU_OVERRIDE] if device == "cpu" else []) + list(extra_files)
-    return ComposeParams(files=tuple(files), project_directory=root, env=tuple(sorted((env or {}).items())))
+    return (f"compose.{algo}.yml", *([CPU_OVERRIDE] if device == "cpu" else []), *extra_files)
+
+
+def stack_params(algo: str, device: str, root: Path, extra_files: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None, files: Sequence[str] | None = None) -> ComposeParams:
+    """The stack's compose parameters. HERMES_PROJECT_NAME runs a second, separate stack (the tests use it so
+    they never touch a user's running hermes-<algo> stack)."""
+    return ComposeParams(files=tuple(files) if files else stack_files(algo, device, extra_files),
+                         project_directory=root, project_name=os.environ.get("HERMES_PROJECT_NAME") or None,
+                         env=tuple(sorted((env or {}).items())))
 
 
 # ---- argv builders (pure) -----------------------------------------------------------------------------------------

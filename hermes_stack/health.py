@@ -3,7 +3,7 @@
 Stdlib only (it also runs in the atropos image, which has no hermes dependencies). Exit 0 = ready, 1 = not ready with
 one stderr line saying why. Readiness, not liveness:
 - atropos:     GET /status answers with the step counter.
-- inference:   /v1/models lists a model (HERMES_MODEL_NAME when set) AND a 1-token /generate succeeds — a server
+- inference:   /v1/models lists a model (HERMES_SERVED_MODEL_NAME when set) AND a 1-token /generate succeeds — a server
                that says "ok" before it can generate is not ready.
 - environment: its marker $HERMES_DATA_DIR/ready/environment exists, written by the live process (after Atropos
                accepted /register-env).
@@ -131,7 +131,7 @@ def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str
     data_dir = Path(env.get("HERMES_DATA_DIR", "/data"))
     inference_url = env.get("HERMES_INFERENCE_URL", "http://127.0.0.1:8001/v1")
     key = env.get("HERMES_INFERENCE_KEY", "")
-    model = env.get("HERMES_MODEL_NAME") or None
+    model = env.get("HERMES_SERVED_MODEL_NAME") or None
     if service == "atropos":
         return check_atropos(url or loopback(env.get("HERMES_ATROPOS_URL", "http://127.0.0.1:8000")), fetch)
     if service == "inference":

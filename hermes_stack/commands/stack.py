@@ -93,9 +93,9 @@ def load_plan(state_dir: Path, algo: str) -> Plan:
 
 
 def _compose(plan: Plan, env: dict[str, str] | None = None, echo: bool = True):
-    from hermes_stack.compose import Compose, ComposeParams
+    from hermes_stack.compose import Compose, stack_params
 
-    params = ComposeParams(files=plan.files, project_directory=_root(), env=tuple(sorted((env or {}).items())))
+    params = stack_params(plan.algo, plan.device, _root(), env=env, files=plan.files)
     return Compose(params, echo=(lambda cmd: console.info(f"$ {cmd}")) if echo else None)
 
 
@@ -126,6 +126,8 @@ def compose_env(stack, key: str, base_image: str | None) -> dict[str, str]:
     if stack is not None:
         env["HERMES_ATROPOS_PORT"] = str(stack.config.atropos.api_port)
         env["HERMES_INFERENCE_PORT"] = str(stack.settings.inference.port)
+        # One name for the inference service, its healthcheck and the trainer's dry-run.
+        env["HERMES_SERVED_MODEL_NAME"] = stack.settings.inference.model_path
     if base_image:
         env["HERMES_BASE_IMAGE"] = base_image
     return env
@@ -151,7 +153,7 @@ def _stream(compose, argv: list[str], prefix: str = "      ") -> None:
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True) -> Plan:
-    from hermes_stack.compose import CommandFailed, build_argv, logs_argv, run_argv
+    from hermes_stack.compose import CommandFailed, build_argv, logs_argv, run_argv, stack_files
     from hermes_stack.keyfile import register_secrets
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
     from hermes_stack.status import explain_up_failure
@@ -172,8 +174,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     key = inference_key(_root() / STATE_DIR, _key_from(stack))
     register_secrets({"HERMES_INFERENCE_KEY": key})
-    files = [f"compose.{algo}.yml"] + (["compose.cpu.yml"] if resolved == "cpu" else []) + list(extra_files or [])
-    plan = Plan(algo, resolved, tuple(files))
+    plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()))
 
     t = _stage(3, total, "build images" if build else "images: using what is built")
     base_image = None
@@ -240,14 +241,14 @@ def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = 
 @app.command()
 def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
     """Build the images (base image and wheelhouse first when missing)."""
-    from hermes_stack.compose import build_argv
+    from hermes_stack.compose import build_argv, stack_files
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
 
     _check_algo(algo)
     _check_device(device)
     resolved = resolve_device(device, SystemProbe())
     preflight(resolved)
-    plan = Plan(algo, resolved, (f"compose.{algo}.yml",) + (("compose.cpu.yml",) if resolved == "cpu" else ()))
+    plan = Plan(algo, resolved, stack_files(algo, resolved))
     base_image = _script("base-image.sh")
     _script("wheelhouse.sh")
     compose = _compose(plan, {"HERMES_BASE_IMAGE": base_image})
@@ -333,7 +334,7 @@ def redact_config(text: str) -> str:
 @app.command()
 def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
-    from hermes_stack.compose import printable, up_argv
+    from hermes_stack.compose import printable, stack_files, up_argv
     from hermes_stack.keyfile import load_keyfile, register_secrets
     from hermes_stack.preflight import SystemProbe, resolve_device
 
@@ -347,8 +348,8 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
         keyfile = None  # render still shows the compose side; `validate` explains the key file
     key = inference_key(_root() / STATE_DIR, None)
     register_secrets({"HERMES_INFERENCE_KEY": key})
-    files = [f"compose.{algo}.yml"] + (["compose.cpu.yml"] if resolved == "cpu" else []) + list(file or [])
-    compose = _compose(Plan(algo, resolved, tuple(files)), {"HERMES_INFERENCE_KEY": key}, echo=False)
+    plan = Plan(algo, resolved, stack_files(algo, resolved, file or ()))
+    compose = _compose(plan, {"HERMES_INFERENCE_KEY": key}, echo=False)
     console.info("# " + printable(up_argv(compose.params, SERVING)))
     console.info("# " + printable(up_argv(compose.params, TRAINING)))
     console.info(redact_config(compose.config()))

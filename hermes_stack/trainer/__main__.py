@@ -4,7 +4,7 @@ Layers, checked in this order by --dry-run (and by a real start): config -> mode
 prints ONE line `trainer: <layer>: <what>` and exits non-zero (2 for bad config, 1 otherwise).
 
 Environment (docs/architecture.md): HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, HERMES_ATROPOS_URL,
-HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional HERMES_MODEL_NAME or
+HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional
 HERMES_SERVED_MODEL_NAME (a served model name /v1/models may list instead of inference.model_path) and
 HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600).
 """
@@ -147,8 +147,7 @@ def check_inference(stack: Any, client: Any) -> str:
         served = client.models()
         configured = stack.settings.inference.model_path
         # The inference service serves the configured model_path (or its path) unless compose names it.
-        expected = {name for name in (os.environ.get("HERMES_MODEL_NAME"), os.environ.get("HERMES_SERVED_MODEL_NAME"),
-                                      configured) if name}
+        expected = {name for name in (os.environ.get("HERMES_SERVED_MODEL_NAME"), configured) if name}
         if configured == EMBEDDED_MODEL:
             expected.add(str(model_dir(stack)))
         if not served:
@@ -156,7 +155,7 @@ def check_inference(stack: Any, client: Any) -> str:
         if not expected & set(served):
             raise LayerFailure("inference", f"{client.root}/v1/models lists {served}, not {sorted(expected)}. Hint: "
                                             "trainer and inference must be given the same inference.model_path "
-                                            "(or the same HERMES_MODEL_NAME)")
+                                            "(or the same HERMES_SERVED_MODEL_NAME)")
         client.generate_one_token()
     except HermesError as exc:
         raise LayerFailure("inference", "; ".join(exc.lines())) from exc

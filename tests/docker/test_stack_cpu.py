@@ -18,6 +18,8 @@ from hermes_stack.compose import parse_ps
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = "600"
+# A project of its own, so the tests never touch a user's running hermes-<algo> stack.
+PROJECT = "hermes-test-{algo}"
 
 # Runs inside the trainer container: largest parameter change between the baked-in model and the newest weights.
 WEIGHT_DELTA = r"""
@@ -36,14 +38,16 @@ print(len(steps), len(common), max(float((new[k].float() - base[k].float()).abs(
 
 
 def hs(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_ROOT": str(ROOT)}
+    algo = args[args.index("--algo") + 1]
+    env = {**os.environ, "HERMES_ROOT": str(ROOT), "HERMES_PROJECT_NAME": PROJECT.format(algo=algo)}
     return subprocess.run([sys.executable, "-m", "hermes_stack", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 
 def compose(algo: str, *args: str) -> subprocess.CompletedProcess:
     files = ["-f", str(ROOT / f"compose.{algo}.yml"), "-f", str(ROOT / "compose.cpu.yml")]
-    return subprocess.run(["docker", "compose", "--project-directory", str(ROOT), *files, *args],
+    return subprocess.run(["docker", "compose", "--project-name", PROJECT.format(algo=algo),
+                           "--project-directory", str(ROOT), *files, *args],
                           capture_output=True, text=True, check=False, timeout=300)
 
 
@@ -66,7 +70,7 @@ def metrics(algo: str) -> list[dict]:
 
 @pytest.mark.parametrize("algo", ["ppo", "grpo"])
 def test_cpu_stack_is_healthy_passes_dry_run_trains_and_tears_down(algo):
-    project = f"hermes-{algo}"
+    project = PROJECT.format(algo=algo)
     hs("down", "--algo", algo, "--volumes")
     try:
         up = hs("up", "--algo", algo, "--device", "cpu", "--wait-timeout", WAIT)
@@ -110,4 +114,4 @@ def test_broken_inference_healthcheck_fails_up_naming_the_service_within_the_tim
         assert "dry-run passed" not in up.stdout
     finally:
         hs("down", "--algo", "grpo", "--volumes")
-    assert containers("hermes-grpo") == []
+    assert containers(PROJECT.format(algo="grpo")) == []

@@ -67,7 +67,7 @@ def test_inference_that_lists_models_but_cannot_generate_is_not_ready():
     ((200, {"data": [{"id": "other"}]}), "not the configured model"),
 ])
 def test_inference_model_list_failures(answer, match):
-    env = ENV | {"HERMES_MODEL_NAME": "tiny"}
+    env = ENV | {"HERMES_SERVED_MODEL_NAME": "tiny"}
     f = fake({("GET", "http://127.0.0.1:8001/v1/models"): answer})
     with pytest.raises(NotReady, match=match):
         check("inference", env, f)

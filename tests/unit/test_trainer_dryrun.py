@@ -27,7 +27,7 @@ def env(api, tmp_path, monkeypatch):
     api.reset()
     model = embedded_model_dir()
     inference = FakeInference(model=str(model))
-    for name in ("HERMES_MODEL_NAME", "WANDB_API_KEY", "TINKER_API_KEY"):
+    for name in ("HERMES_SERVED_MODEL_NAME", "WANDB_API_KEY", "TINKER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("HERMES_ATROPOS_URL", api.url)
