@@ -7,14 +7,12 @@ answers "a+b" questions right for even indexes and wrong (by one) for odd ones, 
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Self
+
+from fakes.loopback import JsonHandler, LoopbackServer
 
 LOGPROB = -0.25
 
@@ -26,42 +24,31 @@ def alternate_policy(prompt: str, index: int) -> str:
 
 
 @dataclass
-class FakeInference:
+class FakeInference(LoopbackServer):
     tokenizer_dir: Path
     api_key: str = "internal-inference-key-123"
     policy: Callable[[str, int], str] = alternate_policy
     requests: list[dict] = field(default_factory=list)
 
-    def start(self) -> FakeInference:
+    def handler(self) -> type[JsonHandler]:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_dir))
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, status: int, payload) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self):
                 if self.path == "/health":
-                    return self._send(200, {"status": "ok"})
-                return self._send(404, {"error": f"no route {self.path}"})
+                    return self.send_json(200, {"status": "ok"})
+                return self.send_json(404, {"error": f"no route {self.path}"})
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                body = self.read_json()
                 fake.requests.append({"path": self.path, "body": body})
                 if fake.api_key and self.headers.get("authorization") != f"Bearer {fake.api_key}":
-                    return self._send(401, {"error": "bad key"})
+                    return self.send_json(401, {"error": "bad key"})
                 if self.path != "/generate":
-                    return self._send(404, {"error": f"no route {self.path}"})
+                    return self.send_json(404, {"error": f"no route {self.path}"})
                 params = body.get("sampling_params") or {}
                 n = int(params.get("n", 1))
                 limit = int(params.get("max_new_tokens", 64))
@@ -79,28 +66,10 @@ class FakeInference:
                             "finish_reason": {"type": "stop" if len(ids) < limit else "length"},
                         },
                     })
-                return self._send(200, results if n > 1 else results[0])
+                return self.send_json(200, results if n > 1 else results[0])
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    @property
-    def port(self) -> int:
-        return self._server.server_address[1]
+        return Handler
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -12,9 +12,7 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+sys.path.insert(0, str(REPO / "tests"))
+from fakes.loopback import JsonHandler, LoopbackServer
 
 
 def free_port() -> int:
@@ -163,33 +163,24 @@ class TinyEngine:
         self.steps = int(state["steps"])
 
 
-class FakeInference:
+class FakeInference(LoopbackServer):
     """The inference service's HTTP surface the trainer uses, recording calls and checking the Bearer key."""
 
     def __init__(self, key: str = "internal-key", model: str = "embedded"):
         self.key, self.model = key, model
         self.calls: list[tuple[str, str, Any]] = []
-        self.port = free_port()
+        self.start()
         self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def handler(self) -> type[JsonHandler]:
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _reply(self, code: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def _authorised(self) -> bool:
                 if self.path == "/health":
                     return True
                 if self.headers.get("Authorization") != f"Bearer {outer.key}":
-                    self._reply(401, {"error": "bad key"})
+                    self.send_json(401, {"error": "bad key"})
                     return False
                 return True
 
@@ -198,35 +189,29 @@ class FakeInference:
                 if not self._authorised():
                     return
                 if self.path == "/health":
-                    self._reply(200, {"status": "ok"})
+                    self.send_json(200, {"status": "ok"})
                 elif self.path == "/v1/models":
-                    self._reply(200, {"object": "list", "data": [{"id": outer.model, "object": "model"}]})
+                    self.send_json(200, {"object": "list", "data": [{"id": outer.model, "object": "model"}]})
                 else:
-                    self._reply(404, {"error": "not found"})
+                    self.send_json(404, {"error": "not found"})
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = self.read_json()
                 outer.calls.append(("POST", self.path, body))
                 if not self._authorised():
                     return
                 if self.path == "/update_weights_from_disk":
                     ok = Path(body["model_path"]).is_dir()
-                    self._reply(200 if ok else 400, {"success": ok, "message": "loaded" if ok else "no such dir"})
+                    self.send_json(200 if ok else 400, {"success": ok, "message": "loaded" if ok else "no such dir"})
                 elif self.path == "/generate":
-                    self._reply(200, {"text": "2", "meta_info": {"finish_reason": {"type": "length"}}})
+                    self.send_json(200, {"text": "2", "meta_info": {"finish_reason": {"type": "length"}}})
                 else:
-                    self._reply(404, {"error": "not found"})
+                    self.send_json(404, {"error": "not found"})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        return Handler
 
     def weight_updates(self) -> list[str]:
         return [body["model_path"] for method, path, body in self.calls if path == "/update_weights_from_disk"]
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInference | None, **extra: str) -> dict[str, str]:
