@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from trainer_helpers import AtroposProcess, Feeder, free_port
+from trainer_helpers import Feeder, free_port
 
 from hermes_stack.trainer.atropos_client import (
     PROMPT_LOGPROB,
@@ -14,13 +14,6 @@ from hermes_stack.trainer.atropos_client import (
     groups_from_batch,
 )
 from hermes_stack.trainer.engine import Sequence
-
-
-@pytest.fixture(scope="module")
-def api():
-    proc = AtroposProcess()
-    yield proc
-    proc.stop()
 
 
 @pytest.fixture

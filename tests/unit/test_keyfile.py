@@ -10,14 +10,7 @@ from hermes_stack import keyfile as kf
 from hermes_stack.errors import InputError
 
 GOOD_KEY = "sk-live0123456789abcdef"
-
-
-@pytest.fixture(autouse=True)
-def _clean_secrets(monkeypatch):
-    monkeypatch.delenv(kf.PATH_ENV, raising=False)
-    kf.forget_secrets()
-    yield
-    kf.forget_secrets()
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 
 def write(tmp_path, text, mode=0o600):

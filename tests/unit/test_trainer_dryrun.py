@@ -8,16 +8,9 @@ import signal
 
 import httpx
 import pytest
-from trainer_helpers import AtroposProcess, FakeInference, embedded_model_dir, free_port, write_configs
+from trainer_helpers import FakeInference, embedded_model_dir, free_port, write_configs
 
 from hermes_stack.trainer.__main__ import main
-
-
-@pytest.fixture(scope="module")
-def api():
-    proc = AtroposProcess()
-    yield proc
-    proc.stop()
 
 
 @pytest.fixture

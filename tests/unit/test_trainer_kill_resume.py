@@ -26,20 +26,6 @@ pytestmark = pytest.mark.slow
 WAIT_S = 90  # generous: the machine may be shared; nothing asserts on time
 
 
-@pytest.fixture(scope="module")
-def api():
-    proc = AtroposProcess()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def inference():
-    server = FakeInference()
-    yield server
-    server.stop()
-
-
 class Run:
     """One training run: configs, data volume, feeder, and trainer processes started one after the other."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainer_helpers import AtroposProcess, FakeInference, Feeder, TinyEngine
+from trainer_helpers import Feeder, TinyEngine
 
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient
@@ -22,20 +22,6 @@ from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
 
 GROUP = 4
 GROUPS_PER_STEP = 2
-
-
-@pytest.fixture(scope="module")
-def api():
-    proc = AtroposProcess()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def inference():
-    server = FakeInference()
-    yield server
-    server.stop()
 
 
 def _feed(url: str, n_groups: int) -> threading.Thread:

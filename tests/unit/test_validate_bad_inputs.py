@@ -24,6 +24,7 @@ CONFIGS = ROOT / "configs"
 KEY = "sk-live0123456789abcdef"
 GOOD_KEYFILE = f"TAOTOKEN_API_KEY={KEY}\nTAOTOKEN_BASE_URL=https://taotoken.net/api\nTAOTOKEN_MODEL=m1\n"
 DELETE = object()
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 
 @dataclass
@@ -279,14 +280,6 @@ def compose_containers() -> tuple[int, str] | None:
     done = subprocess.run(["docker", "ps", "-aq", "--filter", "label=com.docker.compose.project"],
                           capture_output=True, text=True, timeout=30, check=False)
     return done.returncode, done.stdout
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch):
-    monkeypatch.delenv(kf.PATH_ENV, raising=False)
-    kf.forget_secrets()
-    yield
-    kf.forget_secrets()
 
 
 def error_lines(err: str) -> list[str]:

@@ -17,14 +17,7 @@ from hermes_stack.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 KEY = "sk-live0123456789abcdef"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch):
-    monkeypatch.delenv(kf.PATH_ENV, raising=False)
-    kf.forget_secrets()
-    yield
-    kf.forget_secrets()
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 
 @pytest.fixture
