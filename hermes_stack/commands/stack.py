@@ -151,12 +151,22 @@ def _stream(compose, argv: list[str], prefix: str = "      ") -> None:
         console.info(prefix + line)
 
 
+def _up(compose, services, wait_timeout: int) -> None:
+    """`compose up --wait`; on failure, raise what explain_up_failure makes of it (which services are not ready)."""
+    from hermes_stack.compose import CommandFailed
+    from hermes_stack.status import explain_up_failure
+
+    try:
+        compose.up(services, wait_timeout=wait_timeout)
+    except CommandFailed as exc:
+        raise explain_up_failure(compose, exc) from None
+
+
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True) -> Plan:
     from hermes_stack.compose import CommandFailed, build_argv, logs_argv, run_argv, stack_files
     from hermes_stack.keyfile import register_secrets
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
-    from hermes_stack.status import explain_up_failure
 
     _check_algo(algo)
     _check_device(device)
@@ -188,10 +198,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     save_plan(_root() / STATE_DIR, plan)
 
     t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s")
-    try:
-        compose.up(SERVING, wait_timeout=wait_timeout)
-    except CommandFailed as exc:
-        raise explain_up_failure(compose, exc) from None
+    _up(compose, SERVING, wait_timeout)
     _done(t, "atropos and inference healthy")
 
     t = _stage(5, total, "dry-run: model loaded, inference generates, Atropos reachable, no optimisation step")
@@ -204,10 +211,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     if not stop_after_dry_run:
         t = _stage(6, total, f"start training: up --wait ({', '.join(TRAINING)})")
-        try:
-            compose.up(TRAINING, wait_timeout=wait_timeout)
-        except CommandFailed as exc:
-            raise explain_up_failure(compose, exc) from None
+        _up(compose, TRAINING, wait_timeout)
         _done(t, "trainer and environment healthy; training runs")
 
     from hermes_stack.compose import printable

@@ -78,19 +78,24 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
                     unlock: bool = False, gpu_memory: float | None = None, device: str = "auto"):
     """For `up`/`dry-run`: the StackConfig, printing warnings and notices; InputError with every problem."""
+    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device)
+    _report(outcome)
+    return outcome.stack
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _report(outcome: Outcome) -> None:
+    """Notices, then warnings; then InputError with every problem, if any."""
     from hermes_stack import console
 
-    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device)
     for line in outcome.notices:
         console.notice(line)
     for line in outcome.warnings:
         console.warn(line)
     if outcome.errors:
         raise InputError(outcome.errors)
-    return outcome.stack
-
-
-# ---------------------------------------------------------------- printing
 
 
 def _fmt(value: object) -> str:
@@ -147,10 +152,5 @@ def validate(
     if outcome.stack is not None:
         for line in summary_lines(outcome.stack, outcome.keyfile_invalid):
             console.info(line)
-    for line in outcome.notices:
-        console.notice(line)
-    for line in outcome.warnings:
-        console.warn(line)
-    if outcome.errors:
-        raise InputError(outcome.errors)
+    _report(outcome)
     console.info(f"valid: {algo} ({len(outcome.warnings)} warning{'s' if len(outcome.warnings) != 1 else ''})")

@@ -54,13 +54,19 @@ def check_algo(algo: str) -> None:
 # ---------------------------------------------------------------- reading
 
 
-def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
+def _read_text(path: Path) -> tuple[str | None, list[Problem]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8"), []
     except FileNotFoundError:
         return None, [_missing(path)]
     except (OSError, UnicodeDecodeError) as exc:
         return None, [_unreadable(path, exc)]
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
+    text, problems = _read_text(path)
+    if text is None:
+        return None, problems
     try:
         return tomllib.loads(text), []
     except tomllib.TOMLDecodeError as exc:
@@ -75,12 +81,9 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
 
 
 def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, [_missing(path)]
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [_unreadable(path, exc)]
+    text, problems = _read_text(path)
+    if text is None:
+        return None, problems
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
