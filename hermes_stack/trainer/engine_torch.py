@@ -192,6 +192,8 @@ class TorchEngine:
         value_clip: float | None = None,
         critic_learning_rate: float | None = None,
         weight_decay: float = 0.0,
+        lr_decay_steps: int | None = None,
+        min_lr_ratio: float = 0.1,
         seed: int = 0,
         dtype: torch.dtype | None = None,
     ):
@@ -207,6 +209,8 @@ class TorchEngine:
         self.normalize_group_std = normalize_group_std
         self.whiten_gae = whiten_gae
         self.value_clip = value_clip
+        self.lr_decay_steps = lr_decay_steps
+        self.min_lr_ratio = min_lr_ratio
         self.steps_done = 0
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
@@ -241,6 +245,7 @@ class TorchEngine:
         if self.critic is not None:
             groups.append({"params": list(self.critic.parameters()), "lr": critic_learning_rate or learning_rate})
         self.optimizer = torch.optim.AdamW(groups, weight_decay=weight_decay)
+        self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
 
     # ------------------------------------------------------------ sampling
 
@@ -306,6 +311,7 @@ class TorchEngine:
         size = self.minibatch_size or count
         order = torch.arange(count, device=self.device)
         self.policy.train()
+        self._set_learning_rate()
 
         # Per-row quantities fixed at the first pass: reference/old log-probs, advantages, returns, old values.
         fixed: dict[str, torch.Tensor] = {}
@@ -345,8 +351,19 @@ class TorchEngine:
             tokens=float(mask.sum()),
             sequences=float(count),
             optimizer_steps=float(passes),
+            learning_rate=float(self.optimizer.param_groups[0]["lr"]),
         )
         return metrics
+
+    def _set_learning_rate(self) -> None:
+        """Cosine decay from the base rate to min_lr_ratio of it over lr_decay_steps (then flat), when set.
+
+        Derived from steps_done, so a resumed run continues the same schedule. Why: once the train prompts are
+        solved, full-rate updates kept moving the policy and held-out accuracy drifted (docs: rl-on-cpu-notes.md).
+        """
+        factor = lr_factor(self.steps_done, self.lr_decay_steps, self.min_lr_ratio)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * factor
 
     def _fix_first_pass(self, fixed, rows, mb, logprobs, values, sequence_adv, total: int) -> None:
         """Store, for these rows, what later passes compare against: old/reference log-probs, advantages, returns."""
@@ -429,6 +446,14 @@ class TorchEngine:
             self.critic.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps_done = int(state.get("steps_done", 0))
+
+
+def lr_factor(step: int, decay_steps: int | None, min_ratio: float) -> float:
+    """The learning-rate multiplier at `step` (0-based): 1 without decay, else cosine from 1 to min_ratio."""
+    if not decay_steps:
+        return 1.0
+    progress = min(step / decay_steps, 1.0)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def finite(metrics: dict[str, float]) -> bool:

@@ -13,7 +13,7 @@ from hermes_stack.errors import InputError
 from hermes_stack.tasks.offline_arith import offline_arith, score
 from hermes_stack.trainer import embedded
 from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
-from hermes_stack.trainer.engine_torch import TorchEngine, build_batch
+from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, lr_factor
 
 GRPO = AlgoParams("grpo", "group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, entropy_coef=0.0,
                   value_loss_coef=0.0, kl_coef=0.1)
@@ -146,6 +146,29 @@ def test_lora_on_a_real_checkpoint_trains_only_the_adapter(model_dir, tmp_path):
     clone = TorchEngine(real, GRPO, 1e-3, lora_rank=4, seed=9)
     clone.load_state_dict(state)
     assert all(torch.equal(params(clone.policy)[k], after[k]) for k in after)
+
+
+def test_lr_factor_is_cosine_from_one_to_the_floor():
+    assert lr_factor(5, None, 0.1) == 1.0  # no decay configured
+    assert lr_factor(0, 10, 0.1) == pytest.approx(1.0)
+    assert lr_factor(5, 10, 0.1) == pytest.approx(0.1 + 0.9 * 0.5)  # half way: cos(pi/2) = 0
+    assert lr_factor(10, 10, 0.1) == pytest.approx(0.1)
+    assert lr_factor(25, 10, 0.1) == pytest.approx(0.1)  # flat after the decay
+    assert lr_factor(3, 10, 0.0) > lr_factor(4, 10, 0.0)  # strictly decreasing inside
+
+
+def test_learning_rate_decays_per_step_and_resumes_on_schedule(model_dir):
+    engine = TorchEngine(model_dir, GRPO, 1e-3, seed=10, lr_decay_steps=2, min_lr_ratio=0.1)
+    first = engine.train_step(rollouts(engine, n=2, prompts=2))
+    second = engine.train_step(rollouts(engine, n=2, prompts=2))
+    assert first["learning_rate"] == pytest.approx(1e-3)
+    assert second["learning_rate"] == pytest.approx(1e-3 * 0.55)
+    resumed = TorchEngine(model_dir, GRPO, 1e-3, seed=11, lr_decay_steps=2, min_lr_ratio=0.1)
+    resumed.load_state_dict(engine.state_dict())  # steps_done = 2: the schedule continues at its floor
+    assert resumed.train_step(rollouts(resumed, n=2, prompts=2))["learning_rate"] == pytest.approx(1e-4)
+    constant = TorchEngine(model_dir, GRPO, 1e-3, seed=12)
+    constant.train_step(rollouts(constant, n=2, prompts=2))
+    assert constant.train_step(rollouts(constant, n=2, prompts=2))["learning_rate"] == pytest.approx(1e-3)
 
 
 @pytest.mark.parametrize("fields, key", [
