@@ -9,7 +9,6 @@ printed command is safe to copy.
 from __future__ import annotations
 
 import os
-
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
