@@ -24,6 +24,8 @@ from pathlib import Path
 MARKER_FILE = "hermes_embedded.json"
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = list("0123456789+=# \n")
+# transformers' default init std (0.02) is kept on purpose: a larger one left the near-constant warm-started policy
+# sooner but memorised the train pairs (0.1: held-out 0.05 with train 0.85; 0.04: GRPO held-out 0.55 on seeds 0, 1).
 MODEL_SHAPE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
 MAX_POSITIONS = 64
 WARM_START_STEPS = 300
