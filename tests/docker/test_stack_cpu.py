@@ -68,6 +68,23 @@ def metrics(algo: str) -> list[dict]:
     return records
 
 
+def assert_running_stack_is_locked_down(algo: str, *more_output: str) -> None:
+    """Issue 3's invariants, on the real running containers: published ports on loopback only, no container as
+    root, and the internal key in no output (raw `docker compose logs` included, which bypasses our redactor)."""
+    rows = parse_ps(compose(algo, "ps", "--format", "json").stdout)
+    published = [p for row in rows for p in row.get("Publishers") or [] if p.get("PublishedPort")]
+    assert published, rows
+    assert {p["URL"] for p in published} == {"127.0.0.1"}, published
+    for row in rows:
+        uid = compose(algo, "exec", "-T", row["Service"], "id", "-u")
+        assert uid.returncode == 0 and uid.stdout.strip() != "0", (row["Service"], uid.stdout, uid.stderr)
+    key = (ROOT / ".hermes" / "inference.key").read_text().strip()
+    outputs = [compose(algo, "logs").stdout, hs("logs", "--algo", algo).stdout,
+               hs("render", "--algo", algo, "--device", "cpu").stdout, *more_output]
+    assert len(key) > 16 and not any(key in out for out in outputs), "the internal key leaked into an output"
+    assert any("HERMES_INFERENCE_KEY" in out for out in outputs), "render no longer shows the (redacted) key line"
+
+
 @pytest.mark.parametrize("algo", ["ppo", "grpo"])
 def test_cpu_stack_is_healthy_passes_dry_run_trains_and_tears_down(algo):
     project = PROJECT.format(algo=algo)
@@ -94,6 +111,8 @@ def test_cpu_stack_is_healthy_passes_dry_run_trains_and_tears_down(algo):
 
         status = hs("status", "--algo", algo)
         assert status.returncode == 0 and "training step:" in status.stdout, status.stdout + status.stderr
+
+        assert_running_stack_is_locked_down(algo, status.stdout)
     finally:
         down = hs("down", "--algo", algo, "--volumes")
     assert down.returncode == 0, down.stderr
