@@ -1,7 +1,7 @@
 """Does RL learn? GRPO and PPO on the offline task, in-process, with the embedded tiny model and the torch engine.
 
     .venv/bin/python bench/learn.py [--algo grpo|ppo|both] [--steps N] [--seed S] [--device cpu|cuda]
-                                    [--plot docs/learning-curve.png] [--model-dir DIR]
+                                    [--plot docs/learning-curve.png] [--model-dir DIR] [--lr-decay]
 
 Algorithm semantics come from the shipped configs/config_<algo>.toml ([algorithm], [rollout] group size and
 sampling, [reward] weights); the learning rate and batch sizes from the embedded profile's overrides
@@ -55,7 +55,8 @@ def accuracy(engine, rows: list[dict]) -> float:
     return hits / len(rows)
 
 
-def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_every: int) -> dict:
+def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_every: int,
+        lr_decay: bool = False) -> dict:
     import torch
 
     from hermes_stack.trainer.engine_torch import TorchEngine
@@ -69,16 +70,17 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     temperature, top_p = rollout["temperature"], rollout["top_p"]
 
     torch.manual_seed(seed)
-    # Cosine decay over the run (to LR_FLOOR of the base rate): held-out accuracy drifted at full rate once the train
-    # prompts were solved; the decay lets the last few hundred steps settle instead (measured, seeds 0-2).
-    engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed, lr_decay_steps=steps,
-                         min_lr_ratio=LR_FLOOR)
+    # --lr-decay: cosine decay over the run to LR_FLOOR x the base rate. It makes the final evaluation match the best
+    # (seeds 0, 1: final == best), but which best a seed reaches still varies (0.60-1.00 measured); off by default so
+    # the documented seed-0 figures stay reproducible.
+    engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
+                         lr_decay_steps=steps if lr_decay else None, min_lr_ratio=LR_FLOOR)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)
     rng = random.Random(seed)
     print(f"[{algo}] estimator={params.advantage_estimator} gamma={params.gamma} lam={params.lam} "
           f"clip={params.clip_epsilon} entropy={params.entropy_coef} value={params.value_loss_coef} "
           f"kl={params.kl_coef} | prompts/step={batch_size} group={group_size} lr={learning_rate} "
-          f"epochs={engine.epochs} lr-decay=cosine->{LR_FLOOR}x over {steps} steps device={device}", flush=True)
+          f"epochs={engine.epochs} lr-decay={f'cosine->{LR_FLOOR}x' if lr_decay else 'none'} device={device}", flush=True)
 
     start = accuracy(engine, test)
     curve = [(0, 0.0, start)]
@@ -157,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--model-dir", type=Path, default=None, help="an embedded model dir (default: build one)")
+    parser.add_argument("--lr-decay", action="store_true", help="cosine learning-rate decay over the run")
     parser.add_argument("--plot", type=Path, default=None, help="write both curves to this PNG")
     args = parser.parse_args(argv)
 
@@ -168,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             facts = build_embedded(model_dir, seed=args.seed)
             print(f"embedded model built in {facts['build_seconds']} s: {facts['parameters']} parameters, "
                   f"test accuracy {facts['test_accuracy']:.2f}, format {facts['test_format']:.2f}", flush=True)
-        results = [run(a, args.steps or DEFAULT_STEPS[a], args.seed, args.device, model_dir, args.eval_every)
+        results = [run(a, args.steps or DEFAULT_STEPS[a], args.seed, args.device, model_dir, args.eval_every,
+                       args.lr_decay)
                    for a in algos]
     if args.plot:
         plot(results, args.plot)
@@ -178,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-DEFAULT_STEPS = {"grpo": 800, "ppo": 700}
+DEFAULT_STEPS = {"grpo": 600, "ppo": 600}
 LR_FLOOR = 0.1
 TAIL = 10  # evaluations in the moving average (10 x --eval-every steps)
 
