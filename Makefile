@@ -11,6 +11,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HS := $(PY) -m hermes_stack
 STAMP := $(VENV)/.installed
+# pip's notice about local index folders that lack a package (a machine's pip config); real errors still show
+PIP_NOISE := is neither a file nor a directory
 
 ifneq ($(filter-out ppo grpo,$(ALGO)),)
 $(error ALGO=$(ALGO) is not an algorithm hermes-stack knows; expected ALGO=ppo or ALGO=grpo)
@@ -23,9 +25,9 @@ help: ## List the targets
 $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hermes-stack needs Python >= 3.11; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -r requirements.lock
-	$(VENV)/bin/pip install -q --no-deps -e .
+	$(VENV)/bin/pip install -q --upgrade pip 2> >(grep -v "$(PIP_NOISE)" >&2)
+	$(VENV)/bin/pip install -q -r requirements.lock 2> >(grep -v "$(PIP_NOISE)" >&2)
+	$(VENV)/bin/pip install -q --no-deps -e . 2> >(grep -v "$(PIP_NOISE)" >&2)
 	@touch $(STAMP)
 
 .PHONY: venv
