@@ -14,6 +14,7 @@ import torch
 
 from hermes_stack.inference.backend import Generated
 from hermes_stack.inference.sampling import SamplingParams, find_stop
+from hermes_stack.trainer.engine_torch import kv_cache
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def sample_rows(model, tokenizer, rows: list[Row], generator: torch.Generator | 
         step_logits = None
     else:
         out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
-        cache, step_logits = out.cache, out.logits[:, -1, :].float()
+        cache, step_logits = kv_cache(out), out.logits[:, -1, :].float()
     step = 0
     while step_logits is not None:
         raw = torch.log_softmax(step_logits, dim=-1)
@@ -119,9 +120,9 @@ def sample_rows(model, tokenizer, rows: list[Row], generator: torch.Generator | 
         feed = torch.tensor([ids[-1] if ids else pad_id for ids in outputs], dtype=torch.long, device=device)
         attention = torch.cat([attention, torch.ones((batch, 1), dtype=torch.long, device=device)], dim=-1)
         positions = positions[:, -1:] + 1
-        out = model(input_ids=feed.unsqueeze(-1), attention_mask=attention, position_ids=positions, cache=cache,
-                    use_cache=True)
-        cache, step_logits = out.cache, out.logits[:, -1, :].float()
+        out = model(input_ids=feed.unsqueeze(-1), attention_mask=attention, position_ids=positions, use_cache=True,
+                    **cache)
+        cache, step_logits = kv_cache(out), out.logits[:, -1, :].float()
 
     results = []
     for i, row in enumerate(rows):

@@ -48,6 +48,15 @@ def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 @torch.no_grad()
+def kv_cache(output) -> dict:
+    """The step's KV cache as the keyword the next forward call takes: recent transformers 5.x name it `cache`,
+    earlier 5.x (e.g. 5.17, seen on a GPU VM) and 4.x `past_key_values`. An unknown keyword would be dropped
+    silently and every step would then see only its last token, so the name is read off the output."""
+    if getattr(output, "cache", None) is not None:
+        return {"cache": output.cache}
+    return {"past_key_values": output.past_key_values}
+
+
 def sample(
     model: nn.Module,
     prompts: list[list[int]],
@@ -81,12 +90,12 @@ def sample(
     lengths = torch.full((len(rows),), max_new_tokens, dtype=torch.long, device=device)
     finished = torch.zeros(len(rows), dtype=torch.bool, device=device)
 
-    cache = None
+    cache: dict = {}  # the KV cache, under the name this transformers version uses (set after the first step)
     step_ids, step_positions = ids, positions
     for step in range(max_new_tokens):
-        output = model(input_ids=step_ids, attention_mask=attention, position_ids=step_positions, cache=cache,
-                       use_cache=True)
-        cache = output.cache
+        output = model(input_ids=step_ids, attention_mask=attention, position_ids=step_positions, use_cache=True,
+                       **cache)
+        cache = kv_cache(output)
         logits = output.logits[:, -1, :].float()
         if temperature <= 0:
             token = logits.argmax(-1)
