@@ -160,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--model-dir", type=Path, default=None, help="an embedded model dir (default: build one)")
     parser.add_argument("--lr-decay", action="store_true", help="cosine learning-rate decay over the run")
-    parser.add_argument("--prior", default="format", help="embedded model warm start: format | absdiff")
     parser.add_argument("--plot", type=Path, default=None, help="write both curves to this PNG")
     args = parser.parse_args(argv)
 
@@ -169,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         model_dir = args.model_dir
         if model_dir is None:
             model_dir = Path(tmp) / "embedded"
-            facts = build_embedded(model_dir, seed=args.seed, prior=args.prior)
+            facts = build_embedded(model_dir, seed=args.seed)
             print(f"embedded model built in {facts['build_seconds']} s: {facts['parameters']} parameters, "
                   f"test accuracy {facts['test_accuracy']:.2f}, format {facts['test_format']:.2f}", flush=True)
         results = [run(a, args.steps or DEFAULT_STEPS[a], args.seed, args.device, model_dir, args.eval_every,

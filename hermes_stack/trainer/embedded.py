@@ -72,39 +72,23 @@ def build_model(tokenizer, seed: int):
     return model
 
 
-# What the warm start teaches besides the format (`--prior`):
-# - "format": a random number, never the arithmetic (the model's answers ignore the operands).
-# - "absdiff": |a-b|, a different operation on the same operands, on train-split prompts only: like a pretrained
-#   model, it knows digit values but not addition (a+b = |a-b| only when one operand is 0: ~0.2 accuracy).
-PRIORS = ("format", "absdiff")
-
-
-def warm_start_answer(question: str, prior: str, rng: random.Random) -> int:
-    if prior == "format":
-        return rng.randint(0, 18)
-    a, b = (int(x) for x in question.rstrip("=").split("+"))
-    return abs(a - b)
-
-
-def warm_start(model, tokenizer, seed: int, steps: int = WARM_START_STEPS, prior: str = "format") -> float:
-    """Supervised steps on `<question>#### <answer><eos>` (answer per `prior`), loss on the answer part only.
-    Returns the last loss."""
+def warm_start(model, tokenizer, seed: int, steps: int = WARM_START_STEPS) -> float:
+    """Supervised steps on `<question>#### <random number><eos>`, loss on the answer part only. Returns last loss."""
     import torch
 
     from hermes_stack.tasks.offline_arith import ANSWER_FORMAT, format_prompt, offline_arith
 
     rng = random.Random(seed)
-    splits = ("train", "test") if prior == "format" else ("train",)  # held-out prompts stay unseen
-    questions = [row["question"] for split in splits for row in offline_arith(split)]
+    questions = [row["question"] for split in ("train", "test") for row in offline_arith(split)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_START_LR)
     model.train()
     loss_value = float("nan")
     for _ in range(steps):
         prompts, answers = [], []
         for _ in range(WARM_START_BATCH):
-            question = rng.choice(questions)  # (same RNG order as before priors existed: builds reproduce)
-            prompts.append(tokenizer.encode(format_prompt(question)))
-            answers.append(tokenizer.encode(ANSWER_FORMAT.format(answer=warm_start_answer(question, prior, rng)),
+            prompts.append(tokenizer.encode(format_prompt(rng.choice(questions))))
+            # random sums over the task's whole range: the format, never the arithmetic
+            answers.append(tokenizer.encode(ANSWER_FORMAT.format(answer=rng.randint(0, 18)),
                                             add_special_tokens=False) + [tokenizer.eos_token_id])
         width = max(len(p) + len(a) for p, a in zip(prompts, answers))
         ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -139,7 +123,7 @@ def evaluate(model, tokenizer, split: str = "test", seed: int = 0) -> dict[str, 
     return {"accuracy": correct / len(rows), "format": formatted / len(rows)}
 
 
-def build(directory: Path, seed: int = 0, steps: int = WARM_START_STEPS, prior: str = "format") -> dict:
+def build(directory: Path, seed: int = 0, steps: int = WARM_START_STEPS) -> dict:
     """Build tokenizer + warm-started model into `directory`; returns the facts written to the marker file."""
     import torch
 
@@ -154,7 +138,7 @@ def build(directory: Path, seed: int = 0, steps: int = WARM_START_STEPS, prior: 
         torch.manual_seed(seed)
         tokenizer = build_tokenizer()
         model = build_model(tokenizer, seed)
-        loss = warm_start(model, tokenizer, seed, steps, prior)
+        loss = warm_start(model, tokenizer, seed, steps)
         test = evaluate(model, tokenizer, "test")
         model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
@@ -165,7 +149,6 @@ def build(directory: Path, seed: int = 0, steps: int = WARM_START_STEPS, prior: 
         "task": "offline-arith",
         "seed": seed,
         "warm_start_steps": steps,
-        "warm_start_prior": prior,
         "warm_start_loss": round(loss, 4),
         "parameters": sum(p.numel() for p in model.parameters()),
         "test_accuracy": test["accuracy"],
@@ -184,9 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("directory", type=Path)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--steps", type=int, default=WARM_START_STEPS)
-    b.add_argument("--prior", choices=PRIORS, default="format", help="what the warm start teaches besides the format")
     args = parser.parse_args(argv)
-    facts = build(args.directory, args.seed, args.steps, args.prior)
+    facts = build(args.directory, args.seed, args.steps)
     print(json.dumps(facts), flush=True)
     return 0
 
