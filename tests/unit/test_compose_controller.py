@@ -28,12 +28,12 @@ def test_plan_round_trips_per_algo_and_defaults_to_the_algo_file(tmp_path):
 
 def test_rendered_config_hides_secret_values_inlined_from_env_file():
     text = ("    environment:\n"
-            "      TAOTOKEN_API_KEY: sk-abcdefghijklmnop1234\n"
+            "      TAOTOKEN_API_KEY: sk-test-abcdefghijklmnop1234\n"
             "      TAOTOKEN_BASE_URL: https://taotoken.net/api\n"
             "      HERMES_INFERENCE_KEY: hs-generatedgeneratedgen9876\n"
             "      WANDB_API_KEY: \"\"\n")
     out = redact_config(text)
-    assert "sk-abcdefghijklmnop1234" not in out and "TAOTOKEN_API_KEY: sk-…1234" in out
+    assert "sk-test-abcdefghijklmnop1234" not in out and "TAOTOKEN_API_KEY: sk-…1234" in out
     assert "hs-generatedgeneratedgen9876" not in out
     assert "TAOTOKEN_BASE_URL: https://taotoken.net/api" in out  # not a secret
     assert 'WANDB_API_KEY: ""' in out

@@ -9,7 +9,7 @@ import pytest
 from hermes_stack import keyfile as kf
 from hermes_stack.errors import InputError
 
-GOOD_KEY = "sk-live0123456789abcdef"
+GOOD_KEY = "sk-test-0123456789abcdef"
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 

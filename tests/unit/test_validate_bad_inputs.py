@@ -21,7 +21,7 @@ from hermes_stack.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
-KEY = "sk-live0123456789abcdef"
+KEY = "sk-test-0123456789abcdef"
 GOOD_KEYFILE = f"TAOTOKEN_API_KEY={KEY}\nTAOTOKEN_BASE_URL=https://taotoken.net/api\nTAOTOKEN_MODEL=m1\n"
 DELETE = object()
 pytestmark = pytest.mark.usefixtures("isolated_secrets")

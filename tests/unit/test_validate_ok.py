@@ -16,7 +16,7 @@ from hermes_stack.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
-KEY = "sk-live0123456789abcdef"
+KEY = "sk-test-0123456789abcdef"
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 
