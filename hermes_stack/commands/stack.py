@@ -146,6 +146,16 @@ def _key_from(stack) -> str | None:
     return keyfile.get(stack.settings.inference.api_key_env)
 
 
+def _validated_with_key(algo: str, device: str, unlock: bool):
+    """The validated stack and the inference key `up` gives the services (registered for redaction)."""
+    from hermes_stack.keyfile import register_secrets
+
+    stack = _validate(algo, device, unlock)
+    key = inference_key(_root() / STATE_DIR, _key_from(stack))
+    register_secrets({"HERMES_INFERENCE_KEY": key})
+    return stack, key
+
+
 def _stream(compose, argv: list[str], prefix: str = "      ") -> None:
     for line in compose.stream(argv):
         console.info(prefix + line)
@@ -165,7 +175,6 @@ def _up(compose, services, wait_timeout: int) -> None:
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True) -> Plan:
     from hermes_stack.compose import CommandFailed, build_argv, logs_argv, run_argv, stack_files
-    from hermes_stack.keyfile import register_secrets
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
 
     _check_algo(algo)
@@ -175,15 +184,13 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     resolved = resolve_device(device, probe)
 
     t = _stage(1, total, f"validate {algo} configs and key file (device {resolved})")
-    stack = _validate(algo, resolved, unlock)
+    stack, key = _validated_with_key(algo, resolved, unlock)
     _done(t, f"profile {getattr(stack, 'profile', '?')}")
 
     t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
     findings = preflight(resolved, probe)
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
 
-    key = inference_key(_root() / STATE_DIR, _key_from(stack))
-    register_secrets({"HERMES_INFERENCE_KEY": key})
     plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()))
 
     t = _stage(3, total, "build images" if build else "images: using what is built")
@@ -336,24 +343,19 @@ def redact_config(text: str) -> str:
 
 
 @app.command()
-def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT) -> None:
+def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT,
+           unlock: bool = typer.Option(False, "--unlock", help="Allow changed LOCKED_FIELDS, as for up")) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
     from hermes_stack.compose import printable, stack_files, up_argv
-    from hermes_stack.keyfile import load_keyfile, register_secrets
     from hermes_stack.preflight import SystemProbe, resolve_device
 
     _check_algo(algo)
     _check_device(device)
     resolved = resolve_device(device, SystemProbe())
-    try:
-        keyfile = load_keyfile()
-        register_secrets(dict(keyfile.values))
-    except InputError:
-        keyfile = None  # render still shows the compose side; `validate` explains the key file
-    key = inference_key(_root() / STATE_DIR, None)
-    register_secrets({"HERMES_INFERENCE_KEY": key})
+    # The same validation, key and compose environment as `up`, so what is printed is what `up` runs.
+    stack, key = _validated_with_key(algo, resolved, unlock)
     plan = Plan(algo, resolved, stack_files(algo, resolved, file or ()))
-    compose = _compose(plan, {"HERMES_INFERENCE_KEY": key}, echo=False)
+    compose = _compose(plan, compose_env(stack, key, None), echo=False)
     console.info("# " + printable(up_argv(compose.params, SERVING)))
     console.info("# " + printable(up_argv(compose.params, TRAINING)))
     console.info(redact_config(compose.config()))
