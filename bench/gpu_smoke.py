@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -36,17 +35,18 @@ def learn(steps: int) -> None:
 def lora(workdir: Path) -> Path:
     import torch
 
+    from hermes_stack.config.loader import load_stack
     from hermes_stack.inference.fixture import build_fixture_model
     from hermes_stack.trainer.engine import AlgoParams, Sequence
     from hermes_stack.trainer.engine_torch import TorchEngine
 
-    settings = json.loads((ROOT / "configs" / "settings_grpo.json").read_text())
+    tinker = load_stack("grpo", ROOT / "configs", profile="gpu").settings.tinker
     model = build_fixture_model(workdir / "mid-model", hidden=1024, layers=8)
     params = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, kl_coef=0.1)
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    engine = TorchEngine(model, params, settings["tinker"]["learning_rate"], device=DEVICE,
-                         lora_rank=settings["tinker"]["lora_rank"])
+    engine = TorchEngine(model, params, tinker.learning_rate, device=DEVICE,
+                         lora_rank=tinker.lora_rank)
     prompts = [f"{a}+{b}=" for a, b in zip(range(8), range(8, 16))]
     times = []
     for step in range(3):
@@ -64,7 +64,7 @@ def lora(workdir: Path) -> Path:
         print(f"lora step {step}: {times[-1]:.2f} s (64 sequences x <=64 new tokens) "
               + " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())[:6]), flush=True)
     exported = engine.export_weights(workdir / "adapter")
-    print(f"lora: rank {settings['tinker']['lora_rank']}, params trainable "
+    print(f"lora: rank {tinker.lora_rank}, params trainable "
           f"{sum(p.numel() for p in engine.policy.parameters() if p.requires_grad):,}, "
           f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30 if DEVICE == 'cuda' else 0:.2f} GiB, "
           f"exported {sorted(p.name for p in exported.iterdir())}", flush=True)

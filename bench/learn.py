@@ -23,13 +23,12 @@ import random
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hermes_stack.config import profiles
+from hermes_stack.config.loader import load_stack
 from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, parse_answer, score
 from hermes_stack.trainer.embedded import build as build_embedded
 from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
@@ -38,14 +37,9 @@ MAX_NEW_TOKENS = 8  # "#### 18" + eos
 TASK_SEED = 0  # the split the environment serves by default
 
 
-def embedded_value(algo: str, key: str, fallback):
-    """A value as the embedded profile sets it for this algorithm (override), else the given fallback."""
-    return profiles.overrides_for("embedded", algo).get(key, fallback)
-
-
-def load_config(algo: str) -> dict:
-    with open(ROOT / "configs" / f"config_{algo}.toml", "rb") as f:
-        return tomllib.load(f)
+def load_config(algo: str):
+    """The shipped configs with the embedded profile applied, through the loader the stack itself uses."""
+    return load_stack(algo, ROOT / "configs", profile="embedded")
 
 
 def accuracy(engine, rows: list[dict]) -> float:
@@ -61,13 +55,12 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
 
     from hermes_stack.trainer.engine_torch import TorchEngine
 
-    config = load_config(algo)
-    params = AlgoParams.from_section(config["algorithm"])
-    rollout, reward = config["rollout"], config["reward"]
-    group_size = embedded_value(algo, "rollout.group_size", rollout["group_size"])
-    batch_size = embedded_value(algo, "rollout.batch_size", rollout["batch_size"])
-    learning_rate = embedded_value(algo, "tinker.learning_rate", 5e-4)
-    temperature, top_p = rollout["temperature"], rollout["top_p"]
+    stack = load_config(algo)
+    params = AlgoParams.from_section(stack.config.algorithm)
+    rollout, reward = stack.config.rollout, stack.config.reward
+    group_size, batch_size = rollout.group_size, rollout.batch_size
+    learning_rate = stack.settings.tinker.learning_rate
+    temperature, top_p = rollout.temperature, rollout.top_p
 
     torch.manual_seed(seed)
     # --lr-decay: cosine decay over the run to LR_FLOOR x the base rate. It makes the final evaluation match the best
@@ -99,7 +92,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
             prompt = engine.tokenizer.encode(format_prompt(row["question"]))
             groups.append([
                 Sequence(tokens=prompt + c.tokens, mask=[IGNORE] * len(prompt) + c.tokens,
-                         score=score(c.text, row["answer"], reward["correctness_weight"], reward["format_weight"]),
+                         score=score(c.text, row["answer"], reward.correctness_weight, reward.format_weight),
                          logprobs=[0.0] * len(prompt) + c.logprobs)
                 for c in completions
             ])
