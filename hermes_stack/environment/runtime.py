@@ -29,9 +29,8 @@ from typing import Literal
 from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
 from pydantic import Field
 
+from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem, StackError
-
-EMBEDDED_SENTINEL = "embedded"
 
 
 class HermesEnvConfig(BaseEnvConfig):
@@ -70,7 +69,7 @@ def resolve_tokenizer(stack, environ: Mapping[str, str], offline: bool, override
     if override:
         return override
     model_path = stack.settings.inference.model_path
-    if model_path == EMBEDDED_SENTINEL or stack.profile == "embedded":
+    if model_path == EMBEDDED_MODEL or stack.profile == "embedded":
         embedded = environ.get("HERMES_EMBEDDED_MODEL", "")
         if embedded and Path(embedded).is_dir():
             return embedded

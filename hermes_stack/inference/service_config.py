@@ -7,14 +7,13 @@ environment only and never printed: `describe()` says whether it is set, not wha
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem
 
-EMBEDDED_SENTINEL = "embedded"
 DEFAULT_EMBEDDED_MODEL = "/opt/hermes/embedded-model"
 
 
@@ -40,26 +39,12 @@ class ServiceConfig:
 
 
 def _settings_dict(env: Mapping[str, str]) -> tuple[dict, str]:
-    """Resolved settings (profile overrides applied) as a plain dict, and where they came from."""
-    algo = env.get("HERMES_ALGO", "grpo")
-    config_dir = Path(env.get("HERMES_CONFIG_DIR", "configs"))
-    profile = env.get("HERMES_PROFILE", "gpu")
-    try:
-        from hermes_stack.config.loader import load_stack
-    except ImportError:  # the config package is optional for this service: fall back to the raw JSON
-        load_stack = None
-    if load_stack is not None:
-        stack = load_stack(algo, config_dir, profile=profile, unlock=True)
-        return stack.settings.model_dump(), str(stack.settings_path)
-    path = config_dir / f"settings_{algo}.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(Problem(str(path), "(file)", type(exc).__name__, "a readable JSON settings file",
-                                 "set HERMES_CONFIG_DIR and HERMES_ALGO")) from exc
-    if profile == "embedded":
-        data.setdefault("inference", {}).update(server="builtin", model_path=EMBEDDED_SENTINEL)
-    return data, str(path)
+    """Resolved settings (profile overrides applied, through the one config loader) as a plain dict, and their file."""
+    from hermes_stack.config.loader import load_stack
+
+    stack = load_stack(env.get("HERMES_ALGO", "grpo"), Path(env.get("HERMES_CONFIG_DIR", "configs")),
+                       profile=env.get("HERMES_PROFILE", "gpu"), unlock=True)
+    return stack.settings.model_dump(), str(stack.settings_path)
 
 
 def _int_env(env: Mapping[str, str], key: str, default: int) -> int:
@@ -78,8 +63,8 @@ def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
     server = env.get("HERMES_INFERENCE_SERVER") or inference.get("server", "builtin")
     if server not in ("builtin", "sglang"):
         raise InputError(Problem(source, "inference.server", repr(server), '"builtin" or "sglang"'))
-    model_path = inference.get("model_path", EMBEDDED_SENTINEL)
-    if model_path == EMBEDDED_SENTINEL:
+    model_path = inference.get("model_path", EMBEDDED_MODEL)
+    if model_path == EMBEDDED_MODEL:
         model_path = env.get("HERMES_EMBEDDED_MODEL", DEFAULT_EMBEDDED_MODEL)
     engine = settings.get("trainer", {}).get("engine", "auto")
     tinker = settings.get("tinker", {})
