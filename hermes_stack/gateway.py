@@ -24,6 +24,7 @@ from typing import Literal, Self
 
 import httpx
 
+from hermes_stack import keyfile as keys  # base-URL derivation and redaction live with the key file
 from hermes_stack.errors import InputError, StackError
 
 KEY_ENV = "TAOTOKEN_API_KEY"
@@ -53,11 +54,11 @@ class GatewaySettings:
 
     @property
     def openai_base_url(self) -> str:
-        return self.root.rstrip("/") + "/v1"
+        return keys.openai_base_url(self.root)
 
     @property
     def anthropic_base_url(self) -> str:
-        return self.root.rstrip("/")
+        return keys.anthropic_base_url(self.root)
 
     @property
     def host(self) -> str:
@@ -84,18 +85,14 @@ def settings_from(
     """
     environ = os.environ if environ is None else environ
     if environ.get(KEY_ENV) and environ.get(base_url_env):
-        from hermes_stack.keyfile import register_secrets
-
-        register_secrets({KEY_ENV: environ[KEY_ENV]})
+        keys.register_secrets({KEY_ENV: environ[KEY_ENV]})
         return GatewaySettings(
             root=environ[base_url_env].rstrip("/"),
             api_key=environ[KEY_ENV],
             model=environ.get(MODEL_ENV) or None,
             timeout_s=timeout_s,
         )
-    from hermes_stack.keyfile import load_keyfile
-
-    keyfile = load_keyfile(keyfile_path)
+    keyfile = keys.load_keyfile(keyfile_path)
     if keyfile.offline:
         return None
     return GatewaySettings(
@@ -107,11 +104,7 @@ def settings_from(
 
 
 def _redact(text: str) -> str:
-    try:
-        from hermes_stack.keyfile import redact_known_secrets
-    except ImportError:  # pragma: no cover - keyfile is part of the package
-        return text
-    return redact_known_secrets(text)
+    return keys.redact_known_secrets(text)
 
 
 def explain_status(status: int, url: str, settings: GatewaySettings, body: str = "") -> str:
