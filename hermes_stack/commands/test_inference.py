@@ -32,7 +32,9 @@ def probe_inference(base_url: str, key: str, timeout_s: float = 3.0) -> None:
     """Fail in seconds, naming the URL, instead of after atroposlib's retries."""
     import httpx
 
-    root = base_url.rstrip("/").removesuffix("/v1")
+    from hermes_stack.health import server_root
+
+    root = server_root(base_url)
     try:
         response = httpx.get(f"{root}/health", timeout=timeout_s,
                              headers={"authorization": f"Bearer {key}"} if key else {})

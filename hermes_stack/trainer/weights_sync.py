@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from hermes_stack.errors import StackError
+from hermes_stack.health import server_root as inference_root  # SGLang's native routes live at the root
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 TMP_PREFIX = ".tmp-"
@@ -24,14 +25,6 @@ TMP_PREFIX = ".tmp-"
 
 class InferenceError(StackError):
     """The inference service is unreachable, refuses the key, or rejected a weight update."""
-
-
-def inference_root(url: str) -> str:
-    """`http://inference:8001/v1` -> `http://inference:8001` (SGLang's native routes live at the root).
-
-    removesuffix, not rstrip("/v1"): rstrip strips characters and turned :8001/v1 into :800 in tinker-atropos.
-    """
-    return url.rstrip("/").removesuffix("/v1")
 
 
 class InferenceClient:
