@@ -12,9 +12,13 @@ What goes where:
   `-logp_old` is a one-sample estimate of the token entropy, so this is entropy-regularised RL, not silently dropped.
 - Weights for the inference service: `export_weights(dir)` saves the adapter in Hugging Face/peft format on Tinker
   (`save_weights_external`) and downloads its files into `dir`; the training loop then POSTs /load_lora_adapter.
+- Checkpoints: `state_dict` saves "state-<N>" on Tinker (overwriting a save of the same step); `load_state_dict`
+  resumes on a new training client built from it (`create_training_client_from_state_with_optimizer`: the SDK
+  deprecates TrainingClient.load_state*). `close()` ends the Tinker session.
 
 Fail fast: the key prefix is checked (tml- or a JWT) and TINKER_BASE_URL is probed with a short timeout before the
-SDK is asked for anything (the SDK would otherwise retry silently for ~300 s).
+SDK is asked for anything (the SDK would otherwise retry silently for ~300 s). The SDK's own failures (a refused key,
+a request whose future failed on the server, an HTTP error after its retries) become one-line StackErrors.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -33,6 +37,7 @@ from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 
 LOSSES = ("ppo", "importance_sampling")
 PROBE_PATH = "/api/v1/healthz"
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- fail fast
@@ -65,6 +70,41 @@ def probe(base_url: str, timeout_s: float = 5.0, transport: httpx.BaseTransport 
         raise StackError(f"tinker: {base_url} is not reachable ({type(exc).__name__}: {exc or 'no answer'} within "
                          f"{timeout_s:.0f} s). Hint: check TINKER_BASE_URL and the VM's outbound network, or use "
                          "[trainer] engine = \"torch\"") from exc
+
+
+def _detail(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and body.get("detail"):
+        return str(body["detail"])
+    return str(getattr(exc, "message", None) or exc)
+
+
+def sdk_call(what: str, call: Callable[[], T], base_url: str | None = None) -> T:
+    """Runs one SDK call (usually a future's `.result()`); the SDK's failures become one-line StackErrors.
+
+    The key is never part of the message. A failed future poisons the SDK's TrainingClient, hence the resume hint."""
+    import tinker
+
+    where = f" at {base_url}" if base_url else ""
+    try:
+        return call()
+    except (tinker.TinkerError, ValueError) as exc:
+        # The SDK reports an HTTP error met while polling a future as a ValueError caused by the APIStatusError.
+        cause = exc if isinstance(exc, tinker.TinkerError) else exc.__cause__
+        if isinstance(cause, (tinker.AuthenticationError, tinker.PermissionDeniedError)):
+            raise StackError(f"tinker: the Tinker API{where} refused TINKER_API_KEY during {what} "
+                             f"(HTTP {cause.status_code}: {_detail(cause)}). Hint: put a valid key (tml-...) from "
+                             "the Tinker console in .env.taotoken as TINKER_API_KEY") from exc
+        if isinstance(cause, tinker.RequestFailedError):
+            raise StackError(f"tinker: {what} failed on the server ({cause.category}): {cause.message}. Hint: the "
+                             "Tinker training client cannot continue after a failed request; restart the trainer "
+                             "to resume from the last checkpoint") from exc
+        if isinstance(cause, tinker.APIStatusError):
+            raise StackError(f"tinker: {what} answered HTTP {cause.status_code}{where}: {_detail(cause)}") from exc
+        if isinstance(cause, tinker.APIConnectionError):
+            raise StackError(f"tinker: {what}: no connection to the Tinker API{where} ({cause}). Hint: check "
+                             "TINKER_BASE_URL and the outbound network") from exc
+        raise
 
 
 # ---------------------------------------------------------------- pure data shaping
@@ -217,7 +257,7 @@ class TinkerEngine:
 
     def __init__(self, *, base_model: str, algo: AlgoParams, lora_rank: int, learning_rate: float,
                  api_key: str | None = None, base_url: str | None = None, loss: str = "ppo",
-                 critic: LocalCritic | None = None, service_client: Any = None,
+                 critic: LocalCritic | None = None, service_client: Any = None, rest_client: Any = None,
                  probe_timeout_s: float = 5.0, probe_transport: httpx.BaseTransport | None = None,
                  download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True):
         algo.check()
@@ -237,16 +277,28 @@ class TinkerEngine:
         self.download = download or _download
         self.step = 0
         self.last_sampler_path: str | None = None
+        self.base_url, self._api_key = base_url, api_key
         if service_client is None:
-            key = check_key(api_key or os.environ.get("TINKER_API_KEY"))
-            url = resolve_base_url(base_url)
-            probe(url, probe_timeout_s, probe_transport)
+            self._api_key = check_key(api_key or os.environ.get("TINKER_API_KEY"))
+            self.base_url = resolve_base_url(base_url)
+            probe(self.base_url, probe_timeout_s, probe_transport)
             import tinker
 
-            service_client = tinker.ServiceClient(base_url=url, api_key=key)
+            service_client = tinker.ServiceClient(base_url=self.base_url, api_key=self._api_key)
         self.service_client = service_client
-        self.training_client = service_client.create_lora_training_client(base_model=base_model,
-                                                                          rank=lora_rank).result()
+        self._rest_client = rest_client
+        # The SDK contacts the server first here (config, session, model); a refused key surfaces at this call.
+        self.training_client = self._sdk("creating the LoRA training client", lambda: service_client
+                                         .create_lora_training_client(base_model=base_model, rank=lora_rank).result())
+
+    def _sdk(self, what: str, call: Callable[[], T]) -> T:
+        return sdk_call(what, call, self.base_url)
+
+    def close(self, status: str = "success") -> None:
+        """Ends the Tinker session (stops the SDK's heartbeats); the engine is unusable afterwards."""
+        close = getattr(self.service_client, "close", None)
+        if close is not None:
+            self._sdk("closing the session", lambda: close(status).result())
 
     # ------------------------------------------------------------------ one step
 
@@ -305,10 +357,11 @@ class TinkerEngine:
         # Submit both before waiting: Tinker pipelines them.
         fb_future = self.training_client.forward_backward(data, self.loss_fn, self.loss_fn_config)
         optim_future = self.training_client.optim_step(AdamParams(learning_rate=self.learning_rate))
-        fb = fb_future.result()
-        optim_future.result()
+        fb = self._sdk("forward_backward", fb_future.result)
+        optim = self._sdk("optim_step", optim_future.result)
         self.step += 1
-        saved = self.training_client.save_weights_for_sampler(name=f"step-{self.step}").result()
+        name = f"step-{self.step}"
+        saved = self._sdk("save_weights_for_sampler", self.training_client.save_weights_for_sampler(name=name).result)
         self.last_sampler_path = saved.path
         trained = [t for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)
                    for t, v in zip(a.trained, adv) if t]
@@ -322,7 +375,7 @@ class TinkerEngine:
             "advantage_std": math.sqrt(sum((v - mean) ** 2 for v in token_advs) / max(len(token_advs), 1)),
             "trained_tokens": float(len(trained)),
         })
-        for key, value in (fb.metrics or {}).items():
+        for key, value in {**(fb.metrics or {}), **(getattr(optim, "metrics", None) or {})}.items():
             if isinstance(value, (int, float)):
                 metrics[f"tinker/{key}"] = float(value)
         return metrics
@@ -334,10 +387,11 @@ class TinkerEngine:
         import tinker
 
         directory = Path(directory)
-        saved = self.training_client.save_weights_external(name=f"step-{self.step}").result()
-        urls = tinker.RestClient().get_external_weights_urls(saved.path).result().urls \
-            if not hasattr(self.service_client, "external_weights_urls") \
-            else self.service_client.external_weights_urls(saved.path)
+        saved = self._sdk("save_weights_external",
+                          self.training_client.save_weights_external(name=f"step-{self.step}").result)
+        # Same server and key as the session (a bare RestClient() would read TINKER_BASE_URL/TINKER_API_KEY again).
+        rest = self._rest_client or tinker.RestClient(base_url=self.base_url, api_key=self._api_key)
+        urls = self._sdk("get_external_weights_urls", rest.get_external_weights_urls(saved.path).result).urls
         for relative, url in urls.items():
             target = (directory / relative).resolve()
             if directory.resolve() not in target.parents:
@@ -347,7 +401,9 @@ class TinkerEngine:
         return directory
 
     def state_dict(self) -> dict[str, Any]:
-        saved = self.training_client.save_state(name=f"state-{self.step}").result()
+        # overwrite: a second save at the same step (periodic + final) is the same state, not a conflict.
+        saved = self._sdk("save_state",
+                          self.training_client.save_state(name=f"state-{self.step}", overwrite=True).result)
         state: dict[str, Any] = {"engine": "tinker", "step": self.step, "tinker_state_path": saved.path,
                                  "sampler_path": self.last_sampler_path}
         if self.critic is not None and self.critic.head is not None:
@@ -361,7 +417,9 @@ class TinkerEngine:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("engine") != "tinker":
             raise StackError("tinker: this checkpoint was not written by the tinker engine")
-        self.training_client.load_state_with_optimizer(state["tinker_state_path"]).result()
+        path = state["tinker_state_path"]
+        self.training_client = self._sdk("loading the checkpoint", lambda: self.service_client
+                                         .create_training_client_from_state_with_optimizer(path).result())
         self.step = int(state["step"])
         self.last_sampler_path = state.get("sampler_path")
         if "critic" in state and self.critic is not None and self.critic.head is not None:

@@ -203,9 +203,9 @@ def test_ppo_train_step_with_local_critic_and_reference(tmp_path_factory):
     data = service.training.calls[0][1]
     first = data[0].loss_fn_inputs["advantages"].tolist()
     assert first[0] == 0.0 and all(v != 0.0 for v in first[1:])
-    service.training.save_state = lambda name: done(tinker.types.SaveWeightsResponse(path=f"tinker://run/{name}"))
-    loaded = []
-    service.training.load_state_with_optimizer = lambda path: done(loaded.append(path))
+    service.training.save_state = lambda name, overwrite=False: done(tinker.types.SaveWeightsResponse(path=f"tinker://run/{name}"))
+    loaded, resumed = [], FakeTrainingClient()
+    service.create_training_client_from_state_with_optimizer = lambda path: done(loaded.append(path) or resumed)
     state = engine.state_dict()
     assert state["step"] == 1 and state["tinker_state_path"] == "tinker://run/state-1"
     for parameter in critic.head.parameters():
@@ -213,6 +213,7 @@ def test_ppo_train_step_with_local_critic_and_reference(tmp_path_factory):
     engine.step = 0
     engine.load_state_dict(state)
     assert loaded == ["tinker://run/state-1"] and engine.step == 1
+    assert engine.training_client is resumed  # a new training client from the checkpoint, not a deprecated load_state
     assert all((a == b).all() for a, b in zip(critic.head.state_dict().values(), state["critic"].values()))
     assert not any((p == 123.0).all() for p in critic.head.parameters())
 
@@ -221,8 +222,14 @@ def test_export_weights_downloads_the_adapter_files(tmp_path):
     service = FakeServiceClient()
     service.training.save_weights_external = lambda name: done(
         tinker.types.SaveWeightsExternalResponse(path=f"tinker://run/external_weights/{name}"))
-    service.external_weights_urls = lambda path: {"adapter_config.json": "https://x/a", "adapter_model.safetensors":
-                                                  "https://x/b"}
+    urls = {"adapter_config.json": "https://x/a", "adapter_model.safetensors": "https://x/b"}
+    asked = []
+
+    class FakeRestClient:
+        def get_external_weights_urls(self, path):
+            asked.append(path)
+            return done(tinker.types.ExternalWeightsUrlsResponse(urls=urls, expires="2030-01-01T00:00:00Z"))
+
     fetched = []
 
     def download(url: str, target: Path) -> None:
@@ -230,7 +237,8 @@ def test_export_weights_downloads_the_adapter_files(tmp_path):
         target.write_text(url)
 
     engine = TinkerEngine(base_model="m", algo=GRPO, lora_rank=8, learning_rate=1e-5, service_client=service,
-                          download=download)
+                          rest_client=FakeRestClient(), download=download)
     out = engine.export_weights(tmp_path / "step-0")
+    assert asked == ["tinker://run/external_weights/step-0"]
     assert (out / "adapter_config.json").read_text() == "https://x/a"
     assert sorted(fetched) == ["https://x/a", "https://x/b"]

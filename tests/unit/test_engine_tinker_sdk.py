@@ -1,0 +1,241 @@
+"""The Tinker engine driving the real tinker SDK (0.38: ServiceClient, TrainingClient, RestClient, its futures and
+protobuf/JSON wire types) against tests/fakes/fake_tinker.py on loopback: only the remote end is replaced."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+tinker = pytest.importorskip("tinker")
+from fakes.fake_tinker import ADAPTER_FILES, API, FakeTinker
+
+from hermes_stack.errors import StackError
+from hermes_stack.trainer.engine import AlgoParams, Sequence
+from hermes_stack.trainer.engine_tinker import TinkerEngine
+
+GUARD_S = 60.0  # generous: a hang here means the SDK's own ~300 s retry loop, which the engine must not reach
+GRPO = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.3,
+                  value_loss_coef=0.0, kl_coef=0.0)
+
+
+def bounded(fn: Callable[[], Any], seconds: float = GUARD_S) -> Any:
+    """Runs fn on a daemon thread so that a hang fails the test instead of stalling the suite."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"no answer within the {seconds:.0f} s guard"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def seq(tokens: list[int], prompt_len: int, score: float, completion_logprob: float = -0.5) -> Sequence:
+    return Sequence(tokens=tokens, mask=[-100] * prompt_len + tokens[prompt_len:], score=score,
+                    logprobs=[1.0] * prompt_len + [completion_logprob] * (len(tokens) - prompt_len))
+
+
+GROUPS = [[seq([1, 5, 6, 7], 2, 1.0, -0.25), seq([1, 5, 8, 9], 2, 0.0, -0.75)],
+          [seq([1, 4, 6], 2, 0.5), seq([1, 4, 7], 2, 0.5)]]
+
+
+@pytest.fixture(autouse=True)
+def clean_tinker_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK reads these; a developer's own settings must not steer the tests off loopback.
+    for name in ("TINKER_BASE_URL", "TINKER_API_KEY", "TINKER_CREDENTIAL_CMD", "TINKER_PROJECT_ID", "TINKER_TAGS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeTinker]:
+    with FakeTinker() as server:
+        yield server
+    assert server.errors == [], server.errors[0]  # the fake's own bugs would otherwise be retried away unseen
+    assert server.unknown == []  # the SDK called nothing the fake does not speak
+
+
+@pytest.fixture
+def engines() -> Iterator[list[TinkerEngine]]:
+    made: list[TinkerEngine] = []
+    yield made
+    for engine in made:
+        engine.close()  # ends the session: the SDK's heartbeat would outlive the fake server otherwise
+
+
+def make_engine(fake: FakeTinker, engines: list[TinkerEngine], **kwargs: Any) -> TinkerEngine:
+    options = {"base_model": "Qwen/Qwen3-8B", "algo": GRPO, "lora_rank": 16, "learning_rate": 4e-5,
+               "api_key": fake.api_key, "base_url": fake.base_url, "probe_timeout_s": 2.0} | kwargs
+    engine = bounded(lambda: TinkerEngine(**options))
+    engines.append(engine)
+    return engine
+
+
+# ------------------------------------------------------------------ the happy path, as the server sees it
+
+
+@pytest.mark.parametrize("pyqwest, zstd", [(True, False), (False, True)], ids=["pyqwest", "httpx-zstd"])
+def test_grpo_step_sends_ppo_loss_clip_thresholds_and_per_datum_arrays(engines, pyqwest, zstd):
+    with FakeTinker(use_pyqwest=pyqwest, compress_fwdbwd=zstd) as fake:
+        engine = make_engine(fake, engines)
+        metrics = bounded(lambda: engine.train_step(GROUPS))
+        engine.close()
+        engines.clear()
+
+    paths = fake.paths()
+    assert paths[0] == f"{API}/healthz"  # the engine's probe comes before the SDK's first call
+    assert paths[1] == f"{API}/client/config"
+    assert len(fake.bodies(f"{API}/create_session")) == 1
+    (create,) = fake.bodies(f"{API}/create_model")
+    assert create.base_model == "Qwen/Qwen3-8B" and create.lora_config.rank == 16
+    model_id = engine.training_client.model_id
+    assert model_id == f"{create.session_id}:train:{create.model_seq_id}"
+
+    (fb_call,) = [c for c in fake.calls if c.path == f"{API}/forward_backward"]
+    assert (fb_call.headers.get("content-encoding") == "zstd") is zstd  # the server's flag decides the body's encoding
+    fb = fb_call.body
+    assert fb["model_id"] == model_id and not fb["forward_only"]
+    assert fb["loss_fn"] == "ppo"
+    assert fb["loss_fn_config"] == pytest.approx({"clip_low_threshold": 0.7, "clip_high_threshold": 1.3})
+    assert len(fb["data"]) == 4
+    first = fb["data"][0]
+    assert first["tokens"] == [1, 5, 6]  # model input: tokens[:-1]
+    inputs = first["loss_fn_inputs"]
+    assert set(inputs) == {"target_tokens", "logprobs", "advantages"}
+    assert inputs["target_tokens"] == {"dtype": "int64", "values": [5, 6, 7], "shape": [3]}
+    assert inputs["logprobs"]["dtype"] == "float32" and inputs["logprobs"]["values"] == [0.0, -0.25, -0.25]
+    assert inputs["advantages"]["dtype"] == "float32"
+    advantages = [d["loss_fn_inputs"]["advantages"]["values"] for d in fb["data"]]
+    assert advantages[0] == pytest.approx([0.0, 1.0, 1.0], abs=1e-5)  # prompt position 0, then (s - mean) / std
+    assert advantages[1] == pytest.approx([0.0, -1.0, -1.0], abs=1e-5)
+    assert advantages[2] == advantages[3] == [0.0, 0.0]  # equal scores in the group: no signal
+    assert fb["data"][1]["loss_fn_inputs"]["logprobs"]["values"] == [0.0, -0.75, -0.75]
+
+    (optim,) = fake.bodies(f"{API}/optim_step")
+    assert isinstance(optim.optim_params, tinker.AdamParams) and optim.optim_params.learning_rate == 4e-5
+    (sampler,) = fake.bodies(f"{API}/save_weights_for_sampler")
+    assert sampler.path == "step-1"
+    # The SDK's per-client order: forward_backward, optim_step, then the save.
+    assert [fb["seq_id"], optim.seq_id, sampler.seq_id] == [1, 2, 3]
+    assert engine.last_sampler_path == f"tinker://{model_id}/sampler_weights/step-1"
+
+    # Every future was polled through a try_again before its result arrived (create, fb, optim, save).
+    assert paths.count(f"{API}/retrieve_future") == 2 * 4
+    trained = 6  # target tokens summed over the 4 datums (3 + 3 + 2 + 2; the fake's loss counts all of them)
+    assert metrics["tinker/tokens:sum"] == 10 and metrics["tinker/loss:sum"] == pytest.approx(0.5 * 10)
+    assert metrics["tinker/grad_norm:mean"] == 0.25  # optim_step's metrics reach the step metrics too
+    assert metrics["trained_tokens"] == trained and metrics["reward_mean"] == pytest.approx(0.5)
+    assert fake.sessions == {session_id: "success" for session_id in fake.sessions}  # close() finished it
+    assert fake.errors == [] and fake.unknown == []
+
+
+def test_importance_sampling_sends_no_clip_config(fake, engines):
+    engine = make_engine(fake, engines, loss="importance_sampling")
+    bounded(lambda: engine.train_step(GROUPS[:1]))
+    (fb,) = fake.bodies(f"{API}/forward_backward")
+    assert fb["loss_fn"] == "importance_sampling" and fb["loss_fn_config"] == {}
+
+
+def test_transient_503_is_retried_and_the_step_succeeds(fake, engines):
+    engine = make_engine(fake, engines)
+    fake.statuses[f"{API}/forward_backward"] = [503]
+    bounded(lambda: engine.train_step(GROUPS))
+    sent = [c.body for c in fake.calls if c.path == f"{API}/forward_backward"]
+    assert sent[0] == "HTTP 503" and len(sent) == 2 and isinstance(sent[1], dict)
+    assert engine.step == 1
+
+
+# ------------------------------------------------------------------ failures, as the user sees them
+
+
+def test_refused_key_is_one_clear_error_without_the_key(engines):
+    with FakeTinker(api_key="tml-the-right-one") as fake, pytest.raises(StackError) as err:
+        make_engine(fake, engines, api_key="tml-wrong-secret-123")
+    message = str(err.value)
+    assert "refused TINKER_API_KEY" in message and "HTTP 401" in message and "Invalid API key" in message
+    assert "wrong-secret" not in message
+    assert fake.paths().count(f"{API}/client/config") == 1  # a 401 is final: no retry loop
+    assert f"{API}/create_session" not in fake.paths()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_unreachable_endpoint_fails_in_the_probe_before_the_sdk(monkeypatch, engines, kind):
+    built = []
+    monkeypatch.setattr(tinker, "ServiceClient", lambda *a, **k: built.append(k))
+    silent = socket.socket()  # listens (the kernel completes the handshake) but never answers a byte
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1] if kind == "silent" else closed_port()
+    try:
+        with pytest.raises(StackError, match="not reachable"):
+            bounded(lambda: TinkerEngine(base_model="m", algo=GRPO, lora_rank=8, learning_rate=1e-5,
+                                         api_key="tml-x", base_url=f"http://127.0.0.1:{port}", probe_timeout_s=0.5))
+    finally:
+        silent.close()
+    assert built == []  # the SDK (and its ~300 s retry loop) was never reached
+
+
+def test_failed_future_is_one_clear_error_and_no_step_is_counted(fake, engines):
+    engine = make_engine(fake, engines)
+    fake.fail_futures["ForwardBackward"] = "worker 3 ran out of memory"
+    with pytest.raises(StackError, match="forward_backward failed on the server.*worker 3 ran out of memory"):
+        bounded(lambda: engine.train_step(GROUPS))
+    assert engine.step == 0 and engine.last_sampler_path is None
+    assert fake.bodies(f"{API}/save_weights_for_sampler") == []
+
+
+# ------------------------------------------------------------------ weights and state
+
+
+def test_export_downloads_the_adapter_through_the_sessions_server(fake, engines, tmp_path):
+    engine = make_engine(fake, engines)
+    out = bounded(lambda: engine.export_weights(tmp_path / "adapter"))
+    (saved,) = fake.bodies(f"{API}/save_weights_external")
+    assert saved.path == "step-0" and saved.model_id == engine.training_client.model_id
+    (asked,) = [c.body for c in fake.calls if c.path.endswith("/external_weights_urls")]
+    assert asked == {"run": engine.training_client.model_id, "ckpt": "external_weights/step-0"}
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == ADAPTER_FILES
+
+
+def test_state_round_trip_resumes_on_a_new_training_client(fake, engines):
+    engine = make_engine(fake, engines)
+    bounded(lambda: engine.train_step(GROUPS))
+    state = bounded(engine.state_dict)
+    (saved,) = fake.bodies(f"{API}/save_weights")
+    assert saved.path == "state-1" and saved.overwrite is True  # saving step 1 twice is not a conflict
+    assert state["tinker_state_path"] == f"tinker://{engine.training_client.model_id}/weights/state-1"
+
+    resumed = make_engine(fake, engines)
+    bounded(lambda: resumed.load_state_dict(state))
+    (load,) = fake.bodies(f"{API}/load_weights")
+    assert load.path == state["tinker_state_path"] and load.optimizer is True
+    assert load.model_id is None and load.session_id is not None  # create-from-state, not the deprecated load_state
+    assert resumed.step == 1 and resumed.training_client.model_id != engine.training_client.model_id
+    bounded(lambda: resumed.train_step(GROUPS))
+    assert fake.bodies(f"{API}/forward_backward")[-1]["model_id"] == resumed.training_client.model_id
+    assert resumed.last_sampler_path.endswith("/sampler_weights/step-2")
+
+    missing = dict(state, tinker_state_path=f"tinker://{engine.training_client.model_id}/weights/nope")
+    with pytest.raises(StackError, match="loading the checkpoint failed on the server"):
+        bounded(lambda: resumed.load_state_dict(missing))
