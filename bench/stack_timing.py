@@ -1,29 +1,34 @@
 """Stack timings (issue 3's goals), printed as a small table:
 
-1. `hermes-stack dry-run` with images built: wall time to all-healthy + dry-run passed, next to each service's own
-   start time (container StartedAt -> first passing healthcheck) and the critical path through the dependencies
-   (goal: within 3 s of it).
+1. `hermes-stack dry-run` with images built (--runs N times, median): wall time to all-healthy + dry-run passed, next
+   to each service's own start time (container start -> first `health_status: healthy` event) and the critical path
+   (goal: within 3 s of the slowest service). Times come from `docker events`, not from the health log (it keeps only
+   the last 5 probes, so the first passing one is often gone), with a timeline of the median run.
 2. Rebuild of all images after a one-line code change (goal <= 20 s).
 3. With --cold: build from nothing (images and build cache removed; goal for `make up` <= 10 min).
+4. With --probe-cost: CPU per healthcheck probe (the probe's python plus the engine's exec work), which is what a
+   shorter healthcheck interval costs all the time while the stack runs.
 
-    .venv/bin/python bench/stack_timing.py [--algo grpo] [--cold] [--skip-up]
+    .venv/bin/python bench/stack_timing.py [--algo grpo] [--runs 3] [--cold] [--skip-up] [--skip-build]
+                                           [--probe-cost]
 
-It brings the stack up and leaves it down (volumes removed) at the end. Traffic stays on this machine.
+It brings the stack up and leaves it down (volumes removed) at the end. Traffic stays on this machine. The machine
+is shared: the load average is printed next to each run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EDIT = ROOT / "hermes_stack" / "status.py"  # in the code layer of environment and trainer only
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def sh(argv: list[str], check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -44,26 +49,111 @@ def timed(fn) -> float:
     return time.monotonic() - t
 
 
-def _ts(text: str) -> float:
-    # Docker prints nanoseconds; datetime takes microseconds.
-    head, _, rest = text.rstrip("Z").partition(".")
-    frac = (rest[:6] or "0").ljust(6, "0")
-    return datetime.fromisoformat(f"{head}.{frac}+00:00").timestamp()
+def load() -> str:
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def own_start_times(project: str) -> dict[str, float]:
-    """Per service: seconds from container start to its first passing healthcheck."""
-    ids = sh(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={project}"]).stdout.split()
-    out = {}
-    for cid in ids:
-        info = json.loads(sh(["docker", "inspect", cid]).stdout)[0]
-        service = info["Config"]["Labels"].get("com.docker.compose.service")
-        health = (info["State"].get("Health") or {}).get("Log") or []
-        ok = [h for h in health if h.get("ExitCode") == 0]
-        if service and ok:
-            # The log keeps the last 5 probes only: right after `up` the first passing one is still there.
-            out[service] = _ts(ok[0]["End"]) - _ts(info["State"]["StartedAt"])
-    return out
+# ---- the dry-run's timeline from docker events ----------------------------------------------------------------------
+
+def events(project: str, since: float, until: float) -> list[tuple[float, str, str]]:
+    """(seconds after `since`, status, service) for the project's container events, oldest first."""
+    out = sh(["docker", "events", "--since", f"{since:.6f}", "--until", f"{until:.6f}",
+              "--filter", f"label=com.docker.compose.project={project}", "--filter", "type=container",
+              "--format", '{{.TimeNano}}\t{{.Status}}\t{{index .Actor.Attributes "com.docker.compose.service"}}']
+             ).stdout
+    rows = []
+    for line in out.splitlines():
+        nanos, status, service = line.split("\t")
+        rows.append((int(nanos) / 1e9 - since, status.strip(), service))
+    return rows
+
+
+def first(rows: list[tuple[float, str, str]], service: str, status: str) -> float | None:
+    return next((t for t, s, svc in rows if svc == service and s.startswith(status)), None)
+
+
+def dry_run_once(algo: str) -> dict[str, float]:
+    """One `hermes-stack dry-run --no-build` from a stopped stack: its wall time and the events' milestones."""
+    hs("down", "--algo", algo, "--volumes")
+    started = time.time()
+    total = timed(lambda: hs("dry-run", "--algo", algo, "--device", "cpu", "--no-build"))
+    rows = events(f"hermes-{algo}", started, time.time())
+    hs("down", "--algo", algo, "--volumes")
+    m = {"total": total}
+    for service in ("gateway-check", "atropos", "inference"):
+        for status, key in (("create", "created"), ("start", "started"), ("health_status: healthy", "healthy"),
+                            ("die", "exited")):
+            if (t := first(rows, service, status)) is not None:
+                m[f"{service} {key}"] = t
+    m["dry-run started"] = first(rows, "trainer", "start") or float("nan")
+    m["dry-run exited"] = first(rows, "trainer", "die") or float("nan")
+    for service in ("atropos", "inference"):
+        m[f"{service} own start"] = m[f"{service} healthy"] - m[f"{service} started"]
+    m["slowest own start"] = max(m["atropos own start"], m["inference own start"])
+    return m
+
+
+TIMELINE = ["gateway-check created", "gateway-check started", "gateway-check exited", "atropos started",
+            "atropos healthy", "inference started", "dry-run started", "inference healthy", "dry-run exited"]
+
+
+def up_rows(algo: str, runs: int) -> list[tuple[str, str]]:
+    results = []
+    for i in range(runs):
+        before = load()
+        m = dry_run_once(algo)
+        results.append(m)
+        print(f"  run {i + 1}: {m['total']:.1f} s, slowest own start {m['slowest own start']:.1f} s "
+              f"({before} before, {load()} after)", file=sys.stderr)
+    median = sorted(results, key=lambda m: m["total"])[len(results) // 2]
+    med = statistics.median
+    rows = [(f"  {s}: own start (container start -> healthy), median of {runs}",
+             f"{med(m[f'{s} own start'] for m in results):.1f} s") for s in ("atropos", "inference")]
+    totals = [m["total"] for m in results]
+    rows.append((f"dry-run command: to healthy + dry-run passed, median of {runs}",
+                 f"{med(totals):.1f} s (runs: {', '.join(f'{t:.1f}' for t in totals)})"))
+    rows.append(("slowest single service's own start, median", f"{med(m['slowest own start'] for m in results):.1f} s"))
+    rows.append(("  difference, median", f"{med(m['total'] - m['slowest own start'] for m in results):.1f} s"))
+    rows.append(("timeline of the median run (s after the command started)",
+                 ", ".join(f"{k} {median[k]:.1f}" for k in TIMELINE if k in median)))
+    return rows
+
+
+# ---- what a healthcheck probe costs ----------------------------------------------------------------------------------
+
+def _engine_ticks() -> int:
+    """CPU ticks of dockerd, containerd and the shims, with their reaped children (runc, the probe process)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        comm, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+        if comm in ("dockerd", "containerd") or comm.startswith("containerd-shim"):
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total
+
+
+def probe_cost(algo: str, n: int = 20) -> list[tuple[str, str]]:
+    hs("down", "--algo", algo, "--volumes")
+    hs("dry-run", "--algo", algo, "--device", "cpu", "--no-build")
+    rows = []
+    try:
+        for service in ("atropos", "inference"):
+            cid = sh(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project=hermes-{algo}",
+                      "--filter", f"label=com.docker.compose.service={service}"]).stdout.split()[0]
+            probe = ["docker", "exec", cid, "python", "-m", "hermes_stack.health", service]
+            sh(probe)  # warm
+            ticks, wall = _engine_ticks(), time.monotonic()
+            for _ in range(n):
+                sh(probe)
+            cpu = (_engine_ticks() - ticks) / TICK / n
+            rows.append((f"  {service} probe: wall / CPU (engine + probe process, `docker exec` CLI excluded)",
+                         f"{(time.monotonic() - wall) / n * 1000:.0f} ms / {cpu * 1000:.0f} ms"))
+    finally:
+        hs("down", "--algo", algo, "--volumes")
+    return rows
 
 
 def build_all(algo: str) -> float:
@@ -73,10 +163,13 @@ def build_all(algo: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", default="grpo", choices=["ppo", "grpo"])
+    parser.add_argument("--runs", type=int, default=3, help="dry-run repetitions (median reported)")
     parser.add_argument("--cold", action="store_true", help="also time a build from no images and no cache")
     parser.add_argument("--skip-up", action="store_true", help="only the build timings")
+    parser.add_argument("--skip-build", action="store_true", help="only the dry-run timings (images must be built)")
+    parser.add_argument("--probe-cost", action="store_true", help="also measure what one healthcheck probe costs")
     args = parser.parse_args()
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str]] = [("machine", f"{os.cpu_count()} cores, {load()} at start")]
 
     if args.cold:
         hs("down", "--algo", args.algo, "--volumes")
@@ -85,27 +178,21 @@ def main() -> None:
         sh(["docker", "builder", "prune", "-af"], check=False)
         rows.append(("cold build of all images (base image cached)", f"{build_all(args.algo):.1f} s"))
 
-    build_all(args.algo)  # warm
-    original = EDIT.read_text()
-    try:
-        EDIT.write_text(original + f"\n# bench edit {time.time()}\n")
-        rows.append(("rebuild after a one-line code change", f"{build_all(args.algo):.1f} s"))
-    finally:
-        EDIT.write_text(original)
-    build_all(args.algo)  # back to the committed code
+    if not args.skip_build:
+        build_all(args.algo)  # warm
+        original = EDIT.read_text()
+        try:
+            EDIT.write_text(original + f"\n# bench edit {time.time()}\n")
+            rows.append(("rebuild after a one-line code change", f"{build_all(args.algo):.1f} s"))
+        finally:
+            EDIT.write_text(original)
+        build_all(args.algo)  # back to the committed code
 
     if not args.skip_up:
-        hs("down", "--algo", args.algo, "--volumes")
-        total = timed(lambda: hs("dry-run", "--algo", args.algo, "--device", "cpu", "--no-build"))
-        own = own_start_times(f"hermes-{args.algo}")
-        hs("down", "--algo", args.algo, "--volumes")
-        for service, seconds in sorted(own.items()):
-            rows.append((f"  {service}: own start (container start -> healthy)", f"{seconds:.1f} s"))
-        slowest = max(own.values(), default=0.0)
-        chain = own.get("atropos", 0.0) + own.get("inference", 0.0)
-        rows.append(("dry-run command: to healthy + dry-run passed", f"{total:.1f} s"))
-        rows.append(("slowest single service's own start", f"{slowest:.1f} s"))
-        rows.append(("dependency chain atropos -> inference", f"{chain:.1f} s"))
+        rows += up_rows(args.algo, args.runs)
+    if args.probe_cost:
+        rows += probe_cost(args.algo)
+    rows.append(("machine", f"{load()} at the end"))
 
     width = max(len(r[0]) for r in rows)
     for name, value in rows:

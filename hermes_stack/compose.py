@@ -88,10 +88,19 @@ def up_argv(p: ComposeParams, services: Sequence[str] = (), wait_timeout: int = 
     return [*argv, *services]
 
 
-def run_argv(p: ComposeParams, service: str, command: Sequence[str], no_deps: bool = True) -> list[str]:
+def create_argv(p: ComposeParams, services: Sequence[str] = ()) -> list[str]:
+    """Network, volumes and containers, nothing started: afterwards `up` and `run` may go at the same time (two
+    compose commands that both create the project network make two networks of one name on Engine 20.10)."""
+    return [*p.base_argv(), "up", "--no-start", "--no-build", *services]
+
+
+def run_argv(p: ComposeParams, service: str, command: Sequence[str], no_deps: bool = True,
+             name: str | None = None) -> list[str]:
     argv = [*p.base_argv(), "run", "--rm", "--no-TTY"]
     if no_deps:
         argv.append("--no-deps")
+    if name:  # a known name, so the controller can remove a one-off it no longer needs
+        argv += ["--name", name]
     return [*argv, service, *command]
 
 
@@ -193,6 +202,9 @@ class Compose:
 
     def build(self, services: Sequence[str] = (), capture: bool = False) -> str:
         return self.run(build_argv(self.params, services), capture=capture)
+
+    def create(self, services: Sequence[str] = ()) -> str:
+        return self.run(create_argv(self.params, services))
 
     def up(self, services: Sequence[str] = (), wait_timeout: int = 600, capture: bool = True) -> str:
         return self.run(up_argv(self.params, services, wait_timeout), capture=capture)

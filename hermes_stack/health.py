@@ -1,4 +1,4 @@
-"""Readiness checks for the compose healthchecks: `python -m hermes_stack.health <service> [--url URL]`.
+"""Readiness checks for the compose healthchecks: `python -m hermes_stack.health <service> [--url URL] [--wait S]`.
 
 Stdlib only (it also runs in the atropos image, which has no hermes dependencies). Exit 0 = ready, 1 = not ready with
 one stderr line saying why. Readiness, not liveness:
@@ -8,6 +8,11 @@ one stderr line saying why. Readiness, not liveness:
 - environment: its marker $HERMES_DATA_DIR/ready/environment exists, written by the live process (after Atropos
                accepted /register-env).
 - trainer:     its marker exists (after /register) AND its inference backend answers /v1/models.
+
+--wait S retries a failing check every 0.2 s for up to S seconds inside one probe. Engine 20.10 has no
+healthcheck.start_interval: without this a service that got ready just after a probe stays "starting" for a whole
+interval (that was most of the stack's start-up overhead); a passing probe still returns at once, so the steady-state
+probe cost is unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 TIMEOUT_S = float(os.environ.get("HERMES_HEALTH_TIMEOUT", "8"))
+POLL_S = 0.2
+SERVICES = ("atropos", "inference", "environment", "trainer")
 
 # (method, url, json body or None, headers) -> (status, parsed json or None). Injected in tests.
 Fetch = Callable[[str, str, object, dict[str, str]], tuple[int, object]]
@@ -127,6 +135,22 @@ def check_marker(data_dir: Path, service: str, proc: Path = Path("/proc")) -> st
     return f"{service} ready (pid {pid})"
 
 
+def wait_for(probe: Callable[[], str], wait_s: float, poll_s: float | None = None,
+             clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+    """probe() until it passes or `wait_s` runs out; then NotReady with the last reason and the time waited."""
+    poll_s = POLL_S if poll_s is None else poll_s
+    deadline = clock() + wait_s
+    while True:
+        try:
+            return probe()
+        except NotReady as exc:
+            if clock() + poll_s > deadline:
+                if wait_s <= 0:
+                    raise
+                raise NotReady(f"{exc} (waited {wait_s:g} s)") from None
+        sleep(poll_s)
+
+
 def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str | None = None) -> str:
     data_dir = Path(env.get("HERMES_DATA_DIR", "/data"))
     inference_url = env.get("HERMES_INFERENCE_URL", "http://127.0.0.1:8001/v1")
@@ -142,18 +166,25 @@ def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str
         ready = check_marker(data_dir, "trainer")
         check_models(url or inference_url, key, model, fetch)
         return f"{ready}, inference answers"
-    raise NotReady(f"unknown service {service!r}; expected atropos, inference, environment or trainer")
+    raise NotReady(f"unknown service {service!r}; expected {', '.join(SERVICES)}")
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    service, url = argv[0], None
-    if len(argv) == 3 and argv[1] == "--url":
-        url = argv[2]
+    service, options = argv[0], dict(zip(argv[1::2], argv[2::2]))
     try:
-        print(check(service, dict(os.environ), url=url))
+        wait_s = float(options.get("--wait", 0))
+    except ValueError:
+        wait_s = -1.0
+    if service not in SERVICES or len(argv) % 2 == 0 or not set(options) <= {"--url", "--wait"} or wait_s < 0:
+        print(f"usage: python -m hermes_stack.health {{{','.join(SERVICES)}}} [--url URL] [--wait SECONDS]; "
+              f"got {' '.join(argv)}", file=sys.stderr)
+        return 1  # Docker reserves exit 2 in healthchecks
+    env = dict(os.environ)
+    try:
+        print(wait_for(lambda: check(service, env, url=options.get("--url")), wait_s))
     except NotReady as exc:
         print(f"{service} not ready: {exc}", file=sys.stderr)
         return 1

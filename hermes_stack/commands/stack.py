@@ -1,8 +1,9 @@
 """`hermes-stack up | dry-run | status | logs | down | render | build`: the stack's life cycle.
 
-up:  validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) -> dry-run (the trainer's
-     --dry-run as a one-off container: model loaded, inference generates, Atropos reachable, no optimisation step)
-     -> start training (up --wait of trainer and environment) -> where to look.
+up:  validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) with the dry-run alongside (the
+     trainer's --dry-run as a one-off container: it loads the model while the services start, then waits, bounded,
+     for inference and Atropos; inference generates, Atropos reachable, no optimisation step) -> start training
+     (up --wait of trainer and environment) -> where to look.
 Every docker/compose call goes through hermes_stack.compose; every printed line goes through the redactor.
 """
 
@@ -13,6 +14,7 @@ import os
 import secrets
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,20 +163,81 @@ def _stream(compose, argv: list[str], prefix: str = "      ") -> None:
         console.info(prefix + line)
 
 
-def _up(compose, services, wait_timeout: int) -> None:
-    """`compose up --wait`; on failure, raise what explain_up_failure makes of it (which services are not ready)."""
+def _up(compose, services, wait_timeout: int, on_failure=None) -> None:
+    """`compose up --wait`; on failure, run `on_failure` (then `ps` no longer lists what it removed), then raise
+    what explain_up_failure makes of it (which services are not ready)."""
     from hermes_stack.compose import CommandFailed
     from hermes_stack.status import explain_up_failure
 
     try:
         compose.up(services, wait_timeout=wait_timeout)
     except CommandFailed as exc:
+        if on_failure:
+            on_failure()
         raise explain_up_failure(compose, exc) from None
+    except BaseException:  # Ctrl-C: nothing to explain, but clean up
+        if on_failure:
+            on_failure()
+        raise
+
+
+class DryRunAlongside:
+    """The trainer's --dry-run as a one-off container, started together with `up --wait` so its model load overlaps
+    the services' start; the dry-run itself waits (bounded by --wait) for inference and Atropos. Its output is kept
+    and shown once `up --wait` succeeded; if `up --wait` fails, cancel() removes the container."""
+
+    def __init__(self, compose, name: str, wait_s: int):
+        from hermes_stack.compose import run_argv
+
+        self.name, self._compose = name, compose
+        self.argv = run_argv(compose.params, "trainer", [*DRY_RUN, "--wait", str(wait_s)], name=name)
+        self.lines: list[str] = []
+        self.failure: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="dry-run", daemon=True)
+        self._output = None
+
+    def start(self) -> DryRunAlongside:
+        self._output = self._compose.stream(self.argv)  # echoes the command here; it runs in the thread
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            for line in self._output:
+                self.lines.append(line)
+        except Exception as exc:  # noqa: BLE001 - handed to the main thread by finish()
+            self.failure = exc
+
+    def finish(self, timeout_s: float) -> list[str]:
+        """Wait for the dry-run to end; its output lines. `failure` says whether it passed."""
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self.cancel()
+            raise StackError(f"dry-run did not end within {timeout_s:.0f} s after the services were healthy; "
+                             "its container was removed. Output so far: " + " | ".join(self.lines[-5:]))
+        return list(self.lines)
+
+    def cancel(self, within_s: float = 60.0) -> None:
+        """Remove the one-off container until its `compose run` has ended (it may not have created it yet)."""
+        from hermes_stack.compose import CommandFailed
+
+        deadline = time.monotonic() + within_s
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            try:
+                self._compose.docker(["rm", "--force", self.name])
+            except CommandFailed:
+                pass  # not created yet: try again until `compose run` gives up
+            self._thread.join(0.5)
+
+
+def dry_run_name(compose, algo: str) -> str:
+    project = compose.params.project_name or f"hermes-{algo}"
+    return f"{project}-dry-run-{os.getpid()}"
 
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True) -> Plan:
-    from hermes_stack.compose import CommandFailed, build_argv, logs_argv, run_argv, stack_files
+    from hermes_stack.compose import build_argv, logs_argv, printable, run_argv, stack_files
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
 
     _check_algo(algo)
@@ -204,24 +267,31 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     _done(t)
     save_plan(_root() / STATE_DIR, plan)
 
-    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s")
-    _up(compose, SERVING, wait_timeout)
+    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s, "
+                         "with the dry-run alongside")
+    compose.create(SERVING)
+    dry = DryRunAlongside(compose, dry_run_name(compose, algo), wait_timeout).start()
+    _up(compose, SERVING, wait_timeout, on_failure=dry.cancel)
     _done(t, "atropos and inference healthy")
 
     t = _stage(5, total, "dry-run: model loaded, inference generates, Atropos reachable, no optimisation step")
     try:
-        _stream(compose, run_argv(compose.params, "trainer", DRY_RUN))
-    except CommandFailed as exc:
-        raise StackError(f"dry-run failed (exit {exc.returncode}); the trainer's output is above. "
-                         f"Re-run it alone: {' '.join(run_argv(compose.params, 'trainer', DRY_RUN))}") from None
+        lines = dry.finish(wait_timeout + 120)  # its own --wait bounds it; the margin covers the model load
+    except BaseException:
+        dry.cancel()
+        raise
+    for line in lines:
+        console.info("      " + line)
+    if dry.failure is not None:
+        code = getattr(dry.failure, "returncode", "?")
+        raise StackError(f"dry-run failed (exit {code}); the trainer's output is above. "
+                         f"Re-run it alone: {printable(run_argv(compose.params, 'trainer', DRY_RUN))}")
     _done(t, "dry-run passed")
 
     if not stop_after_dry_run:
         t = _stage(6, total, f"start training: up --wait ({', '.join(TRAINING)})")
         _up(compose, TRAINING, wait_timeout)
         _done(t, "trainer and environment healthy; training runs")
-
-    from hermes_stack.compose import printable
 
     console.info("")
     console.info("Where to look:")

@@ -1,4 +1,4 @@
-"""`python -m hermes_stack.trainer [--dry-run] [--algo A] [--config-dir D] [--max-steps N]`: the trainer service.
+"""`python -m hermes_stack.trainer [--dry-run [--wait S]] [--algo A] [--config-dir D] [--max-steps N]`: the trainer.
 
 Layers, checked in this order by --dry-run (and by a real start): config -> model -> inference -> atropos. A failure
 prints ONE line `trainer: <layer>: <what>` and exits non-zero (2 for bad config, 1 otherwise).
@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m hermes_stack.trainer", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true",
                         help="check config, model, inference and atropos, then exit without training")
+    parser.add_argument("--wait", type=float, default=0.0,
+                        help="dry-run: after loading the model, wait up to this many seconds for inference and "
+                             "atropos to be ready (the controller starts the dry-run alongside `up --wait`)")
     parser.add_argument("--algo", default=os.environ.get("HERMES_ALGO", "grpo"), help="ppo or grpo")
     parser.add_argument("--config-dir", type=Path, default=Path(os.environ.get("HERMES_CONFIG_DIR", "configs")))
     parser.add_argument("--profile", default=os.environ.get("HERMES_PROFILE", "gpu"), help="gpu or embedded")
@@ -174,6 +177,29 @@ def check_atropos(url: str) -> dict[str, Any]:
         client.close()
 
 
+def wait_until_serving(stack: Any, wait_s: float) -> None:
+    """Bounded wait for inference, then Atropos, to be ready by their healthchecks' own rules; the layer whose wait
+    runs out is named. A dry-run started alongside `up --wait` loads its model meanwhile."""
+    if wait_s <= 0:
+        return
+    import time
+
+    from hermes_stack import health
+
+    url = os.environ.get("HERMES_INFERENCE_URL") or stack.settings.inference.base_url
+    key = os.environ.get("HERMES_INFERENCE_KEY", "")
+    model = os.environ.get("HERMES_SERVED_MODEL_NAME") or None
+    deadline = time.monotonic() + wait_s
+    probes = (("inference", lambda: health.check_inference(url, key, model, health.http_fetch)),
+              ("atropos", lambda: health.check_atropos(atropos_url(stack), health.http_fetch)))
+    for layer, probe in probes:
+        try:
+            health.wait_for(probe, max(0.0, deadline - time.monotonic()))
+        except health.NotReady as exc:
+            raise LayerFailure(layer, f"not ready within --wait {wait_s:g} s: {exc}. "
+                                      f"Hint: `hermes-stack logs {layer}`") from None
+
+
 def atropos_url(stack: Any) -> str:
     return os.environ.get("HERMES_ATROPOS_URL") or stack.settings.atropos.rollout_server_url
 
@@ -227,6 +253,7 @@ def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_e
     engine = engine_factory(stack)
     inference = inference_client(stack)
     if args.dry_run:
+        wait_until_serving(stack, args.wait)
         served = check_inference(stack, inference)
         status = check_atropos(atropos_url(stack))
         print(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "

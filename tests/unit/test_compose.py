@@ -10,6 +10,7 @@ from hermes_stack.compose import (
     CommandFailed,
     Compose,
     config_argv,
+    create_argv,
     down_argv,
     logs_argv,
     parse_ps,
@@ -50,6 +51,17 @@ def test_run_is_one_shot_without_tty_or_dependencies():
     i = argv.index("run")
     assert argv[i:] == ["run", "--rm", "--no-TTY", "--no-deps", "trainer", "python", "-m", "hermes_stack.trainer",
                         "--dry-run"]
+
+
+def test_one_off_can_carry_a_name_so_the_controller_can_remove_it():
+    argv = run_argv(stack_params("grpo", "cpu", ROOT), "trainer", ["true"], name="hermes-grpo-dry-run-7")
+    assert argv[argv.index("run"):] == ["run", "--rm", "--no-TTY", "--no-deps", "--name", "hermes-grpo-dry-run-7",
+                                        "trainer", "true"]
+
+
+def test_create_makes_network_and_containers_without_starting_or_building():
+    argv = create_argv(stack_params("grpo", "cpu", ROOT), ["atropos", "inference"])
+    assert argv[argv.index("up"):] == ["up", "--no-start", "--no-build", "atropos", "inference"]
 
 
 def test_down_removes_volumes_only_when_asked():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.health import NotReady, check, loopback, main, server_root
+from hermes_stack.health import NotReady, check, loopback, main, server_root, wait_for
 
 ENV = {"HERMES_INFERENCE_URL": "http://inference:8001/v1", "HERMES_INFERENCE_KEY": "k",
        "HERMES_ATROPOS_URL": "http://atropos:8000"}
@@ -116,10 +116,66 @@ def test_main_exit_codes_and_one_stderr_line(tmp_path, monkeypatch, capsys):
     assert main(["environment"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("environment not ready: no readiness marker")
-    assert main(["bogus"]) == 1
 
 
 def test_health_module_imports_only_the_stdlib():
     source = Path(__file__).resolve().parents[2].joinpath("hermes_stack", "health.py").read_text()
     imports = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "json", "os", "sys", "urllib", "collections", "pathlib"}, imports
+    assert imports <= {"__future__", "json", "os", "sys", "time", "urllib", "collections", "pathlib"}, imports
+
+
+class _Clock:
+    """A fake monotonic clock that sleep() advances: waits are tested without waiting."""
+
+    def __init__(self):
+        self.now, self.sleeps = 0.0, []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_wait_for_retries_a_not_ready_probe_until_it_passes():
+    clock, answers = _Clock(), iter([NotReady("refused"), NotReady("refused"), "ready"])
+
+    def probe():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert wait_for(probe, 5.0, poll_s=0.2, clock=clock, sleep=clock.sleep) == "ready"
+    assert clock.sleeps == [0.2, 0.2]
+
+
+def test_wait_for_gives_up_at_the_deadline_with_the_last_reason():
+    clock, calls = _Clock(), []
+
+    def probe():
+        calls.append(clock.now)
+        raise NotReady(f"refused at {clock.now:.1f}")
+
+    with pytest.raises(NotReady, match=r"refused at 1\.0 \(waited 1 s\)"):
+        wait_for(probe, 1.0, poll_s=0.25, clock=clock, sleep=clock.sleep)
+    assert calls == [0.0, 0.25, 0.5, 0.75, 1.0]  # never past the deadline
+
+
+def test_wait_for_without_a_wait_probes_once():
+    clock = _Clock()
+
+    def probe():
+        raise NotReady("no marker")
+
+    with pytest.raises(NotReady, match="^no marker$"):
+        wait_for(probe, 0.0, clock=clock, sleep=clock.sleep)
+    assert clock.sleeps == []
+
+
+@pytest.mark.parametrize("argv", [["bogus"], ["atropos", "--wait"], ["atropos", "--wait", "x"],
+                                  ["atropos", "--bogus", "1"], ["atropos", "--wait", "-1"]])
+def test_main_refuses_bad_arguments_with_exit_1_not_dockers_reserved_2(argv, capsys):
+    assert main(argv) == 1
+    assert "usage: python -m hermes_stack.health" in capsys.readouterr().err

@@ -1,0 +1,135 @@
+"""The dry-run that runs alongside `up --wait`: the controller's side (a one-off container it can cancel) and the
+trainer's side (a bounded wait for inference and Atropos that names the layer). No Docker, no model."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hermes_stack import health
+from hermes_stack.commands.stack import DryRunAlongside, dry_run_name
+from hermes_stack.compose import CommandFailed, Compose, stack_params
+from hermes_stack.trainer.__main__ import LayerFailure, wait_until_serving
+
+ROOT = Path("/repo")
+
+
+class FakeDocker:
+    """Streams the one-off's output; `docker rm --force NAME` ends a one-off that is still running."""
+
+    def __init__(self, lines=(), exit_code=0, blocks=False):
+        self.lines, self.exit_code, self.blocks = list(lines), exit_code, blocks
+        self.removed = threading.Event()
+        self.runs: list[list[str]] = []
+        self.streamed: list[list[str]] = []
+
+    def runner(self, argv, env, capture):
+        self.runs.append(argv)
+        if argv[:3] == ["docker", "rm", "--force"]:
+            self.removed.set()
+        return ""
+
+    def streamer(self, argv, env):
+        self.streamed.append(argv)
+        yield from self.lines
+        if self.blocks and not self.removed.wait(10):
+            raise AssertionError("never removed")
+        if self.exit_code or self.blocks:
+            raise CommandFailed(argv, self.exit_code or 137, "trainer: inference: not ready")
+
+
+def _compose(fake: FakeDocker, project: str | None = None) -> Compose:
+    params = stack_params("grpo", "cpu", ROOT)
+    if project:
+        params = type(params)(params.files, params.project_directory, project)
+    return Compose(params, runner=fake.runner, streamer=fake.streamer)
+
+
+def test_dry_run_one_off_is_named_and_waits_for_the_services_itself():
+    fake = FakeDocker(["trainer dry-run ok: ..."])
+    compose = _compose(fake, project="hermes-test-grpo")
+    name = dry_run_name(compose, "grpo")
+    assert name.startswith("hermes-test-grpo-dry-run-")
+    dry = DryRunAlongside(compose, name, wait_s=300).start()
+    assert dry.finish(5) == ["trainer dry-run ok: ..."] and dry.failure is None
+    argv = fake.streamed[0]
+    assert argv[argv.index("--name") + 1] == name
+    assert argv[-3:] == ["--dry-run", "--wait", "300"]
+
+
+def test_a_failed_dry_run_is_kept_for_the_controller_with_its_output():
+    fake = FakeDocker(["trainer: model: broken"], exit_code=1)
+    dry = DryRunAlongside(_compose(fake), "n", wait_s=5).start()
+    assert dry.finish(5) == ["trainer: model: broken"]
+    assert isinstance(dry.failure, CommandFailed) and dry.failure.returncode == 1
+
+
+def test_cancel_removes_the_one_off_until_its_compose_run_has_ended():
+    fake = FakeDocker(["loading"], blocks=True)
+    dry = DryRunAlongside(_compose(fake), "hermes-grpo-dry-run-1", wait_s=900).start()
+    dry.cancel(within_s=10)
+    assert ["docker", "rm", "--force", "hermes-grpo-dry-run-1"] in fake.runs
+    assert not dry._thread.is_alive()
+
+
+def test_a_dry_run_that_outlives_its_bound_is_removed_and_reported():
+    fake = FakeDocker(blocks=True)
+    dry = DryRunAlongside(_compose(fake), "n", wait_s=1).start()
+    with pytest.raises(Exception, match="did not end within 0 s"):
+        dry.finish(0.05)
+    assert ["docker", "rm", "--force", "n"] in fake.runs
+
+
+# ---- the trainer's bounded wait ------------------------------------------------------------------------------------
+
+def _stack():
+    return SimpleNamespace(settings=SimpleNamespace(inference=SimpleNamespace(base_url="http://inference:8001/v1"),
+                                                    atropos=SimpleNamespace(rollout_server_url="http://atropos:8000")))
+
+
+@pytest.fixture
+def services(monkeypatch):
+    """A fake network: inference becomes ready after `inference_after` probes; Atropos answers when `atropos_up`."""
+    monkeypatch.setenv("HERMES_INFERENCE_URL", "http://inference:8001/v1")
+    monkeypatch.setenv("HERMES_ATROPOS_URL", "http://atropos:8000")
+    monkeypatch.setenv("HERMES_INFERENCE_KEY", "k")
+    monkeypatch.delenv("HERMES_SERVED_MODEL_NAME", raising=False)
+    state = SimpleNamespace(inference_after=0, atropos_up=True, probes=[])
+    monkeypatch.setattr(health, "POLL_S", 0.01)
+
+    def fetch(method, url, body, headers):
+        state.probes.append(url)
+        if url.startswith("http://inference"):
+            if sum(u.endswith("/models") for u in state.probes) <= state.inference_after:
+                raise health.NotReady(f"{method} {url} failed: [Errno 111] Connection refused")
+            return (200, {"data": [{"id": "tiny"}]}) if url.endswith("/models") else (200, {"text": "2"})
+        if not state.atropos_up:
+            raise health.NotReady(f"{method} {url} failed: [Errno 111] Connection refused")
+        return 200, {"current_step": 0}
+
+    monkeypatch.setattr(health, "http_fetch", fetch)
+    return state
+
+
+def test_dry_run_waits_until_inference_generates_then_checks_atropos(services):
+    services.inference_after = 3
+    wait_until_serving(_stack(), 5.0)
+    assert sum(u.endswith("/models") for u in services.probes) == 4
+    assert services.probes[-1] == "http://atropos:8000/status"
+
+
+def test_dry_run_wait_running_out_names_the_layer(services):
+    services.atropos_up = False
+    with pytest.raises(LayerFailure) as failed:
+        wait_until_serving(_stack(), 0.1)
+    assert failed.value.layer == "atropos"
+    assert "not ready within --wait 0.1 s" in str(failed.value) and "Connection refused" in str(failed.value)
+
+
+def test_without_a_wait_the_dry_run_probes_nothing_extra(services):
+    services.inference_after = 10**6
+    wait_until_serving(_stack(), 0)
+    assert services.probes == []
