@@ -78,6 +78,9 @@ def dry_run_once(algo: str) -> dict[str, float]:
     started = time.time()
     total = timed(lambda: hs("dry-run", "--algo", algo, "--device", "cpu", "--no-build"))
     rows = events(f"hermes-{algo}", started, time.time())
+    inference = sh(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project=hermes-{algo}",
+                    "--filter", "label=com.docker.compose.service=inference"]).stdout.split()
+    logged = sh(["docker", "logs", "--timestamps", *inference[:1]]).stdout if inference else ""
     hs("down", "--algo", algo, "--volumes")
     m = {"total": total}
     for service in ("gateway-check", "atropos", "inference"):
@@ -85,6 +88,9 @@ def dry_run_once(algo: str) -> dict[str, float]:
                             ("die", "exited")):
             if (t := first(rows, service, status)) is not None:
                 m[f"{service} {key}"] = t
+    ready = next((line.split()[0] for line in logged.splitlines() if "inference ready" in line), None)
+    if ready:  # the service's own log line, to see how long the healthcheck took to notice
+        m["inference logged ready"] = _epoch(ready) - started
     m["dry-run started"] = first(rows, "trainer", "start") or float("nan")
     m["dry-run exited"] = first(rows, "trainer", "die") or float("nan")
     for service in ("atropos", "inference"):
@@ -94,7 +100,16 @@ def dry_run_once(algo: str) -> dict[str, float]:
 
 
 TIMELINE = ["gateway-check created", "gateway-check started", "gateway-check exited", "atropos started",
-            "atropos healthy", "inference started", "dry-run started", "inference healthy", "dry-run exited"]
+            "atropos healthy", "inference started", "dry-run started", "inference logged ready", "inference healthy",
+            "dry-run exited"]
+
+
+def _epoch(stamp: str) -> float:
+    """Docker's RFC 3339 timestamp with nanoseconds -> epoch seconds (datetime takes microseconds)."""
+    from datetime import datetime
+
+    head, _, rest = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{head}.{(rest[:6] or '0').ljust(6, '0')}+00:00").timestamp()
 
 
 def up_rows(algo: str, runs: int) -> list[tuple[str, str]]:
@@ -121,9 +136,9 @@ def up_rows(algo: str, runs: int) -> list[tuple[str, str]]:
 
 # ---- what a healthcheck probe costs ----------------------------------------------------------------------------------
 
-def _engine_ticks() -> int:
-    """CPU ticks of dockerd, containerd and the shims, with their reaped children (runc, the probe process)."""
-    total = 0
+def _engine_ticks() -> dict[int, int]:
+    """Per pid: CPU ticks of dockerd, containerd and the shims, with their reaped children (runc, the probe)."""
+    ticks = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -131,8 +146,13 @@ def _engine_ticks() -> int:
             continue
         comm, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
         if comm in ("dockerd", "containerd") or comm.startswith("containerd-shim"):
-            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    return total
+            ticks[int(stat.parent.name)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return ticks
+
+
+def _ticks_since(before: dict[int, int]) -> int:
+    after = _engine_ticks()
+    return sum(after[pid] - before[pid] for pid in before.keys() & after.keys())  # processes alive throughout
 
 
 def probe_cost(algo: str, n: int = 20) -> list[tuple[str, str]]:
@@ -148,7 +168,7 @@ def probe_cost(algo: str, n: int = 20) -> list[tuple[str, str]]:
             ticks, wall = _engine_ticks(), time.monotonic()
             for _ in range(n):
                 sh(probe)
-            cpu = (_engine_ticks() - ticks) / TICK / n
+            cpu = _ticks_since(ticks) / TICK / n
             rows.append((f"  {service} probe: wall / CPU (engine + probe process, `docker exec` CLI excluded)",
                          f"{(time.monotonic() - wall) / n * 1000:.0f} ms / {cpu * 1000:.0f} ms"))
     finally:

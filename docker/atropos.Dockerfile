@@ -22,6 +22,8 @@ RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/pa
 ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes
 COPY --from=deps /opt/venv /opt/venv
 COPY hermes_stack/__init__.py hermes_stack/health.py /app/hermes_stack/
+# Compiled now: each healthcheck probe would otherwise compile health.py again (/app is read-only to the service).
+RUN python -m compileall -q /app/hermes_stack
 USER 10001:10001
 WORKDIR /home/hermes
 EXPOSE 8000

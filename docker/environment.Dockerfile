@@ -22,8 +22,9 @@ RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/pa
 ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
 COPY --from=deps /opt/venv /opt/venv
-# Code last: a code-only change rebuilds just this layer.
+# Code last: a code-only change rebuilds just this layer; compiled now, /app is read-only to the service.
 COPY hermes_stack /app/hermes_stack
+RUN python -m compileall -q /app/hermes_stack
 USER 10001:10001
 WORKDIR /home/hermes
 CMD ["python", "-m", "hermes_stack.environment", "serve"]

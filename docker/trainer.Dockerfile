@@ -39,8 +39,10 @@ ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/herme
     HERMES_EMBEDDED_MODEL=/opt/hermes/embedded-model OMP_NUM_THREADS=2
 COPY --from=cpu-deps /opt/venv /opt/venv
 COPY --from=cpu-model /opt/hermes/embedded-model /opt/hermes/embedded-model
-# Code last: a code-only change rebuilds just this layer.
+# Code last: a code-only change rebuilds just this layer. Compiled here because /app is not writable at run time:
+# otherwise every service start and every healthcheck probe compiles our modules again.
 COPY hermes_stack /app/hermes_stack
+RUN python -m compileall -q /app/hermes_stack
 USER 10001:10001
 WORKDIR /home/hermes
 EXPOSE 8001
@@ -62,6 +64,7 @@ RUN (getent passwd 10001 || echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/
  && (command -v python >/dev/null || ln -s "$(command -v python3)" /usr/local/bin/python)
 ENV PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes
 COPY hermes_stack /app/hermes_stack
+RUN python -m compileall -q /app/hermes_stack
 USER 10001:10001
 WORKDIR /home/hermes
 EXPOSE 8001

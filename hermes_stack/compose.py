@@ -88,12 +88,6 @@ def up_argv(p: ComposeParams, services: Sequence[str] = (), wait_timeout: int = 
     return [*argv, *services]
 
 
-def create_argv(p: ComposeParams, services: Sequence[str] = ()) -> list[str]:
-    """Network, volumes and containers, nothing started: afterwards `up` and `run` may go at the same time (two
-    compose commands that both create the project network make two networks of one name on Engine 20.10)."""
-    return [*p.base_argv(), "up", "--no-start", "--no-build", *services]
-
-
 def run_argv(p: ComposeParams, service: str, command: Sequence[str], no_deps: bool = True,
              name: str | None = None) -> list[str]:
     argv = [*p.base_argv(), "run", "--rm", "--no-TTY"]
@@ -203,9 +197,6 @@ class Compose:
     def build(self, services: Sequence[str] = (), capture: bool = False) -> str:
         return self.run(build_argv(self.params, services), capture=capture)
 
-    def create(self, services: Sequence[str] = ()) -> str:
-        return self.run(create_argv(self.params, services))
-
     def up(self, services: Sequence[str] = (), wait_timeout: int = 600, capture: bool = True) -> str:
         return self.run(up_argv(self.params, services, wait_timeout), capture=capture)
 
@@ -225,6 +216,14 @@ class Compose:
     def down(self, volumes: bool = False) -> str:
         return self.run(down_argv(self.params, volumes))
 
+    def network_exists(self, name: str) -> bool:
+        """Polled, so not echoed."""
+        try:
+            self._runner(docker_argv("network", "inspect", "--format", "{{.Id}}", name), dict(self.params.env), True)
+        except CommandFailed:
+            return False
+        return True
+
     def docker(self, args: Sequence[str]) -> str:
         """A plain docker call (inspect, cp) through the same runner."""
         return self.run(docker_argv(*args))
@@ -243,6 +242,11 @@ def parse_ps(text: str) -> list[dict]:
     if text.startswith("["):
         return list(json.loads(text))
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def default_network(project: str) -> str:
+    """The network compose makes for a project whose files declare none: `<project>_default`."""
+    return f"{project}_default"
 
 
 def docker_argv(*args: str) -> list[str]:

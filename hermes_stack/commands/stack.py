@@ -186,24 +186,36 @@ class DryRunAlongside:
     the services' start; the dry-run itself waits (bounded by --wait) for inference and Atropos. Its output is kept
     and shown once `up --wait` succeeded; if `up --wait` fails, cancel() removes the container."""
 
-    def __init__(self, compose, name: str, wait_s: int):
-        from hermes_stack.compose import run_argv
+    NETWORK_WAIT_S = 60.0
 
-        self.name, self._compose = name, compose
-        self.argv = run_argv(compose.params, "trainer", [*DRY_RUN, "--wait", str(wait_s)], name=name)
+    def __init__(self, compose, project: str, wait_s: int):
+        from hermes_stack.compose import default_network, run_argv
+
+        self._compose, self.network = compose, default_network(project)
+        self.name = f"{project}-dry-run-{os.getpid()}"
+        self.argv = run_argv(compose.params, "trainer", [*DRY_RUN, "--wait", str(wait_s)], name=self.name)
         self.lines: list[str] = []
         self.failure: Exception | None = None
+        self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dry-run", daemon=True)
-        self._output = None
 
     def start(self) -> DryRunAlongside:
-        self._output = self._compose.stream(self.argv)  # echoes the command here; it runs in the thread
         self._thread.start()
         return self
 
     def _run(self) -> None:
+        # `up --wait` creates the project network. Two compose commands creating it at once make two networks of
+        # one name (Engine 20.10), and every later command fails as "ambiguous": start once it exists.
+        deadline = time.monotonic() + self.NETWORK_WAIT_S
+        while not self._compose.network_exists(self.network):
+            if self._cancelled.wait(0.1):
+                return
+            if time.monotonic() > deadline:
+                self.failure = StackError(f"network {self.network} did not appear within "
+                                          f"{self.NETWORK_WAIT_S:.0f} s of `up`; the dry-run did not start")
+                return
         try:
-            for line in self._output:
+            for line in self._compose.stream(self.argv):
                 self.lines.append(line)
         except Exception as exc:  # noqa: BLE001 - handed to the main thread by finish()
             self.failure = exc
@@ -221,6 +233,7 @@ class DryRunAlongside:
         """Remove the one-off container until its `compose run` has ended (it may not have created it yet)."""
         from hermes_stack.compose import CommandFailed
 
+        self._cancelled.set()
         deadline = time.monotonic() + within_s
         while self._thread.is_alive() and time.monotonic() < deadline:
             try:
@@ -228,11 +241,6 @@ class DryRunAlongside:
             except CommandFailed:
                 pass  # not created yet: try again until `compose run` gives up
             self._thread.join(0.5)
-
-
-def dry_run_name(compose, algo: str) -> str:
-    project = compose.params.project_name or f"hermes-{algo}"
-    return f"{project}-dry-run-{os.getpid()}"
 
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
@@ -269,8 +277,8 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s, "
                          "with the dry-run alongside")
-    compose.create(SERVING)
-    dry = DryRunAlongside(compose, dry_run_name(compose, algo), wait_timeout).start()
+    project = compose.params.project_name or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
+    dry = DryRunAlongside(compose, project, wait_timeout).start()
     _up(compose, SERVING, wait_timeout, on_failure=dry.cancel)
     _done(t, "atropos and inference healthy")
 

@@ -258,6 +258,15 @@ def test_code_is_copied_after_the_dependency_layers(path):
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_our_code_is_compiled_in_the_image_as_the_runtime_user_cannot_write_it(path):
+    for stage in _final_stages(path):
+        lines = _stages(path)[stage]
+        code = max(i for i, ln in enumerate(lines) if ln.startswith("COPY") and "hermes_stack" in ln)
+        user = max(i for i, ln in enumerate(lines) if ln.upper().startswith("USER "))
+        assert any("compileall" in ln and "/app/hermes_stack" in ln for ln in lines[code + 1:user]), (path.name, stage)
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
 def test_cpu_builds_install_only_from_the_wheelhouse(path):
     for stage, lines in _stages(path).items():
         if stage == "gpu":

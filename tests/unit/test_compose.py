@@ -10,7 +10,7 @@ from hermes_stack.compose import (
     CommandFailed,
     Compose,
     config_argv,
-    create_argv,
+    default_network,
     down_argv,
     logs_argv,
     parse_ps,
@@ -59,9 +59,19 @@ def test_one_off_can_carry_a_name_so_the_controller_can_remove_it():
                                         "trainer", "true"]
 
 
-def test_create_makes_network_and_containers_without_starting_or_building():
-    argv = create_argv(stack_params("grpo", "cpu", ROOT), ["atropos", "inference"])
-    assert argv[argv.index("up"):] == ["up", "--no-start", "--no-build", "atropos", "inference"]
+def test_network_probe_is_quiet_and_answers_false_when_inspect_fails():
+    seen, echoed = [], []
+
+    def runner(argv, env, capture):
+        seen.append(argv)
+        if argv[-1] != default_network("hermes-grpo"):
+            raise CommandFailed(argv, 1, "Error: No such network")
+        return "abc123"
+
+    compose = Compose(stack_params("grpo", "cpu", ROOT), runner=runner, echo=echoed.append)
+    assert compose.network_exists("hermes-grpo_default") and not compose.network_exists("other_default")
+    assert seen[0] == ["docker", "network", "inspect", "--format", "{{.Id}}", "hermes-grpo_default"]
+    assert echoed == []  # polled: not echoed
 
 
 def test_down_removes_volumes_only_when_asked():

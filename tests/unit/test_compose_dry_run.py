@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from hermes_stack import health
-from hermes_stack.commands.stack import DryRunAlongside, dry_run_name
+from hermes_stack.commands.stack import DryRunAlongside
 from hermes_stack.compose import CommandFailed, Compose, stack_params
 from hermes_stack.trainer.__main__ import LayerFailure, wait_until_serving
 
@@ -18,10 +18,11 @@ ROOT = Path("/repo")
 
 
 class FakeDocker:
-    """Streams the one-off's output; `docker rm --force NAME` ends a one-off that is still running."""
+    """The project network appears after `network_after` inspections (as `up --wait` creates it); streams the
+    one-off's output; `docker rm --force NAME` ends a one-off that is still running."""
 
-    def __init__(self, lines=(), exit_code=0, blocks=False):
-        self.lines, self.exit_code, self.blocks = list(lines), exit_code, blocks
+    def __init__(self, lines=(), exit_code=0, blocks=False, network_after=0):
+        self.lines, self.exit_code, self.blocks, self.network_after = list(lines), exit_code, blocks, network_after
         self.removed = threading.Event()
         self.runs: list[list[str]] = []
         self.streamed: list[list[str]] = []
@@ -30,6 +31,9 @@ class FakeDocker:
         self.runs.append(argv)
         if argv[:3] == ["docker", "rm", "--force"]:
             self.removed.set()
+        inspects = sum(a[:3] == ["docker", "network", "inspect"] for a in self.runs)
+        if argv[:3] == ["docker", "network", "inspect"] and inspects <= self.network_after:
+            raise CommandFailed(argv, 1, f"Error: No such network: {argv[-1]}")
         return ""
 
     def streamer(self, argv, env):
@@ -41,46 +45,58 @@ class FakeDocker:
             raise CommandFailed(argv, self.exit_code or 137, "trainer: inference: not ready")
 
 
-def _compose(fake: FakeDocker, project: str | None = None) -> Compose:
-    params = stack_params("grpo", "cpu", ROOT)
-    if project:
-        params = type(params)(params.files, params.project_directory, project)
-    return Compose(params, runner=fake.runner, streamer=fake.streamer)
+def _compose(fake: FakeDocker) -> Compose:
+    return Compose(stack_params("grpo", "cpu", ROOT), runner=fake.runner, streamer=fake.streamer)
 
 
 def test_dry_run_one_off_is_named_and_waits_for_the_services_itself():
     fake = FakeDocker(["trainer dry-run ok: ..."])
-    compose = _compose(fake, project="hermes-test-grpo")
-    name = dry_run_name(compose, "grpo")
-    assert name.startswith("hermes-test-grpo-dry-run-")
-    dry = DryRunAlongside(compose, name, wait_s=300).start()
+    dry = DryRunAlongside(_compose(fake), "hermes-test-grpo", wait_s=300).start()
     assert dry.finish(5) == ["trainer dry-run ok: ..."] and dry.failure is None
     argv = fake.streamed[0]
-    assert argv[argv.index("--name") + 1] == name
+    assert argv[argv.index("--name") + 1] == dry.name and dry.name.startswith("hermes-test-grpo-dry-run-")
     assert argv[-3:] == ["--dry-run", "--wait", "300"]
+
+
+def test_dry_run_starts_only_once_up_has_made_the_project_network():
+    fake = FakeDocker(["ok"], network_after=2)
+    dry = DryRunAlongside(_compose(fake), "hermes-grpo", wait_s=30).start()
+    assert dry.finish(5) == ["ok"]
+    inspects = [a for a in fake.runs if a[:3] == ["docker", "network", "inspect"]]
+    assert len(inspects) == 3 and inspects[0][-1] == "hermes-grpo_default"
+    assert len(fake.streamed) == 1
+
+
+def test_cancel_before_the_network_exists_never_starts_the_one_off():
+    fake = FakeDocker(network_after=10**6)
+    dry = DryRunAlongside(_compose(fake), "hermes-grpo", wait_s=30).start()
+    dry.cancel(within_s=5)
+    assert fake.streamed == [] and not dry._thread.is_alive()
 
 
 def test_a_failed_dry_run_is_kept_for_the_controller_with_its_output():
     fake = FakeDocker(["trainer: model: broken"], exit_code=1)
-    dry = DryRunAlongside(_compose(fake), "n", wait_s=5).start()
+    dry = DryRunAlongside(_compose(fake), "hermes-grpo", wait_s=5).start()
     assert dry.finish(5) == ["trainer: model: broken"]
     assert isinstance(dry.failure, CommandFailed) and dry.failure.returncode == 1
 
 
 def test_cancel_removes_the_one_off_until_its_compose_run_has_ended():
     fake = FakeDocker(["loading"], blocks=True)
-    dry = DryRunAlongside(_compose(fake), "hermes-grpo-dry-run-1", wait_s=900).start()
+    dry = DryRunAlongside(_compose(fake), "hermes-grpo", wait_s=900).start()
+    while not fake.streamed:  # the one-off is running
+        dry._thread.join(0.01)
     dry.cancel(within_s=10)
-    assert ["docker", "rm", "--force", "hermes-grpo-dry-run-1"] in fake.runs
+    assert ["docker", "rm", "--force", dry.name] in fake.runs
     assert not dry._thread.is_alive()
 
 
 def test_a_dry_run_that_outlives_its_bound_is_removed_and_reported():
     fake = FakeDocker(blocks=True)
-    dry = DryRunAlongside(_compose(fake), "n", wait_s=1).start()
+    dry = DryRunAlongside(_compose(fake), "hermes-grpo", wait_s=1).start()
     with pytest.raises(Exception, match="did not end within 0 s"):
         dry.finish(0.05)
-    assert ["docker", "rm", "--force", "n"] in fake.runs
+    assert ["docker", "rm", "--force", dry.name] in fake.runs
 
 
 # ---- the trainer's bounded wait ------------------------------------------------------------------------------------
