@@ -49,15 +49,19 @@ EXPOSE 8001
 CMD ["python", "-m", "hermes_stack.trainer"]
 
 # ---- gpu -------------------------------------------------------------------------------------------------------------
-# The SGLang image brings CUDA torch, transformers and the server; add what it lacks. Its Python is not the host's,
-# so the cp311 wheelhouse does not apply: this target installs from the package index (a registry is assumed anyway).
+# The SGLang image brings CUDA torch, transformers and the server; add what it lacks (the Tinker SDK and the rest of
+# the trainer group). Its Python may not be the host's: wheels come from the host-side wheelhouse where they fit
+# (pure-Python ones always do), the rest from the package index; PIP_NO_INDEX=1 (build arg) makes it wheelhouse-only,
+# as tests/docker builds this target on a stand-in for the SGLang image. Its system pip may be PEP 668 managed.
 FROM ${SGLANG_IMAGE} AS gpu
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+USER root
+ARG PIP_NO_INDEX
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1
 COPY pyproject.toml requirements.lock docker/requirements.py /src/
-RUN --mount=type=cache,target=/root/.cache/pip \
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
     python3 /src/requirements.py /src/pyproject.toml base trainer \
         --exclude torch transformers tokenizers safetensors fastapi uvicorn > /src/trainer.txt \
- && python3 -m pip install -q -r /src/trainer.txt
+ && python3 -m pip install -q --find-links /wheels -r /src/trainer.txt
 RUN (getent passwd 10001 || echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd) \
  && (getent group 10001 || echo 'hermes:x:10001:' >> /etc/group) \
  && mkdir -p /home/hermes /data /app/hermes_stack && chown 10001:10001 /home/hermes /data \
