@@ -1,9 +1,9 @@
 """`hermes-stack up | dry-run | status | logs | down | render | build`: the stack's life cycle.
 
-up:  validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) with the dry-run alongside (the
-     trainer's --dry-run as a one-off container: it loads the model while the services start, then waits, bounded,
-     for inference and Atropos; inference generates, Atropos reachable, no optimisation step) -> start training
-     (up --wait of trainer and environment) -> where to look.
+up:  validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) with, on CPU, the dry-run
+     alongside (the trainer's --dry-run as a one-off container: it loads the model while the services start, then
+     waits, bounded, for inference and Atropos; inference generates, Atropos reachable, no optimisation step; on GPU
+     it starts after up --wait) -> start training (up --wait of trainer and environment) -> where to look.
 Every docker/compose call goes through hermes_stack.compose; every printed line goes through the redactor.
 """
 
@@ -275,12 +275,19 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     _done(t)
     save_plan(_root() / STATE_DIR, plan)
 
-    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s, "
-                         "with the dry-run alongside")
+    # On CPU the dry-run loads its model while the services start. Not on GPU: SGLang sizes its KV cache from the GPU
+    # memory free when it starts, so the trainer's model must not be loaded before it (as in the steady state).
+    alongside = resolved == "cpu"
+    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s"
+                         + (", with the dry-run alongside" if alongside else ""))
     project = compose.params.project_name or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
-    dry = DryRunAlongside(compose, project, wait_timeout).start()
+    dry = DryRunAlongside(compose, project, wait_timeout)
+    if alongside:
+        dry.start()
     _up(compose, SERVING, wait_timeout, on_failure=dry.cancel)
     _done(t, "atropos and inference healthy")
+    if not alongside:
+        dry.start()
 
     t = _stage(5, total, "dry-run: model loaded, inference generates, Atropos reachable, no optimisation step")
     try:

@@ -91,6 +91,12 @@ def test_cancel_removes_the_one_off_until_its_compose_run_has_ended():
     assert not dry._thread.is_alive()
 
 
+def test_cancel_of_a_dry_run_never_started_touches_nothing():
+    fake = FakeDocker()
+    DryRunAlongside(_compose(fake), "hermes-grpo", wait_s=5).cancel(within_s=1)  # GPU: up failed before it started
+    assert fake.runs == [] and fake.streamed == []
+
+
 def test_a_dry_run_that_outlives_its_bound_is_removed_and_reported():
     fake = FakeDocker(blocks=True)
     dry = DryRunAlongside(_compose(fake), "hermes-grpo", wait_s=1).start()
@@ -149,3 +155,47 @@ def test_without_a_wait_the_dry_run_probes_nothing_extra(services):
     services.inference_after = 10**6
     wait_until_serving(_stack(), 0)
     assert services.probes == []
+
+
+# ---- bring_up: the dry-run goes alongside `up --wait` on CPU, after it on GPU ------------------------------------------
+
+class StackFakes:
+    """`compose up --wait` that on CPU only returns once the dry-run's `compose run` has started: a controller that
+    ran them one after the other would time out here instead of passing."""
+
+    def __init__(self, require_run_during_up: bool):
+        self.require, self.events = require_run_during_up, []
+        self.run_started = threading.Event()
+
+    def runner(self, argv, env, capture):
+        if "up" in argv:
+            self.events.append("up begins")
+            if self.require and not self.run_started.wait(5):
+                raise AssertionError("the dry-run did not start while up --wait ran")
+            self.events.append("up done")
+        return ""
+
+    def streamer(self, argv, env):
+        self.events.append("run begins")
+        self.run_started.set()
+        yield "trainer dry-run ok: ..."
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(device, monkeypatch, tmp_path):
+    import hermes_stack.commands.stack as stack_cmd
+    from hermes_stack import preflight
+
+    fakes = StackFakes(require_run_during_up=device == "cpu")
+    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
+    monkeypatch.setattr(preflight, "resolve_device", lambda requested, probe: requested)
+    monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
+    monkeypatch.setattr(stack_cmd, "_validated_with_key", lambda algo, device, unlock: (None, "k"))
+    monkeypatch.setattr(stack_cmd, "_compose", lambda plan, env=None, echo=True: Compose(
+        stack_params(plan.algo, plan.device, tmp_path, files=plan.files), runner=fakes.runner,
+        streamer=fakes.streamer))
+    stack_cmd.bring_up("grpo", device, 60, False, None, stop_after_dry_run=True, build=False)
+    if device == "cpu":
+        assert fakes.events.index("run begins") < fakes.events.index("up done")
+    else:
+        assert fakes.events == ["up begins", "up done", "run begins"]
