@@ -117,12 +117,9 @@ class _Chooser:
 
 def _stop_table(stop_token_ids: list[Collection[int]], device) -> torch.Tensor:
     """Per-row stop token ids as one [B, S] tensor padded with -1 (never a token), for a vectorised membership test."""
-    width = max((len(s) for s in stop_token_ids), default=0) or 1
-    table = torch.full((len(stop_token_ids), width), -1, dtype=torch.long)
-    for i, ids in enumerate(stop_token_ids):
-        if ids:
-            table[i, : len(ids)] = torch.tensor(sorted(ids), dtype=torch.long)
-    return table.to(device)
+    rows = [list(ids) for ids in stop_token_ids]
+    width = max((len(ids) for ids in rows), default=0) or 1
+    return torch.tensor([ids + [-1] * (width - len(ids)) for ids in rows], dtype=torch.long, device=device)
 
 
 @torch.no_grad()

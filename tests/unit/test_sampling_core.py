@@ -123,7 +123,7 @@ def test_filter_logits_cuts_only_what_is_asked():
 def test_sample_rows_maps_sampling_params_onto_the_core(lm):
     model, tokenizer = lm
     prompt = tuple(prompts(tokenizer)[1])
-    greedy = dict(temperature=0.0, ignore_eos=True)
+    greedy = {"temperature": 0.0, "ignore_eos": True}
     free = sample_rows(model, tokenizer, [Row(prompt, SamplingParams(max_new_tokens=6, **greedy))])[0]
     assert free.finish_reason == {"type": "length", "length": 6} and len(free.output_ids) == 6
     assert free.text == tokenizer.decode(free.output_ids, skip_special_tokens=True)
