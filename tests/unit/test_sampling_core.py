@@ -1,0 +1,152 @@
+"""The one sampling core (engine_torch.sample_batch) and the builtin backend's adaptation of it (torch_sampler), on the
+tiny random fixture model: per-row parameters in one batch, raw-policy log-probs, stop tokens, budgets, the hook."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hermes_stack.inference.fixture import build_fixture_model
+from hermes_stack.inference.sampling import SamplingParams, find_stop
+from hermes_stack.inference.torch_sampler import Row, sample_rows
+from hermes_stack.trainer.engine_torch import filter_logits, sample_batch
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = build_fixture_model(tmp_path_factory.mktemp("core") / "model", seed=0)
+    return AutoModelForCausalLM.from_pretrained(directory).eval(), AutoTokenizer.from_pretrained(directory)
+
+
+def reference_logits(model, prompt: list[int], output: list[int]) -> torch.Tensor:
+    """Logits predicting each output token, from one uncached forward of prompt + output alone."""
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + output])).logits[0].float()
+    return logits[len(prompt) - 1: len(prompt) - 1 + len(output)]
+
+
+def prompts(tokenizer) -> list[list[int]]:
+    return [tokenizer.encode(text) for text in ("1+2=", "9+9=", "hello there", "7")]
+
+
+def test_logprobs_are_of_the_raw_policy_whatever_the_row_parameters(lm):
+    model, tokenizer = lm
+    rows = prompts(tokenizer)
+    settings = [(0.0, 1.0, -1), (0.5, 1.0, 2), (1.5, 0.9, -1), (1.0, 1e-6, -1)]
+    done = sample_batch(model, rows, pad_token_id=tokenizer.pad_token_id, stop_token_ids=[()] * 4, budgets=6,
+                        temperature=[t for t, _, _ in settings], top_p=[p for _, p, _ in settings],
+                        top_k=[k for _, _, k in settings], generator=torch.Generator().manual_seed(0))
+    for prompt, (temperature, top_p, top_k), s in zip(rows, settings, done):
+        assert len(s.tokens) == len(s.logprobs) == 6 and s.finish == "length"
+        logits = reference_logits(model, prompt, s.tokens)
+        raw = torch.log_softmax(logits, -1)
+        torch.testing.assert_close(torch.tensor(s.logprobs), raw[torch.arange(6), torch.tensor(s.tokens)],
+                                   atol=1e-4, rtol=1e-4)
+        chosen = logits[torch.arange(6), torch.tensor(s.tokens)]
+        if temperature == 0 or top_p < 1e-3:  # greedy, or a top-p so small only the best token is left
+            assert torch.all(chosen >= logits.max(-1).values - 1e-4)
+        if top_k == 2:
+            assert torch.all(chosen >= logits.topk(2, -1).values[:, -1] - 1e-4)
+
+
+def test_stop_tokens_budgets_and_zero_budgets_per_row(lm):
+    model, tokenizer = lm
+    prompt = prompts(tokenizer)[0]
+    free = sample_batch(model, [prompt], pad_token_id=tokenizer.pad_token_id, stop_token_ids=[()], budgets=8,
+                        temperature=0.0)[0]
+    stop = free.tokens[3]
+    first = free.tokens.index(stop)
+    done = sample_batch(model, [prompt] * 4, pad_token_id=tokenizer.pad_token_id,
+                        stop_token_ids=[(), (stop,), (stop, 0), ()], budgets=[8, 8, 8, 3], temperature=0.0)
+    assert done[0].tokens == free.tokens and done[0].finish == "length"
+    for s in done[1:3]:  # the stop token ends the row and is kept
+        assert s.tokens == free.tokens[: first + 1] and s.finish == "token"
+        assert s.logprobs == pytest.approx(free.logprobs[: first + 1], abs=1e-5)
+    assert done[3].tokens == free.tokens[:3] and done[3].finish == "length"
+
+
+def test_zero_budgets_sample_nothing_and_skip_the_model():
+    class Unusable(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, **_):
+            raise AssertionError("no row has a budget: the model must not run")
+
+    done = sample_batch(Unusable(), [[1, 2], [3]], pad_token_id=0, stop_token_ids=[(), ()], budgets=[0, -2])
+    assert [(s.tokens, s.logprobs, s.finish) for s in done] == [([], [], "length")] * 2
+    assert sample_batch(Unusable(), [], pad_token_id=0, stop_token_ids=[], budgets=4) == []
+
+
+def test_hook_stops_rows_and_sees_only_running_rows(lm):
+    model, tokenizer = lm
+    seen: list[tuple[int, list[bool]]] = []
+
+    def hook(tokens: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+        seen.append((tokens.shape[1], active.tolist()))
+        return torch.tensor([False, tokens.shape[1] == 2, False])
+
+    done = sample_batch(model, prompts(tokenizer)[:3], pad_token_id=tokenizer.pad_token_id,
+                        stop_token_ids=[()] * 3, budgets=[5, 5, 1], temperature=0.0, on_step=hook)
+    assert [len(s.tokens) for s in done] == [5, 2, 1]
+    assert [s.finish for s in done] == ["length", "hook", "length"]
+    assert seen[0] == (1, [True, True, True])  # a row's last token is offered too: a stop string beats the budget
+    assert seen[1] == (2, [True, True, False])
+    assert all(active == [True, False, False] for _, active in seen[2:]) and len(seen) == 5
+
+
+def test_greedy_batches_leave_the_generator_untouched(lm):
+    model, tokenizer = lm
+    generator = torch.Generator().manual_seed(3)
+    state = generator.get_state()
+    sample_batch(model, prompts(tokenizer), pad_token_id=tokenizer.pad_token_id, stop_token_ids=[()] * 4,
+                 budgets=3, temperature=0.0, generator=generator)
+    assert torch.equal(generator.get_state(), state)
+    sample_batch(model, prompts(tokenizer), pad_token_id=tokenizer.pad_token_id, stop_token_ids=[()] * 4,
+                 budgets=3, temperature=[0.0, 0.0, 1.0, 0.0], generator=generator)
+    assert not torch.equal(generator.get_state(), state)
+
+
+def test_filter_logits_cuts_only_what_is_asked():
+    logits = torch.tensor([[100.0, 0.0, -1.0, -2.0]] * 3)  # float mass reaches 1 at the first token
+    weights = filter_logits(logits, torch.ones(3), torch.tensor([1.0, 0.5, 1.0]), torch.tensor([-1, -1, 2]))
+    assert torch.isfinite(weights[0]).all()  # top_p 1 and no top-k: nothing cut, not even the rounding tail
+    assert torch.isfinite(weights[1]).tolist() == [True, False, False, False]
+    assert torch.isfinite(weights[2]).tolist() == [True, True, False, False]
+    torch.testing.assert_close(filter_logits(logits, torch.full((3,), 2.0), torch.ones(3), torch.full((3,), -1)),
+                               logits / 2)
+
+
+def test_sample_rows_maps_sampling_params_onto_the_core(lm):
+    model, tokenizer = lm
+    prompt = tuple(prompts(tokenizer)[1])
+    greedy = {"temperature": 0.0, "ignore_eos": True}
+    free = sample_rows(model, tokenizer, [Row(prompt, SamplingParams(max_new_tokens=6, **greedy))])[0]
+    assert free.finish_reason == {"type": "length", "length": 6} and len(free.output_ids) == 6
+    assert free.text == tokenizer.decode(free.output_ids, skip_special_tokens=True)
+
+    stop_at = next(i for i, t in enumerate(free.output_ids) if i >= 2 and tokenizer.decode([t]))
+    stop = tokenizer.decode([free.output_ids[stop_at]])
+    cut = next(k for k in range(1, 7) if find_stop(tokenizer.decode(free.output_ids[:k]), (stop,)))
+    cut_text = tokenizer.decode(free.output_ids[:cut])
+    stop_id = free.output_ids[1]
+    long_prompt = tuple(prompt * 200)[:254]  # the fixture's context is 256: two tokens are left
+    rows = [Row(prompt, SamplingParams(max_new_tokens=6, stop=(stop,), **greedy)),
+            Row(prompt, SamplingParams(max_new_tokens=6, stop_token_ids=(stop_id,), **greedy)),
+            Row(prompt, SamplingParams(max_new_tokens=0, **greedy)),
+            Row(long_prompt, SamplingParams(max_new_tokens=10, **greedy)),
+            Row(prompt, SamplingParams(max_new_tokens=6, temperature=1.0, top_k=3))]
+    by_string, by_id, empty, bounded, drawn = sample_rows(model, tokenizer, rows, torch.Generator().manual_seed(0))
+
+    assert by_string.output_ids == free.output_ids[:cut]
+    assert by_string.text == cut_text[: cut_text.index(stop)]
+    assert by_string.finish_reason == {"type": "stop", "matched": stop}
+    assert by_id.output_ids == free.output_ids[: free.output_ids.index(stop_id) + 1]
+    assert by_id.finish_reason == {"type": "stop", "matched": stop_id}
+    assert (empty.output_ids, empty.logprobs, empty.text) == ((), (), "")
+    assert empty.finish_reason == {"type": "length", "length": 0}
+    assert bounded.finish_reason == {"type": "length", "length": 2}
+    assert len(drawn.output_ids) == len(drawn.logprobs) and all(lp <= 0 for lp in drawn.logprobs)
