@@ -8,8 +8,9 @@ writes a directory that AutoTokenizer / AutoModelForCausalLM load from the path:
   chat request and a plain completion of the same question give the same tokens;
 - a Llama-shaped model (hidden 64, 2 layers, 4 heads, intermediate 128: ~85k parameters);
 - a short supervised warm start on the answer FORMAT only: every offline-arith question followed by `#### r` with r
-  RANDOM. The model learns to write `#### <number><eos>` but not which number, so it starts near chance (~0.05) on
-  the task and RL has a well-formatted policy to improve (docs: rl-on-cpu-notes.md).
+  RANDOM (as many digits as the first operand: hermes_stack.tasks.offline_arith.warm_start_answer). The model learns
+  to write `#### <number><eos>` but not which number, so it starts at chance on the task (~0.01 held-out) and RL has
+  a well-formatted policy to improve (docs: rl-on-cpu-notes.md).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def warm_start(model, tokenizer, seed: int, steps: int = WARM_START_STEPS) -> fl
     """Supervised steps on `<question>#### <random number><eos>`, loss on the answer part only. Returns last loss."""
     import torch
 
-    from hermes_stack.tasks.offline_arith import ANSWER_FORMAT, format_prompt, offline_arith
+    from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, warm_start_answer
 
     rng = random.Random(seed)
     questions = [row["question"] for split in ("train", "test") for row in offline_arith(split)]
@@ -86,10 +87,11 @@ def warm_start(model, tokenizer, seed: int, steps: int = WARM_START_STEPS) -> fl
     for _ in range(steps):
         prompts, answers = [], []
         for _ in range(WARM_START_BATCH):
-            prompts.append(tokenizer.encode(format_prompt(rng.choice(questions))))
-            # random sums over the task's whole range: the format, never the arithmetic
-            answers.append(tokenizer.encode(ANSWER_FORMAT.format(answer=rng.randint(0, 18)),
-                                            add_special_tokens=False) + [tokenizer.eos_token_id])
+            question = rng.choice(questions)
+            prompts.append(tokenizer.encode(format_prompt(question)))
+            # a random number of the answer's length: the format, never the arithmetic
+            answers.append(tokenizer.encode(warm_start_answer(question, rng), add_special_tokens=False)
+                           + [tokenizer.eos_token_id])
         width = max(len(p) + len(a) for p, a in zip(prompts, answers))
         ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
         labels = torch.full((len(prompts), width), -100, dtype=torch.long)
