@@ -274,6 +274,12 @@ def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_e
         sink.close()
         atropos.close()
         inference.close()
+        close = getattr(engine, "close", None)  # the Tinker engine ends its session (the torch engine has none)
+        if close is not None:
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - a failed close must not hide why training stopped
+                print(f"trainer: closing the engine failed: {exc}", file=sys.stderr, flush=True)
     return 0
 
 

@@ -172,3 +172,18 @@ def test_dry_run_and_weight_sync_against_the_real_inference_service(env, capsys,
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_engine_is_closed_when_training_stops(env, capsys, monkeypatch) -> None:
+    """The Tinker engine holds a session with heartbeats: run() closes the engine however training ends."""
+    monkeypatch.setenv("HERMES_ATROPOS_URL", f"http://127.0.0.1:{free_port()}")  # registration fails
+    closed: list[str] = []
+
+    class ClosingEngine:
+        def close(self) -> None:
+            closed.append("closed")
+
+    argv = ["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"]
+    assert main(argv, engine_factory=lambda stack: ClosingEngine()) == 1
+    assert closed == ["closed"]
+    assert "atropos" in _one_line(capsys)
