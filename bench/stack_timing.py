@@ -10,7 +10,7 @@
    shorter healthcheck interval costs all the time while the stack runs.
 
     .venv/bin/python bench/stack_timing.py [--algo grpo] [--runs 3] [--cold] [--skip-up] [--skip-build]
-                                           [--probe-cost]
+                                           [--probe-cost] [--baseline DIR]
 
 It brings the stack up and leaves it down (volumes removed) at the end. Traffic stays on this machine. The machine
 is shared: the load average is printed next to each run.
@@ -31,16 +31,17 @@ EDIT = ROOT / "hermes_stack" / "status.py"  # in the code layer of environment a
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def sh(argv: list[str], check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False,
-                          env={**os.environ, "HERMES_ROOT": str(ROOT), **(env or {})})
+def sh(argv: list[str], check: bool = True, env: dict | None = None, root: Path = ROOT) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False,
+                          env={**os.environ, "HERMES_ROOT": str(root), **(env or {})})
     if check and done.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return done
 
 
-def hs(*args: str) -> subprocess.CompletedProcess:
-    return sh([sys.executable, "-m", "hermes_stack", *args])
+def hs(*args: str, root: Path = ROOT) -> subprocess.CompletedProcess:
+    """The controller of the checkout at `root` (`-m` imports it from the working directory)."""
+    return sh([sys.executable, "-m", "hermes_stack", *args], root=root)
 
 
 def timed(fn) -> float:
@@ -72,16 +73,16 @@ def first(rows: list[tuple[float, str, str]], service: str, status: str) -> floa
     return next((t for t, s, svc in rows if svc == service and s.startswith(status)), None)
 
 
-def dry_run_once(algo: str) -> dict[str, float]:
+def dry_run_once(algo: str, root: Path = ROOT) -> dict[str, float]:
     """One `hermes-stack dry-run --no-build` from a stopped stack: its wall time and the events' milestones."""
-    hs("down", "--algo", algo, "--volumes")
+    hs("down", "--algo", algo, "--volumes", root=root)
     started = time.time()
-    total = timed(lambda: hs("dry-run", "--algo", algo, "--device", "cpu", "--no-build"))
+    total = timed(lambda: hs("dry-run", "--algo", algo, "--device", "cpu", "--no-build", root=root))
     rows = events(f"hermes-{algo}", started, time.time())
     inference = sh(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project=hermes-{algo}",
                     "--filter", "label=com.docker.compose.service=inference"]).stdout.split()
     logged = sh(["docker", "logs", "--timestamps", *inference[:1]]).stdout if inference else ""
-    hs("down", "--algo", algo, "--volumes")
+    hs("down", "--algo", algo, "--volumes", root=root)
     m = {"total": total}
     for service in ("gateway-check", "atropos", "inference"):
         for status, key in (("create", "created"), ("start", "started"), ("health_status: healthy", "healthy"),
@@ -112,25 +113,32 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(f"{head}.{(rest[:6] or '0').ljust(6, '0')}+00:00").timestamp()
 
 
-def up_rows(algo: str, runs: int) -> list[tuple[str, str]]:
-    results = []
+def up_rows(algo: str, runs: int, baseline: Path | None = None) -> list[tuple[str, str]]:
+    """`runs` dry-runs of this checkout; with a baseline checkout, alternating with its controller and compose files
+    (same images), so both see the same machine load."""
+    roots = {"": ROOT, **({f"baseline {baseline}: ": baseline} if baseline else {})}
+    results: dict[str, list[dict[str, float]]] = {label: [] for label in roots}
     for i in range(runs):
-        before = load()
-        m = dry_run_once(algo)
-        results.append(m)
-        print(f"  run {i + 1}: {m['total']:.1f} s, slowest own start {m['slowest own start']:.1f} s "
-              f"({before} before, {load()} after)", file=sys.stderr)
-    median = sorted(results, key=lambda m: m["total"])[len(results) // 2]
+        for label, root in roots.items():
+            before = load()
+            m = dry_run_once(algo, root)
+            results[label].append(m)
+            print(f"  {label}run {i + 1}: {m['total']:.1f} s, slowest own start {m['slowest own start']:.1f} s "
+                  f"({before} before, {load()} after)", file=sys.stderr)
     med = statistics.median
-    rows = [(f"  {s}: own start (container start -> healthy), median of {runs}",
-             f"{med(m[f'{s} own start'] for m in results):.1f} s") for s in ("atropos", "inference")]
-    totals = [m["total"] for m in results]
-    rows.append((f"dry-run command: to healthy + dry-run passed, median of {runs}",
-                 f"{med(totals):.1f} s (runs: {', '.join(f'{t:.1f}' for t in totals)})"))
-    rows.append(("slowest single service's own start, median", f"{med(m['slowest own start'] for m in results):.1f} s"))
-    rows.append(("  difference, median", f"{med(m['total'] - m['slowest own start'] for m in results):.1f} s"))
-    rows.append(("timeline of the median run (s after the command started)",
-                 ", ".join(f"{k} {median[k]:.1f}" for k in TIMELINE if k in median)))
+    rows = []
+    for label, ms in results.items():
+        median = sorted(ms, key=lambda m: m["total"])[len(ms) // 2]
+        rows += [(f"{label}  {s}: own start (container start -> healthy), median of {runs}",
+                  f"{med(m[f'{s} own start'] for m in ms):.1f} s") for s in ("atropos", "inference")]
+        totals = [m["total"] for m in ms]
+        rows.append((f"{label}dry-run command: to healthy + dry-run passed, median of {runs}",
+                     f"{med(totals):.1f} s (runs: {', '.join(f'{t:.1f}' for t in totals)})"))
+        rows.append((f"{label}slowest single service's own start, median",
+                     f"{med(m['slowest own start'] for m in ms):.1f} s"))
+        rows.append((f"{label}  difference, median", f"{med(m['total'] - m['slowest own start'] for m in ms):.1f} s"))
+        rows.append((f"{label}timeline of the median run (s after the command started)",
+                     ", ".join(f"{k} {median[k]:.1f}" for k in TIMELINE if k in median)))
     return rows
 
 
@@ -188,6 +196,9 @@ def main() -> None:
     parser.add_argument("--skip-up", action="store_true", help="only the build timings")
     parser.add_argument("--skip-build", action="store_true", help="only the dry-run timings (images must be built)")
     parser.add_argument("--probe-cost", action="store_true", help="also measure what one healthcheck probe costs")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a checkout of another revision (git archive REV | tar -x -C DIR): its dry-runs alternate "
+                             "with this one's, on the same images")
     args = parser.parse_args()
     rows: list[tuple[str, str]] = [("machine", f"{os.cpu_count()} cores, {load()} at start")]
 
@@ -209,7 +220,7 @@ def main() -> None:
         build_all(args.algo)  # back to the committed code
 
     if not args.skip_up:
-        rows += up_rows(args.algo, args.runs)
+        rows += up_rows(args.algo, args.runs, args.baseline.resolve() if args.baseline else None)
     if args.probe_cost:
         rows += probe_cost(args.algo)
     rows.append(("machine", f"{load()} at the end"))
