@@ -39,6 +39,10 @@ class NotReady(Exception):
     """One line saying what is not ready yet."""
 
 
+class Refused(NotReady):
+    """Not ready, and waiting will not help (a wrong key): wait_for gives up at once."""
+
+
 def http_fetch(method: str, url: str, body: object, headers: dict[str, str]) -> tuple[int, object]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers})
@@ -82,7 +86,7 @@ def check_models(openai_url: str, key: str, model: str | None, fetch: Fetch) -> 
     url = f"{openai_url.rstrip('/')}/models"
     status, body = fetch("GET", url, None, headers)
     if status in (401, 403):
-        raise NotReady(f"GET {url} answered {status}: HERMES_INFERENCE_KEY does not match the inference service's key")
+        raise Refused(f"GET {url} answered {status}: HERMES_INFERENCE_KEY does not match the inference service's key")
     if status != 200 or not isinstance(body, dict):
         raise NotReady(f"GET {url} answered {status}, expected 200 with a model list")
     ids = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
@@ -143,6 +147,8 @@ def wait_for(probe: Callable[[], str], wait_s: float, poll_s: float | None = Non
     while True:
         try:
             return probe()
+        except Refused:
+            raise
         except NotReady as exc:
             if clock() + poll_s > deadline:
                 if wait_s <= 0:

@@ -196,6 +196,9 @@ def wait_until_serving(stack: Any, wait_s: float) -> None:
     for layer, probe in probes:
         try:
             health.wait_for(probe, max(0.0, deadline - time.monotonic()))
+        except health.Refused as exc:  # a wrong key: waiting would not help
+            raise LayerFailure(layer, f"{exc}. Hint: trainer and inference must get the same HERMES_INFERENCE_KEY") \
+                from None
         except health.NotReady as exc:
             raise LayerFailure(layer, f"not ready within --wait {wait_s:g} s: {exc}. "
                                       f"Hint: `hermes-stack logs {layer}`") from None

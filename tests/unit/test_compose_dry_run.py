@@ -119,12 +119,14 @@ def services(monkeypatch):
     monkeypatch.setenv("HERMES_ATROPOS_URL", "http://atropos:8000")
     monkeypatch.setenv("HERMES_INFERENCE_KEY", "k")
     monkeypatch.delenv("HERMES_SERVED_MODEL_NAME", raising=False)
-    state = SimpleNamespace(inference_after=0, atropos_up=True, probes=[])
+    state = SimpleNamespace(inference_after=0, atropos_up=True, probes=[], key_refused=False)
     monkeypatch.setattr(health, "POLL_S", 0.01)
 
     def fetch(method, url, body, headers):
         state.probes.append(url)
         if url.startswith("http://inference"):
+            if state.key_refused:
+                return 401, None
             if sum(u.endswith("/models") for u in state.probes) <= state.inference_after:
                 raise health.NotReady(f"{method} {url} failed: [Errno 111] Connection refused")
             return (200, {"data": [{"id": "tiny"}]}) if url.endswith("/models") else (200, {"text": "2"})
@@ -149,6 +151,14 @@ def test_dry_run_wait_running_out_names_the_layer(services):
         wait_until_serving(_stack(), 0.1)
     assert failed.value.layer == "atropos"
     assert "not ready within --wait 0.1 s" in str(failed.value) and "Connection refused" in str(failed.value)
+
+
+def test_a_refused_key_fails_the_dry_run_at_once_instead_of_waiting(services):
+    services.key_refused = True
+    with pytest.raises(LayerFailure) as failed:
+        wait_until_serving(_stack(), 600.0)
+    assert failed.value.layer == "inference" and "same HERMES_INFERENCE_KEY" in str(failed.value)
+    assert len(services.probes) == 1
 
 
 def test_without_a_wait_the_dry_run_probes_nothing_extra(services):

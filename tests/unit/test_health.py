@@ -163,6 +163,19 @@ def test_wait_for_gives_up_at_the_deadline_with_the_last_reason():
     assert calls == [0.0, 0.25, 0.5, 0.75, 1.0]  # never past the deadline
 
 
+def test_wait_for_gives_up_at_once_when_waiting_cannot_help():
+    clock, calls = _Clock(), []
+
+    def probe():
+        calls.append(clock.now)
+        f = fake({("GET", "http://127.0.0.1:8001/v1/models"): (401, None)})
+        return check("inference", ENV, f)
+
+    with pytest.raises(NotReady, match="HERMES_INFERENCE_KEY does not match"):
+        wait_for(probe, 60.0, clock=clock, sleep=clock.sleep)
+    assert calls == [0.0]
+
+
 def test_wait_for_without_a_wait_probes_once():
     clock = _Clock()
 
