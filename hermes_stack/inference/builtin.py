@@ -33,6 +33,7 @@ from hermes_stack.inference.sampling import (
     parse_sampling_params,
 )
 from hermes_stack.inference.torch_sampler import Row, context_length, sample_rows
+from hermes_stack.trainer.engine_torch import one_thread_for_tiny_model
 
 log = logging.getLogger("hermes.inference")
 
@@ -64,6 +65,7 @@ class BuiltinBackend:
         self.served_model = served_model or self.model_path
         self.device = device
         self.max_batch_rows = max_batch_rows
+        one_thread_for_tiny_model(self.model_path, device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.model = _load_model(self.model_path, device)
         self.weight_version = 0

@@ -150,3 +150,22 @@ def test_sample_rows_maps_sampling_params_onto_the_core(lm):
     assert empty.finish_reason == {"type": "length", "length": 0}
     assert bounded.finish_reason == {"type": "length", "length": 2}
     assert len(drawn.output_ids) == len(drawn.logprobs) and all(lp <= 0 for lp in drawn.logprobs)
+
+
+def test_the_tiny_model_runs_on_one_thread_in_the_engine_and_the_inference_service(tmp_path):
+    """Process-wide: the builtin inference service sampled a group in 31 ms of CPU with torch's default threads and
+    2-5 ms with one; a real checkpoint keeps the default."""
+    from trainer_helpers import embedded_model_dir
+
+    from hermes_stack.inference.builtin import BuiltinBackend
+    from hermes_stack.trainer.engine_torch import one_thread_for_tiny_model
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert one_thread_for_tiny_model(tmp_path, "cpu") is False  # no embedded marker: a real checkpoint
+        assert torch.get_num_threads() == 2
+        BuiltinBackend(str(embedded_model_dir()), served_model="embedded", seed=0)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
