@@ -81,3 +81,15 @@ def test_reward_works_off_the_main_thread():
     thread.start()
     thread.join()
     assert results and results[0].correct and results[0].well_formatted
+
+
+@pytest.mark.parametrize("candidate,reference", [
+    ("49", "49"), ("049", "49"), ("48", "49"), ("-3", "-3"), ("3", "-3"), ("0", "0"), ("1000", "1000"),
+    ("18", "81"), ("7", "7"),
+])
+def test_plain_integer_fast_path_gives_math_verify_verdict(candidate, reference):
+    from hermes_stack.environment import reward as rw
+
+    slow = rw._verify(rw._parse(reference), rw._parse(candidate))
+    assert rw.answers_agree(candidate, reference) == slow
+    assert rw.is_well_formatted(f"#### {candidate}") == bool(rw._parse(candidate))
