@@ -98,9 +98,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     temperature, top_p = rollout.temperature, rollout.top_p
 
     torch.manual_seed(seed)
-    # --lr-decay: cosine decay over the run to LR_FLOOR x the base rate. It makes the final evaluation match the best
-    # (seeds 0, 1: final == best), but which best a seed reaches still varies (0.60-1.00 measured); off by default so
-    # the documented seed-0 figures stay reproducible.
+    # --lr-decay: cosine decay over the run to LR_FLOOR x the base rate (off by default, as in the stack).
     engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
                          lr_decay_steps=steps if lr_decay else None, min_lr_ratio=LR_FLOOR)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)

@@ -138,8 +138,11 @@ def _tinker_engine(stack: Any, algo: Any, directory: Path, device: str) -> Any:
 def inference_client(stack: Any) -> Any:
     from hermes_stack.trainer.weights_sync import InferenceClient
 
-    url = os.environ.get("HERMES_INFERENCE_URL") or stack.settings.inference.base_url
-    return InferenceClient(url, os.environ.get("HERMES_INFERENCE_KEY") or None)
+    return InferenceClient(inference_url(stack), os.environ.get("HERMES_INFERENCE_KEY") or None)
+
+
+def inference_url(stack: Any) -> str:
+    return os.environ.get("HERMES_INFERENCE_URL") or stack.settings.inference.base_url
 
 
 def check_inference(stack: Any, client: Any) -> str:
@@ -186,7 +189,7 @@ def wait_until_serving(stack: Any, wait_s: float) -> None:
 
     from hermes_stack import health
 
-    url = os.environ.get("HERMES_INFERENCE_URL") or stack.settings.inference.base_url
+    url = inference_url(stack)
     key = os.environ.get("HERMES_INFERENCE_KEY", "")
     model = os.environ.get("HERMES_SERVED_MODEL_NAME") or None
     started = time.monotonic()

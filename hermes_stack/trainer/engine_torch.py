@@ -54,7 +54,6 @@ StepHook = Callable[[torch.Tensor, torch.Tensor], "torch.Tensor | None"]
 _FINISH = {0: "length", 1: "token", 2: "hook"}
 
 
-@torch.no_grad()
 def kv_cache(output) -> dict:
     """The step's KV cache as the keyword the next forward call takes: recent transformers 5.x name it `cache`,
     earlier 5.x (e.g. 5.17, seen on a GPU VM) and 4.x `past_key_values`. An unknown keyword would be dropped
