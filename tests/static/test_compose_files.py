@@ -91,7 +91,7 @@ def test_gateway_check_is_a_one_shot_everyone_waits_for():
 
 @pytest.mark.parametrize("service,needs", [
     ("atropos", set()),
-    ("inference", {"atropos"}),
+    ("inference", set()),  # it never talks to Atropos: both start at once, the trainer waits for both
     ("trainer", {"atropos", "inference"}),
     ("environment", {"atropos", "inference", "trainer"}),
 ])
