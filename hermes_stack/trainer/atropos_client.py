@@ -117,12 +117,15 @@ class AtroposClient:
 
     # ------------------------------------------------------------ waiting
 
-    def get_batch(self, *, timeout_s: float = 600.0, first_wait_s: float = 0.05, max_wait_s: float = 2.0,
+    def get_batch(self, *, timeout_s: float = 600.0, first_wait_s: float = 0.05, max_wait_s: float = 0.25,
                   progress_every_s: float = 30.0, should_stop: Callable[[], bool] = lambda: False,
                   log: Callable[[str], None] = print,
                   inference_ok: Callable[[], bool] | None = None) -> list[dict[str, Any]] | None:
         """Poll /batch with exponential backoff until a batch arrives. Returns None when `should_stop()` turns
-        true; raises NoBatchError naming the likely cause after `timeout_s` without data."""
+        true; raises NoBatchError naming the likely cause after `timeout_s` without data.
+
+        The backoff stops at 0.25 s: a batch usually lands 1-3 s into the wait, and a 2 s cap made the trainer
+        sleep past it by ~1 s a step on average (a 4.2 s step on CPU). A GET /batch that finds nothing is cheap."""
         start = time.monotonic()
         wait = first_wait_s
         next_progress = start + progress_every_s

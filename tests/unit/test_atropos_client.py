@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 import pytest
 from trainer_helpers import Feeder, free_port
@@ -136,3 +138,35 @@ def test_a_restarted_atropos_gets_the_same_registration_again(client, api) -> No
     assert client.poll_batch() is None
     assert said and "registering again" in said[0]
     assert client.info() == {"batch_size": 8, "max_token_len": 64}
+
+
+class _Clock:
+    """time.monotonic/time.sleep for get_batch: sleeping advances the clock, so the test runs in no real time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_batch_that_lands_mid_wait_is_taken_within_a_quarter_second(client, monkeypatch) -> None:
+    """The backoff stops at 0.25 s: with the old 2 s cap a batch ready at 2.0 s was taken at 3.15 s."""
+    import hermes_stack.trainer.atropos_client as module
+
+    clock = _Clock()
+    monkeypatch.setattr(module, "time", clock)
+    polls: list[float] = []
+
+    def poll() -> list | None:
+        polls.append(clock.now)
+        return [{"tokens": []}] if clock.now >= 2.0 else None
+
+    monkeypatch.setattr(client, "poll_batch", poll)
+    assert client.get_batch(timeout_s=30) == [{"tokens": []}]
+    assert 2.0 <= polls[-1] <= 2.25 + 1e-9
+    gaps = [b - a for a, b in itertools.pairwise(polls)]
+    assert gaps[0] == pytest.approx(0.05) and max(gaps) == pytest.approx(0.25)  # backs off, but not past 0.25 s
