@@ -33,6 +33,7 @@ log = logging.getLogger("hermes_stack.environment")
 INSTRUCTION = "Solve the problem step by step. Write the final answer alone on the last line as '#### <number>'."
 FORMAT_FAILURES_SHOWN = 3
 EVAL_ITEMS = 32
+DRAWS_PER_WORKER = 8  # GRPO: prompts one rollout worker tries for a group whose scores differ (see collect_trajectories)
 
 
 @dataclass
@@ -121,11 +122,23 @@ class HermesMathEnv(BaseEnv):
                  getattr(self, "env_id", None))
 
     async def collect_trajectories(self, item: dict) -> tuple[ScoredDataGroup | None, list]:
-        if self.config.rollout_source == "gateway":
-            group = await self._collect_from_gateway(item)
-        else:
-            group = await self._collect_from_inference(item)
-        return group, []
+        """One group for `item`; for GRPO, a group whose scores all agree is dropped here and the worker draws the
+        next prompt, up to DRAWS_PER_WORKER prompts. atroposlib starts one worker per group still missing from the
+        batch, so when most groups are dropped (a weak or a strong policy) the batch used to fill in many short,
+        shrinking rounds; retrying inside the worker keeps every worker busy until it has a group worth training
+        on. A group that still agrees after the last draw goes to atroposlib, which drops it as before."""
+        draws = DRAWS_PER_WORKER if self.config.ensure_scores_are_not_same else 1
+        for draw in range(draws):
+            if draw:
+                item = await self.get_next_item()
+            if self.config.rollout_source == "gateway":
+                group = await self._collect_from_gateway(item)
+            else:
+                group = await self._collect_from_inference(item)
+            if group is None or len(set(group["scores"])) > 1 or draw == draws - 1:
+                return group, []
+            self._count_dropped(group)
+        return None, []  # not reached: the last draw returns
 
     async def evaluate(self, *args, **kwargs) -> dict:
         """Greedy accuracy on up to EVAL_ITEMS held-out prompts (used by `python -m hermes_stack.environment
@@ -151,16 +164,20 @@ class HermesMathEnv(BaseEnv):
                 continue
             equal = len(set(group["scores"])) == 1
             if self.config.ensure_scores_are_not_same and equal:
-                # atroposlib drops it (zero advantage for every member); count it so a flat curve is explainable.
-                self.totals.dropped_equal_scores += 1
-                if self.totals.dropped_equal_scores in (1, 10, 100) or self.totals.dropped_equal_scores % 500 == 0:
-                    log.info("dropped group with equal scores %s (%d such groups so far)",
-                             group["scores"][:1], self.totals.dropped_equal_scores)
+                self._count_dropped(group)  # atroposlib drops it
             else:
                 self.totals.recent.append(sum(group["scores"]) / len(group["scores"]))
         await super().handle_send_to_api(scored_data, item, do_send_to_api, abort_on_any_max_length_exceeded)
         if len(self.totals.recent) >= self.config.prompts_per_batch:
             self._log_batch()
+
+    def _count_dropped(self, group: ScoredDataGroup) -> None:
+        """A group with equal scores gives every member zero advantage: it is dropped, and counted so that a flat
+        reward curve is explainable."""
+        self.totals.dropped_equal_scores += 1
+        if self.totals.dropped_equal_scores in (1, 10, 100) or self.totals.dropped_equal_scores % 500 == 0:
+            log.info("dropped group with equal scores %s (%d such groups so far)",
+                     group["scores"][:1], self.totals.dropped_equal_scores)
 
     # ------------------------------------------------------------ rollouts
 

@@ -153,6 +153,61 @@ def test_equal_score_groups_are_dropped_and_counted_for_grpo(tmp_path, tokenizer
     assert any("equal scores" in r.getMessage() for r in caplog.records)
 
 
+def _even_first_operand_always_right(prompt: str, index: int) -> str:
+    """Every completion right when the first operand is even (a group with equal scores), else the fake's default
+    spread (right for even indexes, off by one for odd ones)."""
+    import re
+
+    a, b = map(int, re.findall(r"(\d+)\s*\+\s*(\d+)", prompt)[-1])
+    return f"#### {a + b}" if a % 2 == 0 else f"#### {a + b + index % 2}"
+
+
+def _first_group(tmp_path, stack, fake, items=None):
+    """One rollout worker's collect_trajectories on the first train item (or on `items`), against `fake`."""
+    environ = offline_environ(tmp_path, HERMES_INFERENCE_URL=fake.base_url, HERMES_INFERENCE_KEY=fake.api_key)
+    env_config, server = build_configs(stack, environ, offline=True)
+    env = HermesMathEnv(env_config, [server])
+
+    async def draw():
+        await env.setup()
+        if items is not None:
+            env.train_items = items
+        return await env.collect_trajectories(await env.get_next_item())
+
+    group, backlog = asyncio.run(draw())
+    assert backlog == []
+    return env, group
+
+
+def test_grpo_worker_draws_the_next_prompt_until_its_group_has_a_spread(tmp_path, tokenizer_dir, dataset):
+    """atroposlib starts one worker per missing group: a worker that handed back an all-equal group made nothing,
+    and the batch filled in shrinking rounds. It now draws the next prompt itself and counts what it drops."""
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=4,
+                      max_token_length=200)
+    # first operands 0, 2, 4 (every completion right: equal scores), then 5 (a spread)
+    items = [{"question": f"What is {a}+1?", "answer": f"#### {a + 1}"} for a in (0, 2, 4, 5)]
+    with FakeInference(tokenizer_dir, policy=_even_first_operand_always_right) as fake:
+        env, group = _first_group(tmp_path, stack, fake, items)
+    assert len(fake.requests) == 4
+    assert group["scores"] == pytest.approx([1.1, 0.1, 1.1, 0.1])  # 5+1: the first prompt with a spread
+    assert env.totals.dropped_equal_scores == 3 and env.totals.groups == 4
+
+
+@pytest.mark.parametrize("algo,group_size", [("grpo", 2), ("ppo", 1)])
+def test_a_worker_gives_up_after_its_last_draw_and_ppo_never_redraws(tmp_path, tokenizer_dir, dataset, algo,
+                                                                     group_size):
+    from hermes_stack.environment.env import DRAWS_PER_WORKER
+
+    expected_requests = DRAWS_PER_WORKER if algo == "grpo" else 1
+    stack = stack_for(tmp_path, algo, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=group_size,
+                      max_token_length=200)
+    with FakeInference(tokenizer_dir, policy=lambda prompt, i: "#### 0") as fake:  # always wrong: all equal
+        env, group = _first_group(tmp_path, stack, fake)
+    assert len(fake.requests) == expected_requests
+    assert len(set(group["scores"])) == 1  # handed to atroposlib, which drops it for GRPO (counted there)
+    assert env.totals.dropped_equal_scores == expected_requests - 1
+
+
 def test_readiness_marker_holds_the_pid_and_is_removed(tmp_path):
     path = write_ready_marker(tmp_path, env_id=0)
     assert path == tmp_path / "ready" / "environment"
