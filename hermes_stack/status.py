@@ -80,14 +80,21 @@ class TrainingSummary:
     trend: str
     last_checkpoint: str | None
     records: int
+    held_out: tuple[int, float] | None = None  # (step, accuracy) of the latest held-out evaluation
+    held_out_trend: str = ""
+    held_out_count: int = 0
 
     def lines(self) -> list[str]:
         if self.step is None:
             return ["training: no step recorded yet (metrics.jsonl empty or absent)"]
         reward = "n/a" if self.reward_mean is None else f"{self.reward_mean:.3f}"
-        return [f"training step: {self.step}",
-                f"reward mean:   {reward}   trend {self.trend} (last {min(self.records, 24)} steps)",
-                f"checkpoint:    {self.last_checkpoint or 'none yet'}"]
+        lines = [f"training step: {self.step}",
+                 f"reward mean:   {reward}   trend {self.trend} (last {min(self.records, 24)} steps)"]
+        if self.held_out is not None:
+            step, accuracy = self.held_out
+            lines.append(f"held-out acc:  {accuracy:.3f} at step {step}   trend {self.held_out_trend} "
+                         f"(last {min(self.held_out_count, 24)} evaluations)")
+        return [*lines, f"checkpoint:    {self.last_checkpoint or 'none yet'}"]
 
 
 def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSummary:
@@ -99,7 +106,11 @@ def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSumma
     last_ckpt = ckpts[-1] if ckpts else (checkpoints[-1] if checkpoints else None)
     reward = last.get("reward_mean")
     reward = float(reward) if isinstance(reward, (int, float)) and math.isfinite(reward) else None
-    return TrainingSummary(int(last["step"]), reward, sparkline(rewards), last_ckpt, len(records))
+    evals = [(int(r["step"]), float(r["eval_accuracy"])) for r in records
+             if isinstance(r.get("eval_accuracy"), (int, float)) and math.isfinite(r["eval_accuracy"])]
+    return TrainingSummary(int(last["step"]), reward, sparkline(rewards), last_ckpt, len(records),
+                           held_out=evals[-1] if evals else None, held_out_trend=sparkline([a for _, a in evals]),
+                           held_out_count=len(evals))
 
 
 def failing(states: list[ServiceState]) -> list[ServiceState]:

@@ -16,7 +16,9 @@ Decisions (see docs/architecture.md for the variables):
 - wandb: only with [wandb] enabled AND WANDB_API_KEY set. wandb_name is always set (None makes /register-env 422).
 - max_batches_offpolicy 1: at most one batch waits in Atropos, so rollouts are at most about one policy update old
   (the tiny model collapses quickly when trained on stale samples).
-- steps_per_eval 0: the trainer runs the held-out evaluation; an environment eval would stop rollouts meanwhile.
+- steps_per_eval 0: an environment eval would stop rollouts meanwhile. The trainer evaluates the offline task's
+  held-out split itself (every 10 steps, `eval_accuracy` in metrics.jsonl); `python -m hermes_stack.environment
+  evaluate` covers other datasets on demand.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ class LoopSettings:
     inference_wait_s: float = 120.0
     wandb_group: str | None = None
     wandb_project: str | None = None
+    eval_every: int = 10                # held-out evaluation (when the task has one): every N steps and the last
 
 
 class StopFlag:
@@ -133,8 +135,12 @@ def save(engine: EngineLike, settings: LoopSettings, step: int) -> Path:
 
 
 def run_training(engine: EngineLike, atropos: AtroposClient, inference: InferenceClient | None,
-                 settings: LoopSettings, sink: MetricsSink, stop: StopFlag | None = None) -> int:
-    """Train until `num_steps` (or a stop signal). Returns the last completed step."""
+                 settings: LoopSettings, sink: MetricsSink, stop: StopFlag | None = None,
+                 evaluate: Callable[[], dict[str, float]] | None = None) -> int:
+    """Train until `num_steps` (or a stop signal). Returns the last completed step.
+
+    `evaluate` (when the task has a held-out split): its figures go into the metrics as `eval_<name>` every
+    `eval_every` steps and at the last step, and once as a line before the first step, the baseline."""
     stop = StopFlag() if stop is None else stop
     log = sink.info
     step = resume(engine, settings, log)
@@ -156,6 +162,8 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
     write_ready(settings.data_dir, {"step": step, "num_steps": settings.num_steps})
     log(f"trainer ready: registered with atropos (batch {settings.batch_size_sequences} sequences), "
         f"steps {step + 1}..{settings.num_steps}")
+    if evaluate is not None:
+        log(f"held-out before step {step + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in evaluate().items()))
     log(f"waiting for step {step + 1}'s batch: the environment can register with atropos from now on")
     unsaved = False
     try:
@@ -185,6 +193,8 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
                 inference.push_weights(weights, step)
                 prune_weight_dirs(settings.data_dir / "weights", settings.keep_weights)
                 metrics["sync_s"] = time.monotonic() - t2
+            if evaluate is not None and (step % settings.eval_every == 0 or step == settings.num_steps):
+                metrics.update({f"eval_{name}": value for name, value in evaluate().items()})
             saved = None
             if step % settings.save_interval == 0 or step == settings.num_steps:
                 saved = save(engine, settings, step)

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 # Order and short names of the stdout line; any other numeric metric still goes to JSONL and wandb.
 _LINE_KEYS = [
     ("reward_mean", "reward_mean", ".3f"),
+    ("eval_accuracy", "heldout_acc", ".3f"),  # only on the steps that ran the held-out evaluation
     ("loss", "loss", ".4f"),
     ("policy_loss", "pg", ".4f"),
     ("value_loss", "vf", ".4f"),

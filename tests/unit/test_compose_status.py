@@ -38,6 +38,16 @@ def test_metrics_skip_torn_lines_and_summary_takes_last_step_and_checkpoint():
     assert summary.trend[0] == "▁" and summary.trend[-1] == "█"
 
 
+def test_held_out_accuracy_shows_its_latest_evaluation_and_trend_only_when_recorded():
+    records = [{"step": n, "reward_mean": 0.2, "checkpoint": None} for n in range(1, 26)]
+    assert not any("held-out" in line for line in summarize(records).lines())
+    for n, acc in ((10, 0.1), (20, 0.5)):
+        records[n - 1]["eval_accuracy"] = acc
+    lines = summarize(records).lines()
+    assert "held-out acc:  0.500 at step 20   trend ▁█ (last 2 evaluations)" in lines
+    assert lines[-1].startswith("checkpoint:")
+
+
 def test_no_metrics_says_so():
     assert "no step recorded" in summarize([]).lines()[0]
 

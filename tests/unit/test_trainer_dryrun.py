@@ -128,6 +128,25 @@ def test_engine_choice(monkeypatch) -> None:
     assert engine_kind(stack("auto")) == ("tinker" if torch.cuda.is_available() else "torch")
 
 
+def test_held_out_evaluator_for_the_offline_task_only(env) -> None:
+    """The embedded profile's task has held-out sums: before any step, the evaluator reproduces the accuracy the
+    image build recorded for the warm-started model (LoRA starts as the identity). The gpu profile's gsm8k: none."""
+    import json
+
+    from hermes_stack.trainer.__main__ import build_engine, held_out_evaluator, load_config, parse_args
+    from hermes_stack.trainer.embedded import MARKER_FILE
+
+    args = parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"])
+    stack = load_config(args)
+    engine = build_engine(stack)
+    evaluate = held_out_evaluator(stack, engine)
+    marker = json.loads((embedded_model_dir() / MARKER_FILE).read_text())
+    assert evaluate() == {"accuracy": marker["test_accuracy"], "format": marker["test_format"]}
+    gpu = load_config(parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "gpu"]))
+    assert gpu.config.environment.dataset != "offline-arith"
+    assert held_out_evaluator(gpu, engine) is None
+
+
 @pytest.mark.slow
 def test_dry_run_and_weight_sync_against_the_real_inference_service(env, capsys, tmp_path, monkeypatch) -> None:
     """The builtin inference service (python -m hermes_stack.inference) answers the dry-run and loads the weights

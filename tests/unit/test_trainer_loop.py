@@ -3,6 +3,7 @@ tiny real engine. Checks registration, steps, weight sync, metrics, checkpoints,
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -72,6 +73,32 @@ def test_full_run_trains_syncs_weights_logs_and_checkpoints(api, inference, tmp_
     assert inference.weight_updates() == [str(tmp_path / "weights" / f"step-{n}") for n in range(1, 6)]
     assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == ["step-3", "step-4", "step-5"]
     assert not ready_path(tmp_path).exists()
+
+
+def test_held_out_evaluation_runs_before_training_every_n_steps_and_at_the_end(api, inference, tmp_path) -> None:
+    api.reset()
+    feeder = _feed(api.url, 5 * GROUPS_PER_STEP)
+    engine = TinyEngine()
+    calls: list[int] = []
+
+    def evaluate() -> dict[str, float]:
+        calls.append(engine.steps)
+        return {"accuracy": engine.steps / 10, "format": 1.0}
+
+    settings = dataclasses.replace(_settings(tmp_path, 5), eval_every=2)
+    out = io.StringIO()
+    sink = MetricsSink(tmp_path / "metrics.jsonl", 5, stream=out)
+    atropos, client = AtroposClient(api.url), InferenceClient(inference.url, inference.key)
+    try:
+        assert run_training(engine, atropos, client, settings, sink, evaluate=evaluate) == 5
+    finally:
+        atropos.close()
+    feeder.join(5)
+    assert calls == [0, 2, 4, 5]  # the baseline, every 2 steps, the last step
+    assert "held-out before step 1: accuracy 0.000, format 1.000" in out.getvalue()
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r.get("eval_accuracy") for r in records] == [None, 0.2, None, 0.4, 0.5]
+    assert "step 4/5 reward_mean=" in out.getvalue() and "heldout_acc=0.400" in out.getvalue()
 
 
 def test_resume_continues_the_step_counter_and_engine_state(api, inference, tmp_path) -> None:
