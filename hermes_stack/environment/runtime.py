@@ -142,6 +142,10 @@ def build_configs(
         wandb_name=f"hermes-{stack.algo}-{cfg.environment.name}",
         ensure_scores_are_not_same=rollout.group_size > 1,
         max_batches_offpolicy=1,
+        # One rollout worker per group of a batch. atroposlib's default is 8 per inference server: a PPO batch of
+        # 256 one-completion groups then filled in 32 rounds of 8 small requests, and SGLang (which batches
+        # whatever is in flight) never saw more than 8 requests at once.
+        max_num_workers=rollout.batch_size,
         steps_per_eval=0,
         include_messages=False,
         dataset=cfg.environment.dataset,

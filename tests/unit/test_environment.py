@@ -67,6 +67,7 @@ def test_configs_map_rollout_and_urls(tmp_path, tokenizer_dir, dataset):
     assert env_config.tokenizer_name == str(tokenizer_dir)
     assert env_config.wandb_name and env_config.use_wandb is False
     assert env_config.ensure_scores_are_not_same is True
+    assert env_config.max_num_workers == 3  # one rollout worker per group of a batch, not atroposlib's 8
     assert env_config.offline is True and os.environ["HF_HUB_OFFLINE"] == "1"
     assert server.server_type == "sglang" and server.base_url == "http://inference:8001/v1"
     assert server.api_key == "k-internal" and server.health_check is False
