@@ -128,17 +128,18 @@ class HermesMathEnv(BaseEnv):
         shrinking rounds; retrying inside the worker keeps every worker busy until it has a group worth training
         on. A group that still agrees after the last draw goes to atroposlib, which drops it as before."""
         draws = DRAWS_PER_WORKER if self.config.ensure_scores_are_not_same else 1
-        for draw in range(draws):
-            if draw:
-                item = await self.get_next_item()
-            if self.config.rollout_source == "gateway":
-                group = await self._collect_from_gateway(item)
-            else:
-                group = await self._collect_from_inference(item)
-            if group is None or len(set(group["scores"])) > 1 or draw == draws - 1:
+        for _ in range(draws - 1):
+            group = await self._collect_group(item)
+            if group is None or not scores_all_equal(group):
                 return group, []
             self._count_dropped(group)
-        return None, []  # not reached: the last draw returns
+            item = await self.get_next_item()
+        return await self._collect_group(item), []
+
+    async def _collect_group(self, item: dict) -> ScoredDataGroup | None:
+        if self.config.rollout_source == "gateway":
+            return await self._collect_from_gateway(item)
+        return await self._collect_from_inference(item)
 
     async def evaluate(self, *args, **kwargs) -> dict:
         """Greedy accuracy on up to EVAL_ITEMS held-out prompts (used by `python -m hermes_stack.environment
@@ -162,8 +163,7 @@ class HermesMathEnv(BaseEnv):
         for group in groups:
             if group is None:
                 continue
-            equal = len(set(group["scores"])) == 1
-            if self.config.ensure_scores_are_not_same and equal:
+            if self.config.ensure_scores_are_not_same and scores_all_equal(group):
                 self._count_dropped(group)  # atroposlib drops it
             else:
                 self.totals.recent.append(sum(group["scores"]) / len(group["scores"]))
@@ -297,6 +297,11 @@ class HermesMathEnv(BaseEnv):
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def scores_all_equal(group: ScoredDataGroup) -> bool:
+    """Every member scored the same: zero advantage for all of them under GRPO."""
+    return len(set(group["scores"])) == 1
 
 
 def make_judge(cfg: HermesEnvConfig):
