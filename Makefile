@@ -77,6 +77,10 @@ bench-stack: venv docker ## Time up->healthy+dry-run and a code-only rebuild (be
 test: venv docker ## Run every test tier: unit, static, docker (provisions what is missing)
 	@bash scripts/run-tests.sh
 
+.PHONY: test-unit
+test-unit: venv ## Quick local loop: unit and static tiers only (no Docker); make test stays the CI command
+	$(PY) -m pytest -q tests/unit tests/static
+
 .PHONY: lint
 lint: venv ## ruff
 	$(VENV)/bin/ruff check hermes_stack tests bench
