@@ -1,7 +1,12 @@
 """.env.taotoken: the one key file. Load it, check it, default TINKER_API_KEY, and redact every secret it holds.
 
 Decisions (documented in the README's key-file section):
-- Missing file = offline mode: a notice says gateway checks are skipped; not an error.
+- Missing default file = offline mode: a notice says gateway checks are skipped; not an error. A path given with
+  --keyfile or $HERMES_KEYFILE that does not exist, a directory, or a dangling or looping symlink is an error.
+- Every value in the file is secret except NON_SECRET_NAMES (base URLs, model names): redaction replaces the values,
+  whatever characters they hold, wherever they appear.
+- A key that is the example's or the blog's placeholder, or holds characters no real key has (non-ASCII, spaces), is
+  an error naming its line: the gateway would answer 401 only after the stack started.
 - Quotes around a value (`KEY="sk-…"`) are accepted: python-dotenv and `docker compose` both strip them. A notice
   asks to drop them because `docker run --env-file` keeps them literally.
 - Whitespace or quote characters left *inside* the value after dotenv's own unquoting are an error, not normalised:
@@ -11,31 +16,46 @@ Decisions (documented in the README's key-file section):
 
 from __future__ import annotations
 
+import difflib
+import errno
 import io
 import logging
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from urllib.parse import urlsplit, urlunsplit
 
 from hermes_stack.errors import InputError, Problem
+from hermes_stack.textfile import decode_text
 
 DEFAULT_PATH = Path(".env.taotoken")
 PATH_ENV = "HERMES_KEYFILE"  # overrides the default path (so does --keyfile)
 
 REQUIRED = ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL")
 TINKER_KEY_PREFIXES = ("tml-", "eyJ")
+# Shortest Tinker key body after its prefix: "tml-" alone is the prefix, not a key.
+TINKER_KEY_MIN_BODY = 8
 PLACEHOLDER_KEYS = ("sk-replace-me", "tml-replace-me")
+# The blog's ".env.taotoken" says TAOTOKEN_API_KEY=sk-你的实际key ("your actual key").
+_PLACEHOLDER_WORDS = ("replace-me", "你的", "your-key", "your_key", "yourkey", "<", ">", "...", "…", "xxxxxx")
 BASE_URL_EXAMPLE = "https://taotoken.net/api"
 
-# A name is secret when one of its underscore-separated words is one of these (TAOTOKEN_BASE_URL is not).
-_SECRET_WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASS", "PASSWD"}
+# The names hermes-stack reads from the key file; a name close to one of these gets a "did you mean".
+KNOWN_NAMES = ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "TINKER_API_KEY", "TINKER_BASE_URL",
+               "WANDB_API_KEY", "HERMES_INFERENCE_KEY")
+# The only key-file values that are not secret (printed in clear by validate and render).
+NON_SECRET_NAMES = frozenset({"TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "TINKER_BASE_URL", "WANDB_BASE_URL"})
+# Outside the key file (process environment, `compose config` output) a name is secret when it contains one of
+# these, anywhere: TINKER_APIKEY and WANDB_APIKEY are secrets too.
+_SECRET_PARTS = ("KEY", "TOKEN", "SECRET", "PASS", "CREDENTIAL", "AUTH")
 # Shorter values are not redacted inside free text: replacing "1" or "true" everywhere would garble output.
 _MIN_SECRET_LEN = 8
-_KEYLIKE = re.compile(r"[A-Za-z0-9_.\-]{12,}")
+_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -53,14 +73,22 @@ class KeyFile:
 
     def redacted(self) -> dict[str, str]:
         """The values as they may be shown: secrets as `sk-…abcd`."""
-        return {k: redact(v) if is_secret_name(k) else v for k, v in self.values.items()}
+        return {k: redact(v) if is_keyfile_secret(k) else v for k, v in self.values.items()}
 
 
 # ---------------------------------------------------------------- redaction
 
 
+def is_keyfile_secret(name: str) -> bool:
+    """In the key file every value is secret except a short list of known names (base URLs, model names)."""
+    return name not in NON_SECRET_NAMES
+
+
 def is_secret_name(name: str) -> bool:
-    return any(word in _SECRET_WORDS for word in name.upper().split("_"))
+    """For names from elsewhere (environment, compose config): secret when the name contains KEY, TOKEN, … anywhere.
+    The key file's own path variable is not."""
+    upper = name.upper()
+    return upper not in NON_SECRET_NAMES and upper != PATH_ENV and any(part in upper for part in _SECRET_PARTS)
 
 
 def redact(value: str) -> str:
@@ -75,10 +103,10 @@ _pattern: re.Pattern[str] | None = None
 _environ_scanned = False
 
 
-def register_secrets(values: Mapping[str, str | None]) -> None:
-    """Remember the secret values among `values` so every later output line has them replaced."""
+def register_secrets(values: Mapping[str, str | None], secret=is_secret_name) -> None:
+    """Remember the values among `values` whose name is `secret` so every later output line has them replaced."""
     global _pattern
-    new = {v for k, v in values.items() if v and is_secret_name(k) and len(v) >= _MIN_SECRET_LEN}
+    new = {v for k, v in values.items() if v and secret(k) and len(v) >= _MIN_SECRET_LEN}
     if new - _secrets:
         _secrets.update(new)
         # Longest first, so a key that contains another key is replaced whole.
@@ -115,11 +143,21 @@ def resolve_path(path: str | Path | None = None) -> Path:
     return Path(os.environ.get(PATH_ENV) or DEFAULT_PATH)
 
 
-def load_keyfile(path: str | Path | None = None, *, register: bool = True) -> KeyFile:
-    """Load and check the key file. Raises InputError with every problem; returns notices/warnings otherwise."""
+def path_is_explicit(path: str | Path | None = None) -> bool:
+    """True when the user named the key file (--keyfile or $HERMES_KEYFILE): then it must exist."""
+    return path is not None or bool(os.environ.get(PATH_ENV))
+
+
+def load_keyfile(path: str | Path | None = None, *, register: bool = True, must_exist: bool = False) -> KeyFile:
+    """Load and check the key file. Raises InputError with every problem; returns notices/warnings otherwise.
+
+    Only an absent file at a path the user did not name (`must_exist` False) is offline mode."""
     path = resolve_path(path)
     name = str(path)
-    if not path.is_file():
+    problem = _path_problem(path, must_exist)
+    if problem is not None:
+        raise InputError(problem)
+    if not os.path.lexists(path):
         return KeyFile(
             path=path,
             offline=True,
@@ -128,16 +166,11 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True) -> Ke
                 f"(cp .env.taotoken.example {name} to enable them)"),
             ),
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise InputError(Problem(name, "(file)", f"a file that cannot be read ({reason})", "a readable text file",
-                                 f"check its owner and run `chmod 600 {name}`")) from exc
-    raw, problems, notices, warnings = _parse(name, text)
+    text = _read(path)
+    raw, problems, notices, warnings, lines = _parse(name, text)
     if register:
-        register_secrets(raw)
-    values, more = _check_values(name, raw, notices, warnings)
+        register_secrets(raw, secret=is_keyfile_secret)
+    values, more = _check_values(name, raw, notices, warnings, lines)
     problems += more
     mode = path.stat().st_mode
     if mode & stat.S_IROTH:
@@ -157,12 +190,72 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True) -> Ke
     )
 
 
-def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[str], list[str]]:
+def _path_problem(path: Path, must_exist: bool) -> Problem | None:
+    """What is wrong with the key file's path itself, if anything (absent and not named by the user is fine)."""
+    name = str(path)
+    hint = f"point --keyfile or ${PATH_ENV} at your key file (cp .env.taotoken.example {name} makes one)"
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        if not must_exist:
+            return None
+        return Problem(name, "(file)", "no such file", "the key file you named", hint + "; without one, leave "
+                       f"out --keyfile and ${PATH_ENV} for offline mode")
+    except OSError as exc:
+        return Problem(name, "(file)", f"a path that cannot be read ({exc.strerror})", "a readable key file", hint)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            path.stat()
+        except OSError as exc:
+            found = ("a symlink that loops" if exc.errno == errno.ELOOP
+                     else f"a symlink to nothing ({os.readlink(path)})")
+            return Problem(name, "(file)", found, "a key file (or a link to one)", hint)
+    if path.is_dir():
+        return Problem(name, "(file)", "a directory", "a key file of NAME=value lines", hint)
+    if not path.is_file():
+        return Problem(name, "(file)", "not a regular file", "a key file of NAME=value lines", hint)
+    return None
+
+
+def _read(path: Path) -> str:
+    """The file as text; a byte that is not UTF-8 or a byte-order mark is an error naming its line."""
+    name = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(Problem(name, "(file)", f"a file that cannot be read ({exc.strerror})",
+                                 "a readable text file", f"check its owner and run `chmod 600 {name}`")) from exc
+    text, problem = decode_text(name, data)
+    if problem is not None:
+        raise InputError(problem)
+    return text
+
+
+def _near_name(key: str) -> str | None:
+    """The known name `key` was probably meant to be (lower case, a look-alike letter, a typo), else None."""
+    if key in KNOWN_NAMES:
+        return None
+    folded = unicodedata.normalize("NFKD", key).upper()
+    folded = "".join(_LOOKALIKES.get(c, c) for c in folded)
+    if folded in KNOWN_NAMES:
+        return folded
+    close = difflib.get_close_matches(folded, KNOWN_NAMES, n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+# Cyrillic and Greek capitals that look like Latin ones, and digits typed for letters.
+_LOOKALIKES = {"А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T",
+               "Х": "X", "І": "I", "Α": "A", "Β": "B", "Ε": "E", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P",
+               "Τ": "T", "Χ": "X", "Ι": "I", "0": "O", "1": "I"}
+
+
+def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[str], list[str], dict[str, int]]:
     from dotenv import dotenv_values
     from dotenv.parser import parse_stream
 
     problems: list[Problem] = []
     notices: list[str] = []
+    lines: dict[str, int] = {}
     for binding in parse_stream(io.StringIO(text)):
         line = binding.original.line
         if binding.error:
@@ -174,6 +267,21 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
             continue
         if binding.key is None or binding.value is None:
             continue
+        if binding.key in lines:
+            problems.append(Problem(f"{name}:{line}", binding.key, f"a second {binding.key} line (the first is line "
+                                    f"{lines[binding.key]})", "each name once",
+                                    "delete one of the two; the last one would win without a word"))
+        lines[binding.key] = line
+        near = _near_name(binding.key)
+        if near is not None:
+            shown = binding.key.encode("ascii", "backslashreplace").decode()
+            odd = "" if shown == binding.key else " (non-ASCII letters)"
+            problems.append(Problem(f"{name}:{line}", shown, f"an unknown name{odd}", "a name hermes-stack reads",
+                                    f"did you mean {near}? Names are upper-case ASCII"))
+        elif not binding.key.isascii():
+            shown = binding.key.encode("ascii", "backslashreplace").decode()
+            problems.append(Problem(f"{name}:{line}", shown, "a name with non-ASCII letters",
+                                    "a NAME of ASCII letters, digits and _", "retype the name"))
         after_eq = binding.original.string.split("=", 1)[-1].lstrip()
         if after_eq[:1] in ("'", '"'):
             notices.append(
@@ -188,38 +296,59 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
     finally:
         logger.disabled = was_disabled
     raw = {k: v for k, v in loaded.items() if v is not None}
-    return raw, problems, notices, []
+    return raw, problems, notices, [], lines
 
 
 def _check_values(
-    name: str, raw: dict[str, str], notices: list[str], warnings: list[str]
+    name: str, raw: dict[str, str], notices: list[str], warnings: list[str], lines: dict[str, int]
 ) -> tuple[dict[str, str], list[Problem]]:
     problems: list[Problem] = []
     values = dict(raw)
     for key, value in raw.items():
         if _padded(value):
-            shown = redact(value.strip(" \t'\"")) if is_secret_name(key) else value.strip(" \t'\"")
+            shown = redact(value.strip(" \t'\"")) if is_keyfile_secret(key) else value.strip(" \t'\"")
             problems.append(Problem(
                 name, key, "a value with surrounding whitespace or quotes", "the bare value",
                 f"write {key}={shown} with nothing around it",
             ))
+        elif value and (key in KNOWN_NAMES or is_secret_name(key)) and key not in NON_SECRET_NAMES:
+            problem = _key_value_problem(f"{name}:{lines.get(key, 1)}", key, value)
+            if problem is not None:
+                problems.append(problem)
+    misspelt = {_near_name(k) for k in raw}
     for key in REQUIRED:
-        if key not in raw:
+        if key not in raw and key not in misspelt:  # a misspelt name already has its "did you mean" line
             problems.append(Problem(name, key, "no such line", _expected(key), f"add {key}=… to {name}"))
-        elif raw[key] == "":
+        elif raw.get(key) == "":
             problems.append(Problem(name, key, "an empty value", _expected(key), f"set {key}=… in {name}"))
-    if raw.get("TAOTOKEN_API_KEY") in PLACEHOLDER_KEYS:
-        warnings.append(f"{name}: TAOTOKEN_API_KEY is the example's placeholder; gateway calls will answer 401")
     if not raw.get("TAOTOKEN_MODEL"):
         warnings.append(f"{name}: TAOTOKEN_MODEL is not set; test-inference and the LLM judge need it")
     if raw.get("TAOTOKEN_BASE_URL") and not _padded(raw["TAOTOKEN_BASE_URL"]):
-        url, problem, notice = check_base_url(name, raw["TAOTOKEN_BASE_URL"])
+        url, problem, notice, warning = check_base_url(f"{name}:{lines.get('TAOTOKEN_BASE_URL', 1)}",
+                                                       raw["TAOTOKEN_BASE_URL"])
         if problem:
             problems.append(problem)
         if notice:
             notices.append(notice)
+        if warning:
+            warnings.append(warning)
         values["TAOTOKEN_BASE_URL"] = url
     return values, problems
+
+
+def _key_value_problem(where: str, key: str, value: str) -> Problem | None:
+    """A key value that cannot be a real key: a placeholder, non-ASCII or whitespace. The value is never shown."""
+    hint = f"paste the key from your account page over the whole value of {key}"
+    if value in PLACEHOLDER_KEYS or any(word in value.lower() for word in _PLACEHOLDER_WORDS):
+        return Problem(where, key, "the example's placeholder, not a key", "your real key",
+                       hint + "; until then, remove the file to run offline")
+    if not value.isascii():
+        return Problem(where, key, "a value with non-ASCII characters", "a key of ASCII letters, digits and - _ .",
+                       hint)
+    if any(c.isspace() or not c.isprintable() for c in value):
+        return Problem(where, key, "a value with a space or a control character inside",
+                       "a key of ASCII letters, digits and - _ .", hint)
+    return None
 
 
 def _padded(value: str) -> bool:
@@ -231,29 +360,53 @@ def _expected(key: str) -> str:
 
 
 def _clip(text: str, width: int = 40) -> str:
-    # The line could not be parsed, so its key was never registered: hide anything that looks like one (long
-    # lower/mixed-case tokens; variable names are upper case and stay readable).
-    text = _KEYLIKE.sub(lambda m: m.group(0) if m.group(0).isupper() else redact(m.group(0)), text)
+    # The line could not be parsed, so its value was never registered as a secret: show only what reads as a variable
+    # name (upper-case ASCII) and redact every other piece whatever characters it holds (/, +, = included).
+    pieces = re.split(r"([\s=]+)", text)
+    text = "".join(p if not p or _NAME.fullmatch(p) or re.fullmatch(r"[\s=]+", p) else redact(p) for p in pieces)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # ---------------------------------------------------------------- base URL
 
 
-def check_base_url(name: str, url: str) -> tuple[str, Problem | None, str | None]:
-    """-> (normalised URL, problem, notice). The gateway root has no /v1 and no trailing slash."""
+_ENDPOINTS = ("/chat/completions", "/completions", "/messages", "/models", "/embeddings", "/responses")
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "host.docker.internal")
+
+
+def check_base_url(where: str, url: str) -> tuple[str, Problem | None, str | None, str | None]:
+    """-> (normalised URL, problem, notice, warning). The gateway root: an http(s) URL without /v1, an endpoint path,
+    a query or a fragment, spaces, or a trailing slash (normalised). Plain http beyond this machine is a warning."""
     key = "TAOTOKEN_BASE_URL"
+    fix = f"set {key}={BASE_URL_EXAMPLE}"
     if not re.match(r"^https?://[^/\s]+", url):
-        return url, Problem(name, key, url, f"an http(s) URL of the gateway root, e.g. {BASE_URL_EXAMPLE}",
-                            f"set {key}={BASE_URL_EXAMPLE}"), None
+        return url, Problem(where, key, url, f"an http(s) URL of the gateway root, e.g. {BASE_URL_EXAMPLE}",
+                            fix), None, None
+    if any(c.isspace() for c in url):
+        return url, Problem(where, key, f"a URL with a space inside ({url!r})", "a URL without spaces",
+                            f"retype it, e.g. {BASE_URL_EXAMPLE}"), None, None
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        root = urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
+        return url, Problem(where, key, url, "the gateway root without ?query or #fragment",
+                            f"set {key}={root}; clients append paths to it"), None, None
     stripped = url.rstrip("/")
-    if re.search(r"/v1$", stripped):
-        root = re.sub(r"(/v1)+$", "", stripped)
-        return url, Problem(name, key, url, "the gateway root without /v1",
-                            f"set {key}={root}; hermes-stack adds /v1 for OpenAI-style clients"), None
-    if stripped != url:
-        return stripped, None, f"{name}: trailing slash removed from {key} (using {stripped})"
-    return url, None, None
+    lowered = stripped.lower()
+    endpoint = next((e for e in _ENDPOINTS if lowered.endswith(e)), None)
+    if endpoint is not None:
+        root = re.sub(r"(/v1)+$", "", stripped[: -len(endpoint)], flags=re.IGNORECASE)
+        return url, Problem(where, key, url, "the gateway root, not an endpoint",
+                            f"set {key}={root}; clients add /v1{endpoint} themselves"), None, None
+    if re.search(r"/v1$", stripped, re.IGNORECASE):
+        root = re.sub(r"(/v1)+$", "", stripped, flags=re.IGNORECASE)
+        return url, Problem(where, key, url, "the gateway root without /v1",
+                            f"set {key}={root}; hermes-stack adds /v1 for OpenAI-style clients"), None, None
+    notice = f"{where}: trailing slash removed from {key} (using {stripped})" if stripped != url else None
+    warning = None
+    if parts.scheme == "http" and (parts.hostname or "") not in _LOCAL_HOSTS:
+        warning = (f"{where}: {key} is plain http to {parts.hostname}: the gateway key would cross the network "
+                   "unencrypted; use https")
+    return stripped, None, notice, warning
 
 
 def openai_base_url(root: str) -> str:
@@ -275,7 +428,12 @@ def check_tinker_key(keyfile: KeyFile) -> list[Problem]:
         return [Problem(str(keyfile.path), "TINKER_API_KEY", "no key file", "a Tinker key starting with tml-",
                         f"create {keyfile.path} with TINKER_API_KEY=tml-… (the Tinker engine needs it)")]
     value = keyfile.values.get("TINKER_API_KEY", "")
-    if value.startswith(TINKER_KEY_PREFIXES):
+    prefix = next((p for p in TINKER_KEY_PREFIXES if value.startswith(p)), None)
+    if prefix is not None and len(value) < len(prefix) + TINKER_KEY_MIN_BODY:
+        return [Problem(str(keyfile.path), "TINKER_API_KEY", f"only the prefix {prefix} and {len(value) - len(prefix)}"
+                        " more characters", f"a whole Tinker key ({prefix} followed by the key itself)",
+                        "copy the whole key from the Tinker console")]
+    if prefix is not None:
         return []
     origin = " (defaulted from TAOTOKEN_API_KEY)" if keyfile.tinker_key_defaulted else ""
     return [Problem(

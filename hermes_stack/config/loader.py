@@ -22,6 +22,7 @@ from hermes_stack.config import profiles, rules
 from hermes_stack.config.models import AlgoConfig, Settings
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile import KeyFile
+from hermes_stack.textfile import decode_text
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,13 @@ def check_algo(algo: str) -> None:
 
 def _read_text(path: Path) -> tuple[str | None, list[Problem]]:
     try:
-        return path.read_text(encoding="utf-8"), []
+        data = path.read_bytes()
     except FileNotFoundError:
         return None, [_missing(path)]
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         return None, [_unreadable(path, exc)]
+    text, problem = decode_text(str(path), data)
+    return text, [problem] if problem else []
 
 
 def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
@@ -84,15 +87,33 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     text, problems = _read_text(path)
     if text is None:
         return None, problems
+    duplicates: list[str] = []
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=partial(_no_duplicates, duplicates))
     except json.JSONDecodeError as exc:
         return None, [Problem(f"{path}:{exc.lineno}:{exc.colno}", "syntax", _lower_first(exc.msg), "valid JSON",
                               "JSON has no comments and no trailing commas; strings take double quotes")]
+    if duplicates:
+        return None, [_duplicate(path, text, name) for name in dict.fromkeys(duplicates)]
     if not isinstance(data, dict):
         return None, [Problem(str(path), "(top level)", f"a JSON {type(data).__name__}", "a JSON object",
                               "the file holds one object with sections tinker, inference, algorithm, …")]
     return data, []
+
+
+def _no_duplicates(seen: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of two equal keys without a word; the error would then be about the value it kept.
+    names = [name for name, _ in pairs]
+    seen += [name for i, name in enumerate(names) if name in names[:i]]
+    return dict(pairs)
+
+
+def _duplicate(path: Path, text: str, name: str) -> Problem:
+    starts = [m.start() for m in re.finditer(re.escape(json.dumps(name)) + r"\s*:", text)]
+    line = text.count("\n", 0, starts[1]) + 1 if len(starts) > 1 else 1
+    first = text.count("\n", 0, starts[0]) + 1 if starts else 1
+    return Problem(f"{path}:{line}", name, f"a second {json.dumps(name)} (the first is on line {first})",
+                   "each key once per object", "delete one of the two; JSON would keep the last one silently")
 
 
 def _missing(path: Path) -> Problem:
@@ -213,6 +234,28 @@ def load_files(algo: str, config_dir: Path) -> tuple[AlgoConfig, Settings, Path,
     return config, settings, config_path, settings_path
 
 
+def fill_mirrors(config: AlgoConfig, settings: Settings) -> tuple[AlgoConfig, Settings]:
+    """A MIRRORED value written in only one of the two files is used for both (the blog's PPO TOML has no kl_coef,
+    its settings.json has 0.04; its PPO settings have no group_size). Written in both, the rules compare them."""
+    c_updates: dict[str, dict] = {}
+    s_updates: dict[str, object] = {}
+    for toml_key, settings_key in profiles.MIRRORED.items():
+        section, name = toml_key.split(".")
+        s_name = settings_key.split(".")[1]
+        in_toml = name in getattr(config, section).model_fields_set
+        in_settings = getattr(settings.algorithm, s_name)
+        if in_settings is None:
+            s_updates[s_name] = getattr(getattr(config, section), name)
+        elif not in_toml:
+            c_updates.setdefault(section, {})[name] = in_settings
+    if c_updates:
+        config = config.model_copy(update={sec: getattr(config, sec).model_copy(update=vals)
+                                           for sec, vals in c_updates.items()})
+    if s_updates:
+        settings = settings.model_copy(update={"algorithm": settings.algorithm.model_copy(update=s_updates)})
+    return config, settings
+
+
 def resolve(config: AlgoConfig, settings: Settings, overrides: dict[str, object]) -> tuple[AlgoConfig, Settings]:
     """The files with `overrides` applied, type-checked again."""
     if not overrides:
@@ -248,6 +291,7 @@ def evaluate_stack(
     """Like load_stack, but returns the (resolved) configuration together with the rule errors, so `validate` can
     show both. Unreadable or mistyped files still raise InputError (there is nothing to show)."""
     config, settings, config_path, settings_path = load_files(algo, Path(config_dir))
+    config, settings = fill_mirrors(config, settings)
     overrides = profiles.overrides_for(profile, algo)
     r_config, r_settings = resolve(config, settings, overrides)
     errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,

@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hermes_stack.errors import Problem
+
 GIB = 1024**3
 USABLE_FRACTION = 0.9
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "float8": 1, "int8": 1}
@@ -164,15 +166,50 @@ def _gib(n: int) -> str:
 # ---------------------------------------------------------------- I/O edges
 
 
+# config.json fields the shape needs, each a positive integer (head_dim and num_key_value_heads are optional).
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+OPTIONAL_SHAPE_FIELDS = ("num_key_value_heads", "head_dim")
+
+
+def read_model_config(path: Path) -> tuple[ModelShape | None, list[Problem]]:
+    """A model folder's config.json -> its shape, or the problems naming the file and the field (exit 2, not a
+    KeyError or ZeroDivisionError later)."""
+    def problem(key: str, found: str, expected: str, hint: str = "") -> list[Problem]:
+        return [Problem(str(path), key, found, expected,
+                        hint or "the model folder's config.json comes with the weights; copy it again")]
+
+    if not path.is_file():
+        return None, problem("(file)", "no such file", "the model's config.json")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, problem("(file)", f"a file that is not JSON ({type(exc).__name__})", "a Hugging Face config.json")
+    if not isinstance(cfg, dict):
+        return None, problem("(top level)", f"a JSON {type(cfg).__name__}", "a JSON object")
+    problems: list[Problem] = []
+    for name in SHAPE_FIELDS + OPTIONAL_SHAPE_FIELDS:
+        value = cfg.get(name)
+        if value is None and name in OPTIONAL_SHAPE_FIELDS:
+            continue
+        if value is None:
+            problems += problem(name, "nothing", "a positive integer")
+        elif isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            problems += problem(name, json.dumps(value), "a positive integer")
+    if problems:
+        return None, problems
+    return ModelShape.from_config(cfg), []
+
+
 def find_shape(model_path: str, base_dir: Path | None = None) -> ModelShape | None:
-    """config.json of a local model directory, else the built-in table by hub name; None when unknown."""
-    candidates = [Path(model_path)]
-    if base_dir is not None and not Path(model_path).is_absolute():
+    """config.json of a local model directory, else the built-in table by hub name; None when unknown or unreadable
+    (rules.model_path_local reports an unreadable one)."""
+    candidates = [Path(model_path).expanduser()]
+    if base_dir is not None and not candidates[0].is_absolute():
         candidates.append(base_dir / model_path)
     for directory in candidates:
         config = directory / "config.json"
         if config.is_file():
-            return ModelShape.from_config(json.loads(config.read_text(encoding="utf-8")))
+            return read_model_config(config)[0]
     return KNOWN_SHAPES.get(model_path.lower())
 
 

@@ -8,15 +8,24 @@ Units worth knowing:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 
 class Strict(BaseModel):
     # extra="forbid": an unknown key is an error (with a "did you mean" hint added by the loader).
     # strict=True: "8" is not silently read as 8.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan=False: TOML's inf/nan and JSON's Infinity/NaN are refused for every float field.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+def _lower(value: Any) -> Any:
+    # "INFO" means info (the blog writes it so); only the case is forgiven, the word must still be known.
+    return value.lower() if isinstance(value, str) else value
+
+
+LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_lower)]
 
 
 # ---------------------------------------------------------------- config_<algo>.toml
@@ -25,7 +34,7 @@ class Strict(BaseModel):
 class AtroposSection(Strict):
     api_host: str = "localhost"
     api_port: int = Field(8000, ge=1, le=65535)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: LogLevel = "info"
 
 
 class EnvironmentSection(Strict):
@@ -34,35 +43,37 @@ class EnvironmentSection(Strict):
     # model), or a path to a JSONL file in gsm8k's shape (question, answer ending in "#### N").
     dataset: str = "gsm8k"
     split: Literal["train", "test"] = "train"
-    max_samples: int = Field(1000, ge=1)
+    max_samples: int = Field(1000, ge=1, le=10_000_000)
 
 
 class RolloutSection(Strict):
-    group_size: int = Field(8, ge=1)
-    batch_size: int = Field(32, ge=1)
-    max_token_length: int = Field(2048, ge=16)
-    temperature: float = Field(1.0, ge=0.0)
+    group_size: int = Field(8, ge=1, le=1024)
+    batch_size: int = Field(32, ge=1, le=65_536)
+    max_token_length: int = Field(2048, ge=16, le=1_048_576)
+    # OpenAI-style servers cap sampling temperature at 2.
+    temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
 
 
 class AlgorithmSection(Strict):
     name: Literal["ppo", "grpo"]
     advantage_estimator: Literal["gae", "group_relative"]
+    # Ranges for gamma/lam are rules (PPO: (0, 1]; GRPO ignores them), so the message can say why.
     gamma: float = 1.0
     lam: float = 0.95
     clip_epsilon: float = Field(0.2, gt=0.0, lt=1.0)
-    entropy_coef: float = Field(0.0, ge=0.0)
-    value_loss_coef: float = Field(0.0, ge=0.0)
-    kl_coef: float = Field(0.1, ge=0.0)
+    entropy_coef: float = Field(0.0, ge=0.0, le=1.0)
+    value_loss_coef: float = Field(0.0, ge=0.0, le=100.0)
+    kl_coef: float = Field(0.1, ge=0.0, le=100.0)
 
 
 class RewardSection(Strict):
-    correctness_weight: float = Field(1.0, ge=0.0)
-    format_weight: float = Field(0.1, ge=0.0)
+    correctness_weight: float = Field(1.0, ge=0.0, le=1000.0)
+    format_weight: float = Field(0.1, ge=0.0, le=1000.0)
     # Optional LLM judge through the gateway (environment issue). Off by default: it costs money.
     judge: bool = False
     judge_style: Literal["auto", "openai", "anthropic"] = "auto"
-    judge_timeout_s: float = Field(20.0, gt=0.0)
+    judge_timeout_s: float = Field(20.0, gt=0.0, le=3600.0)
 
 
 class AlgoConfig(Strict):
@@ -79,11 +90,12 @@ class AlgoConfig(Strict):
 
 
 class TinkerSection(Strict):
-    lora_rank: int = Field(32, ge=1)
-    learning_rate: float = Field(4e-5, gt=0.0)
-    max_token_trainer_length: int = Field(9000, ge=16)
+    lora_rank: int = Field(32, ge=1, le=4096)
+    learning_rate: float = Field(4e-5, gt=0.0, le=1.0)
+    max_token_trainer_length: int = Field(9000, ge=16, le=1_048_576)
+    # Relative to the data volume (<data>/checkpoints/...); rules.checkpoint_dir_on_volume keeps it there.
     checkpoint_dir: str = "./temp/"
-    save_checkpoint_interval: int = Field(25, ge=1)
+    save_checkpoint_interval: int = Field(25, ge=1, le=10_000_000)
 
 
 class InferenceSection(Strict):
@@ -95,7 +107,15 @@ class InferenceSection(Strict):
     api_key_env: str = "TAOTOKEN_API_KEY"
     base_url_env: str = "TAOTOKEN_BASE_URL"
     # The URL the environment calls for rollouts (OpenAI style, ends in /v1). Its port must equal `port`.
+    # Absent (the blog's file has none): derived from `port`.
     base_url: str = "http://localhost:8001/v1"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _base_url_from_port(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "base_url" not in data and isinstance(data.get("port"), int):
+            return {**data, "base_url": f"http://localhost:{data['port']}/v1"}
+        return data
 
 
 class AtroposLink(Strict):
@@ -104,21 +124,26 @@ class AtroposLink(Strict):
 
 
 class SettingsAlgorithm(Strict):
+    """Mirrors of config_<algo>.toml values (profiles.MIRRORED). Each may be left out; the loader fills a value set in
+    only one of the two files into the other, and rules.settings_agree_with_config compares the rest."""
+
     name: Literal["ppo", "grpo"]
-    group_size: int = Field(ge=1)
-    kl_coef: float = Field(ge=0.0)
+    group_size: int | None = Field(None, ge=1, le=1024)  # absent: the TOML's (PPO: 1)
+    kl_coef: float | None = Field(None, ge=0.0, le=100.0)
+    value_loss_coef: float | None = Field(None, ge=0.0, le=100.0)  # the blog's PPO settings carry it
 
 
 class TrainerSection(Strict):
     # "auto": tinker when TINKER engine is usable on a GPU VM with a Tinker key, torch otherwise.
     engine: Literal["auto", "torch", "tinker"] = "auto"
-    num_steps: int = Field(200, ge=1)
+    num_steps: int = Field(200, ge=1, le=10_000_000)
 
 
 class WandbSection(Strict):
     enabled: bool = False
     project: str = "hermes-stack"
     group: str | None = None
+    name: str | None = None  # the wandb run name (the blog's key); absent: hermes-<algo>-<environment>
 
 
 class Settings(Strict):

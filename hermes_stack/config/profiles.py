@@ -6,8 +6,8 @@ model's tuned hyper-parameters.
 
 To tune the tiny model, add keys to EMBEDDED (both algorithms) or EMBEDDED_BY_ALGO[algo] — nothing else.
 A key is `<section>.<field>` of either file: it goes to config_<algo>.toml when that file has the field, else to
-settings_<algo>.json; write `settings.<section>.<field>` to force the JSON file. `rollout.group_size` and
-`algorithm.kl_coef` are mirrored into settings' `algorithm` section so the two files keep agreeing.
+settings_<algo>.json; write `settings.<section>.<field>` to force the JSON file. The MIRRORED keys
+(group_size, kl_coef, value_loss_coef) are copied into settings' `algorithm` section so the two files keep agreeing.
 """
 
 from __future__ import annotations
@@ -36,10 +36,12 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     "grpo": {},
 }
 
-# TOML key -> settings key that must carry the same value.
+# TOML key -> settings key that must carry the same value. A value set in only one of the two files is used for
+# both (loader.fill_mirrors); set in both, they must agree (rules.settings_agree_with_config).
 MIRRORED = {
     "rollout.group_size": "algorithm.group_size",
     "algorithm.kl_coef": "algorithm.kl_coef",
+    "algorithm.value_loss_coef": "algorithm.value_loss_coef",
 }
 
 

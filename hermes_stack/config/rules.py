@@ -12,8 +12,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
+from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import Problem
-from hermes_stack.keyfile import KeyFile, check_tinker_key
+from hermes_stack.keyfile import KeyFile, check_tinker_key, is_secret_name
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,17 @@ def grpo_value_loss_coef(i: Inputs) -> list[Problem]:
                     "GRPO trains no critic; a value loss only adds noise")]
 
 
+def grpo_gamma_lam(i: Inputs) -> list[Problem]:
+    """Advice only: GRPO has no GAE, so gamma and lam are unused. Said when the file sets them to something other
+    than 1; a value left out (lam defaults to PPO's 0.95) says nothing. The trainer never refuses them."""
+    if i.algo != "grpo":
+        return []
+    section = i.config.algorithm
+    return [Caution(i.config_file, f"algorithm.{name}", str(getattr(section, name)), "1 or nothing for GRPO",
+                    f"GRPO has no GAE and ignores {name}; remove it or set it to 1.0")
+            for name in ("gamma", "lam") if name in section.model_fields_set and getattr(section, name) != 1]
+
+
 def kl_anchor(i: Inputs) -> list[Problem]:
     """Advice: without a KL anchor to the initial policy RL collapses to one answer."""
     if i.config.algorithm.kl_coef > 0:
@@ -140,16 +152,16 @@ def kl_anchor(i: Inputs) -> list[Problem]:
 
 
 def settings_agree_with_config(i: Inputs) -> list[Problem]:
-    """settings.json's algorithm group_size/kl_coef must equal config.toml's. (The names agree through
-    algo_matches_files: both must equal --algo, so a mismatch is reported once, there.)"""
-    pairs = [
-        ("algorithm.group_size", i.settings.algorithm.group_size, i.config.rollout.group_size,
-         "[rollout] group_size"),
-        ("algorithm.kl_coef", i.settings.algorithm.kl_coef, i.config.algorithm.kl_coef, "[algorithm] kl_coef"),
-    ]
+    """settings.json's algorithm group_size/kl_coef/value_loss_coef must equal config.toml's when both files set them
+    (the loader fills a value set in only one file into the other: that is no disagreement). The names agree through
+    algo_matches_files: both must equal --algo, so a mismatch is reported once, there."""
     out = []
-    for key, found, want, source in pairs:
-        if found != want:
+    for toml_key, settings_key in MIRRORED.items():
+        section, name = toml_key.split(".")
+        want = getattr(getattr(i.config, section), name)
+        found = getattr(i.settings.algorithm, settings_key.split(".")[1])
+        key, source = settings_key, f"[{section}] {name}"
+        if found is not None and found != want:
             out.append(Problem(i.settings_file, key, repr(found), f"{want!r} ({source} in {i.config_file})",
                                "the two files must agree; change one of them"))
     return out
@@ -243,6 +255,12 @@ def keyfile_names(i: Inputs) -> list[Problem]:
             out.append(Problem(i.settings_file, f"inference.{key}", repr(name),
                                f"a variable set in {kf.path} ({present})",
                                f"add {name}=… to {kf.path} or name one of its variables"))
+    name = i.settings.inference.api_key_env
+    if kf.values.get(name) and not is_secret_name(name):
+        # The value would become the inference key although every log and `validate` print it in clear.
+        out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
+                           "the name of a secret variable (a key, not a URL or a model name)",
+                           "use TAOTOKEN_API_KEY, or add a key of its own to the key file and name it here"))
     return out
 
 
@@ -255,6 +273,72 @@ def tinker_key(i: Inputs) -> list[Problem]:
     return check_tinker_key(i.keyfile)
 
 
+# ---------------------------------------------------------------- files the GPU profile reads (model, dataset)
+
+
+def _looks_local(model_path: str) -> bool:
+    """A path, not a hub name: the blog's "./models/hermes-base"; "Qwen/Qwen3-8B" is a hub name."""
+    return model_path.startswith(("./", "../", "/", "~")) or model_path in (".", "..")
+
+
+def _model_dir(i: Inputs) -> Path | None:
+    """The local model folder that `inference.model_path` names, when one exists."""
+    path = Path(i.settings.inference.model_path).expanduser()
+    candidates = [path] if path.is_absolute() else [path] + ([i.base_dir / path] if i.base_dir else [])
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+def model_path_local(i: Inputs) -> list[Problem]:
+    """On the GPU profile a local model folder must exist and hold a config.json SGLang and the memory budget can read
+    (JSON, every shape field, positive numbers). A hub name that is not on disk is left to memory_budget."""
+    from hermes_stack.config import memory
+
+    if i.profile != "gpu":
+        return []
+    model = i.settings.inference.model_path
+    directory = _model_dir(i)
+    if directory is None:
+        if not _looks_local(model):
+            return []
+        where = Path(model).expanduser()
+        tried = str(where) if where.is_absolute() or i.base_dir is None else f"{i.base_dir / where}"
+        return [Problem(i.settings_file, "inference.model_path", f"{model!r} (no such folder: {tried})",
+                        "a local model folder holding config.json and the weights",
+                        "copy or link the model there, or name a hub model such as Qwen/Qwen3-8B")]
+    _, problems = memory.read_model_config(directory / "config.json")
+    return problems
+
+
+def dataset_file(i: Inputs) -> list[Problem]:
+    """On the GPU profile a JSONL dataset must exist and every row must have a question and a "#### N" answer; the
+    environment would otherwise fail after the stack started."""
+    from hermes_stack.environment import datasets
+
+    dataset = i.config.environment.dataset
+    if i.profile != "gpu" or dataset in datasets.BUILT_IN:
+        return []
+    # Relative to the config directory, then to the working directory: what the environment does.
+    return datasets.check_jsonl(dataset, Path(i.config_file).parent, i.config_file)
+
+
+# The trainer's data volume inside its container (compose.base.yml mounts hermes-data there).
+DATA_VOLUME = "/data"
+
+
+def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
+    """Checkpoints live on the data volume: a relative path (under <data>/checkpoints) without `..`, or an absolute
+    path under /data. Anything else would be lost with the container or write outside the volume."""
+    configured = i.settings.tinker.checkpoint_dir
+    path = Path(configured)
+    inside = (".." not in path.parts and configured.strip() != "" and not configured.startswith("~")
+              and (not path.is_absolute() or path.parts[:2] == ("/", DATA_VOLUME.strip("/"))))
+    if inside:
+        return []
+    return [Problem(i.settings_file, "tinker.checkpoint_dir", repr(configured),
+                    f"a folder inside the data volume (a relative path without .., or one under {DATA_VOLUME})",
+                    "relative paths land in <data>/checkpoints/; the seed uses ./temp/")]
+
+
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 
@@ -265,6 +349,8 @@ def memory_budget(i: Inputs) -> list[Problem]:
     from hermes_stack.config import memory
 
     model = i.settings.inference.model_path
+    if model_path_local(i):
+        return []  # model_path_local says what is wrong with the folder; there is no shape to budget
     shape = memory.find_shape(model, i.base_dir)
     if shape is None:
         return [Caution(i.settings_file, "inference.model_path", repr(model),
@@ -289,6 +375,7 @@ RULES: tuple[Rule, ...] = (
     grpo_group_size,
     grpo_advantage_estimator,
     grpo_value_loss_coef,
+    grpo_gamma_lam,
     kl_anchor,
     settings_agree_with_config,
     atropos_port_agrees,
@@ -297,6 +384,9 @@ RULES: tuple[Rule, ...] = (
     locked_fields,
     keyfile_names,
     tinker_key,
+    checkpoint_dir_on_volume,
+    model_path_local,
+    dataset_file,
     memory_budget,
 )
 

@@ -26,6 +26,7 @@ GSM8K_HUB_ID = "openai/gsm8k"
 GSM8K_CONFIG = "main"
 HUB_PROBE_TIMEOUT_S = 3.0
 KEY = "[environment] dataset"
+ROW_HINT = 'each line is one object like {"question": "…", "answer": "… #### 42"}'
 OFFLINE_HINT = 'use dataset = "offline-arith" (built in) or a JSONL file in gsm8k\'s shape'
 
 
@@ -71,6 +72,18 @@ def load_items(
     return rows[:max_samples]
 
 
+BUILT_IN = ("gsm8k", "offline-arith")
+
+
+def check_jsonl(dataset: str, base_dir: Path | None, config_file: str) -> list[Problem]:
+    """For `validate`: the problems a JSONL dataset would raise in the environment (missing file, bad rows)."""
+    try:
+        _jsonl(_resolve(dataset, base_dir, config_file), config_file)
+    except InputError as exc:
+        return list(exc.problems)
+    return []
+
+
 def _split_of(row: dict) -> str:
     digest = hashlib.sha256(row["question"].encode("utf-8")).digest()
     return "test" if digest[0] % 10 == 0 else "train"
@@ -83,29 +96,39 @@ def _resolve(dataset: str, base_dir: Path | None, config_file: str) -> Path:
         if candidate.is_file():
             return candidate
     tried = ", ".join(str(c) for c in candidates)
-    raise InputError(Problem(config_file, KEY, repr(dataset), '"gsm8k", "offline-arith" or an existing JSONL file',
-                             f"no file at {tried}"))
+    raise InputError(Problem(config_file, KEY, f"{dataset!r} (no such file: {tried})",
+                             '"gsm8k", "offline-arith" or an existing JSONL file',
+                             "relative paths are looked up next to the config files, then in the working directory"))
 
 
 def _jsonl(path: Path, config_file: str) -> list[dict]:
     rows: list[dict] = []
     problems: list[Problem] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise InputError(Problem(str(path), "(file)", f"a file that cannot be read ({reason})",
+                                 "a UTF-8 JSONL file", f"{config_file} {KEY} names it")) from exc
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            problems.append(Problem(where, "line", f"invalid JSON ({exc.msg})", 'one JSON object per line'))
+            problems.append(Problem(where, "line", f"invalid JSON ({exc.msg})", "one JSON object per line",
+                                    ROW_HINT))
             continue
         if not isinstance(row, dict) or not isinstance(row.get("question"), str):
-            problems.append(Problem(where, "question", _show(row), "a string"))
+            found = _show(row.get("question")) if isinstance(row, dict) and "question" in row else (
+                "no question" if isinstance(row, dict) else _show(row))
+            problems.append(Problem(where, "question", found, "a string", ROW_HINT))
             continue
         answer = row.get("answer")
         if not isinstance(answer, str) or "####" not in answer:
-            problems.append(Problem(where, "answer", _show(answer), 'a string ending in "#### N"',
-                                    "gsm8k's shape: the reference number after ####"))
+            problems.append(Problem(where, "answer", "no answer" if "answer" not in row else _show(answer),
+                                    'a string ending in "#### N"', "gsm8k's shape: the reference number after ####"))
             continue
         rows.append(row)
         if len(problems) >= 10:

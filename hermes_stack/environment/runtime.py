@@ -13,7 +13,8 @@ Decisions (see docs/architecture.md for the variables):
   environment counts and logs every group dropped that way so a flat reward curve is explainable.
 - atroposlib's inference health probe (a 1-token chat completion every second) is off: compose's healthcheck gates
   the inference service, and the probe would cost one generation per second on the CPU tiny model.
-- wandb: only with [wandb] enabled AND WANDB_API_KEY set. wandb_name is always set (None makes /register-env 422).
+- wandb: only with [wandb] enabled AND WANDB_API_KEY set. wandb_name is always set (None makes /register-env 422):
+  settings' wandb.name (the blog's key) or hermes-<algo>-<environment>.
 - max_batches_offpolicy 1: at most one batch waits in Atropos, so rollouts are at most about one policy update old
   (the tiny model collapses quickly when trained on stale samples).
 - steps_per_eval 0: an environment eval would stop rollouts meanwhile. The trainer evaluates the offline task's
@@ -108,6 +109,11 @@ def embedded_tokenizer_dir() -> Path:
     return directory
 
 
+def run_name(stack) -> str:
+    """The wandb run name: settings' wandb.name when given, else one derived from the algorithm and the task."""
+    return stack.settings.wandb.name or f"hermes-{stack.algo}-{stack.config.environment.name}"
+
+
 def build_configs(
     stack,
     environ: Mapping[str, str] | None = None,
@@ -139,7 +145,7 @@ def build_configs(
         tokenizer_name=tokenizer_path,
         rollout_server_url=environ.get("HERMES_ATROPOS_URL") or settings.atropos.rollout_server_url,
         use_wandb=use_wandb,
-        wandb_name=f"hermes-{stack.algo}-{cfg.environment.name}",
+        wandb_name=run_name(stack),
         ensure_scores_are_not_same=rollout.group_size > 1,
         max_batches_offpolicy=1,
         # One rollout worker per group of a batch. atroposlib's default is 8 per inference server: a PPO batch of

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_stack.errors import StackError
+from hermes_stack.errors import InputError, Problem, StackError
 
 MANIFEST = "manifest.json"
 STATE_FILE = "state.pt"
@@ -36,12 +36,15 @@ class Checkpoint:
 
 def resolve_checkpoint_dir(configured: str, data_dir: Path) -> Path:
     """`tinker.checkpoint_dir` as a path on the data volume: relative paths live under `<data_dir>/checkpoints`."""
-    path = Path(configured).expanduser()
-    if path.is_absolute():
-        return path
+    path = Path(configured)
     # "./temp/" (the seed's value) becomes <data>/checkpoints/temp: on the volume, never in the image's cwd.
-    parts = [p for p in path.parts if p not in (".", "")]
-    return data_dir.joinpath("checkpoints", *parts)
+    resolved = path if path.is_absolute() else data_dir.joinpath("checkpoints", *[p for p in path.parts if p != "."])
+    # validate refuses these first (rules.checkpoint_dir_on_volume); this keeps a hand-started trainer on the volume.
+    if ".." in path.parts or not resolved.is_relative_to(data_dir):
+        raise InputError(Problem("settings", "tinker.checkpoint_dir", repr(configured),
+                                 f"a folder inside the data volume {data_dir}",
+                                 "use a relative path such as ./temp/ (it lands in <data>/checkpoints/)"))
+    return resolved
 
 
 def _fsync_path(path: Path) -> None:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from hermes_stack.errors import InputError, Problem
 
 IGNORE = -100  # atroposlib's mask value for positions without loss (the prompt)
 
@@ -45,24 +44,8 @@ class AlgoParams:
     def uses_critic(self) -> bool:
         return self.advantage_estimator == "gae"
 
-    def check(self, file: str = "config") -> None:
-        """Refuse combinations an engine would otherwise silently ignore (no config field is ignored)."""
-        problems = []
-        key = "[algorithm]"
-        if self.advantage_estimator == "gae" and self.value_loss_coef <= 0:
-            problems.append(Problem(file, f"{key} value_loss_coef", str(self.value_loss_coef), "> 0 with gae",
-                                    "gae needs a critic and the critic learns only through value_loss_coef"))
-        if self.advantage_estimator == "group_relative":
-            if self.value_loss_coef != 0:
-                problems.append(Problem(file, f"{key} value_loss_coef", str(self.value_loss_coef),
-                                        "0 with group_relative", "group_relative has no critic to train"))
-            for name in ("gamma", "lam"):
-                if getattr(self, name) != 1.0:
-                    problems.append(Problem(file, f"{key} {name}", str(getattr(self, name)),
-                                            "1.0 with group_relative",
-                                            f"{name} only applies to gae; group_relative scores whole completions"))
-        if problems:
-            raise InputError(problems)
+    # No check() here: the algorithm rules (GRPO ignores gamma/lam, value_loss_coef per algorithm) live only in
+    # config/rules.py, which every stack start runs before a trainer exists.
 
 
 class Engine(Protocol):

@@ -260,7 +260,6 @@ class TinkerEngine:
                  critic: LocalCritic | None = None, service_client: Any = None, rest_client: Any = None,
                  probe_timeout_s: float = 5.0, probe_transport: httpx.BaseTransport | None = None,
                  download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True):
-        algo.check()
         self.algo = algo
         self.lora_rank = lora_rank
         self.learning_rate = learning_rate

@@ -324,7 +324,6 @@ class TorchEngine:
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        algo.check()
         torch.manual_seed(seed)
         self.algo = algo
         self.model_dir = Path(model_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hermes_stack.errors import StackError
+from hermes_stack.errors import InputError, StackError
 from hermes_stack.trainer import checkpoint as ckpt
 
 
@@ -20,7 +20,13 @@ def _state(value: float) -> dict:
 def test_relative_checkpoint_dir_lives_on_the_data_volume(tmp_path: Path) -> None:
     assert ckpt.resolve_checkpoint_dir("./temp/", tmp_path) == tmp_path / "checkpoints" / "temp"
     assert ckpt.resolve_checkpoint_dir(".", tmp_path) == tmp_path / "checkpoints"
-    assert ckpt.resolve_checkpoint_dir("/elsewhere/ck", tmp_path) == Path("/elsewhere/ck")
+    assert ckpt.resolve_checkpoint_dir(str(tmp_path / "ck"), tmp_path) == tmp_path / "ck"
+
+
+@pytest.mark.parametrize("configured", ["/elsewhere/ck", "../../../etc", "./a/../../b"])
+def test_checkpoint_dir_outside_the_data_volume_is_refused(tmp_path: Path, configured: str) -> None:
+    with pytest.raises(InputError, match="tinker.checkpoint_dir"):
+        ckpt.resolve_checkpoint_dir(configured, tmp_path)
 
 
 def test_save_then_load_round_trips_state_and_step(tmp_path: Path) -> None:

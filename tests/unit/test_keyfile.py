@@ -78,7 +78,7 @@ def test_base_url_trailing_slash_normalised_with_notice(tmp_path):
     path = write(tmp_path, good().replace("/api\n", "/api/\n"))
     k = kf.load_keyfile(path)
     assert k.values["TAOTOKEN_BASE_URL"] == "https://taotoken.net/api"
-    assert k.notices == (f"{path}: trailing slash removed from TAOTOKEN_BASE_URL (using https://taotoken.net/api)",)
+    assert k.notices == (f"{path}:2: trailing slash removed from TAOTOKEN_BASE_URL (using https://taotoken.net/api)",)
 
 
 @pytest.mark.parametrize("url", ["https://taotoken.net/api/v1", "https://taotoken.net/api/v1/"])
@@ -87,7 +87,7 @@ def test_base_url_with_v1_is_an_error_naming_the_fix(tmp_path, url):
     with pytest.raises(InputError) as info:
         kf.load_keyfile(path)
     assert lines_of(info.value) == [
-        (f"{path}: TAOTOKEN_BASE_URL: found {url}, expected the gateway root without /v1. Hint: set "
+        (f"{path}:2: TAOTOKEN_BASE_URL: found {url}, expected the gateway root without /v1. Hint: set "
         "TAOTOKEN_BASE_URL=https://taotoken.net/api; hermes-stack adds /v1 for OpenAI-style clients")
     ]
 
@@ -134,9 +134,45 @@ def test_owner_only_file_does_not_warn(tmp_path):
     assert kf.load_keyfile(write(tmp_path, good(), mode=0o600)).warnings == ()
 
 
-def test_placeholder_key_warns(tmp_path):
-    k = kf.load_keyfile(write(tmp_path, good().replace(GOOD_KEY, "sk-replace-me")))
-    assert any("placeholder" in w for w in k.warnings)
+@pytest.mark.parametrize("placeholder", ["sk-replace-me", "sk-你的实际key", "sk-<your-key>"])
+def test_placeholder_key_is_refused_naming_its_line(tmp_path, placeholder):
+    path = write(tmp_path, good().replace(GOOD_KEY, placeholder))
+    with pytest.raises(InputError) as info:
+        kf.load_keyfile(path)
+    assert lines_of(info.value) == [
+        (f"{path}:1: TAOTOKEN_API_KEY: found the example's placeholder, not a key, expected your real key. Hint: "
+         "paste the key from your account page over the whole value of TAOTOKEN_API_KEY; until then, remove the "
+         "file to run offline")]
+
+
+def test_every_key_file_value_is_secret_except_urls_and_models(tmp_path):
+    extra = "MY_APIKEY=tinkerapikey-000111\nMY_THING=plainvalue-222333\nTINKER_BASE_URL=https://tinker.example\n"
+    k = kf.load_keyfile(write(tmp_path, good(extra)))
+    shown = k.redacted()
+    assert shown["MY_APIKEY"] == "tin…0111" and shown["MY_THING"] == "pla…2333"
+    assert shown["TAOTOKEN_BASE_URL"] == "https://taotoken.net/api" and shown["TAOTOKEN_MODEL"] == "m1"
+    assert shown["TINKER_BASE_URL"] == "https://tinker.example"
+    out = kf.redact_known_secrets("a tinkerapikey-000111 b plainvalue-222333 c https://tinker.example")
+    assert out == "a tin…0111 b pla…2333 c https://tinker.example"
+
+
+def test_redaction_works_whatever_characters_the_value_holds(tmp_path):
+    odd = "a/b+c=d$e^f*g(h)[i]|j\\k"
+    kf.load_keyfile(write(tmp_path, good(f"WANDB_API_KEY={odd}\n")))
+    assert odd not in kf.redact_known_secrets(f"x {odd} y")
+
+
+def test_unreadable_line_hides_values_with_slashes_and_pluses(tmp_path):
+    path = write(tmp_path, good("SOME_TOKEN abc/def+ghi/jkl+mno\n"))
+    with pytest.raises(InputError) as info:
+        kf.load_keyfile(path)
+    (line,) = lines_of(info.value)
+    assert "abc/def+ghi/jkl+mno"[:8] not in line and "SOME_TOKEN abc…+mno" in line
+
+
+def test_environment_names_with_key_anywhere_are_secret():
+    assert kf.is_secret_name("TINKER_APIKEY") and kf.is_secret_name("WANDB_APIKEY")
+    assert not kf.is_secret_name("HERMES_KEYFILE") and not kf.is_secret_name("PATH")
 
 
 def test_all_problems_reported_together(tmp_path):

@@ -1,7 +1,8 @@
 """`hermes-stack validate` on bad inputs: configs, key file, command-line arguments.
 
-Each case asserts the exact one-line messages, exit code 2, and that no container was created (the compose-labelled
-container list is unchanged; that assertion is skipped only where no docker binary exists).
+Each case asserts the exact one-line messages, exit code 2, and that nothing was started: the compose choke point
+(hermes_stack.compose.Compose) was never called, and the compose-labelled container list is unchanged (that second
+assertion is skipped only where no docker binary exists). More cases: test_validate_bad_inputs_more.py.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ class Case:
     toml: list[tuple[str, str]] = field(default_factory=list)  # (old, new) text replacements
     json: dict[str, object] = field(default_factory=dict)  # "section.field": value (DELETE removes)
     json_text: str | None = None  # replaces the whole settings file
-    keyfile: str | None = None  # None: no key file (offline)
+    keyfile: str | bytes | None = None  # None: no key file (offline: no --keyfile, none in the working directory)
+    # Instead of a file at the --keyfile path: "dir", "dangling" (symlink to nothing), "loop" (symlink to itself),
+    # "missing" (nothing there).
+    keyfile_kind: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # environment variables ({kf} is filled in)
+    files: dict[str, str | bytes] = field(default_factory=dict)  # extra files under tmp_path (project root)
+    toml_bom: bool = False  # the TOML file starts with a UTF-8 byte-order mark
     args: list[str] = field(default_factory=lambda: ["--device", "cpu"])
     remove: str | None = None  # a config file to delete
     line_of: str | None = None  # text whose line number fills {line}
@@ -179,14 +186,14 @@ CASES = [
                                   "{kf} (TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TAOTOKEN_MODEL, TINKER_API_KEY). Hint: "
                                   "add GATEWAY_URL=… to {kf} or name one of its variables")],
          json={"inference.base_url_env": "GATEWAY_URL"}, keyfile=GOOD_KEYFILE),
-    Case("keyfile-base-url-v1", [("{kf}: TAOTOKEN_BASE_URL: found https://taotoken.net/api/v1, expected the gateway "
+    Case("keyfile-base-url-v1", [("{kf}:2: TAOTOKEN_BASE_URL: found https://taotoken.net/api/v1, expected the gateway "
                                  "root without /v1. Hint: set TAOTOKEN_BASE_URL=https://taotoken.net/api; hermes-stack "
                                  "adds /v1 for OpenAI-style clients")],
          keyfile=GOOD_KEYFILE.replace("/api\n", "/api/v1\n")),
     Case("keyfile-base-url-empty", [("{kf}: TAOTOKEN_BASE_URL: found an empty value, expected the gateway root, e.g. "
                                     "https://taotoken.net/api. Hint: set TAOTOKEN_BASE_URL=… in {kf}")],
          keyfile=GOOD_KEYFILE.replace("https://taotoken.net/api", "")),
-    Case("keyfile-base-url-no-scheme", [("{kf}: TAOTOKEN_BASE_URL: found taotoken.net/api, expected an http(s) URL of "
+    Case("keyfile-base-url-no-scheme", [("{kf}:2: TAOTOKEN_BASE_URL: found taotoken.net/api, expected an http(s) URL of "
                                         "the gateway root, e.g. https://taotoken.net/api. Hint: set "
                                         "TAOTOKEN_BASE_URL=https://taotoken.net/api")],
          keyfile=GOOD_KEYFILE.replace("https://taotoken.net/api", "taotoken.net/api")),
@@ -209,8 +216,8 @@ CASES = [
                                     ("{kf}: TAOTOKEN_API_KEY: found no such line, expected your gateway key. Hint: add "
                                     "TAOTOKEN_API_KEY=… to {kf}")],
          keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY {KEY}")),
-    Case("toml-not-utf8", [("{toml}: (file): found a file that cannot be read (not UTF-8 text), expected a readable "
-                           "UTF-8 text file. Hint: restore it from git")], toml=[("# GRPO", "# GRPO \udcff")]),
+    Case("toml-not-utf8", [("{toml}:1: (file): found a byte that is not UTF-8 (0xff), expected UTF-8 text. Hint: "
+                           "retype that line, or save the file as UTF-8")], toml=[("# GRPO", "# GRPO \udcff")]),
     # ---- command line
     Case("algo-unknown", [("command line: --algo: found 'x', expected ppo or grpo. Hint: hermes-stack runs PPO or "
                           "GRPO; e.g. --algo grpo")], algo="x"),
@@ -240,7 +247,8 @@ def build(case: Case, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     for old, new in case.toml:
         assert old in text, f"{case.id}: {old!r} not in {toml.name}"
         text = text.replace(old, new, 1)
-    toml.write_bytes(text.encode("utf-8", "surrogateescape"))  # a lone surrogate escape writes a non-UTF-8 byte
+    data_bytes = text.encode("utf-8", "surrogateescape")  # a lone surrogate escape writes a non-UTF-8 byte
+    toml.write_bytes((b"\xef\xbb\xbf" if case.toml_bom else b"") + data_bytes)
     data = json.loads(settings.read_text())
     for dotted, value in case.json.items():
         section, name = dotted.split(".")
@@ -251,15 +259,28 @@ def build(case: Case, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     out = json.dumps(data, indent=2)
     if case.json_text == "DOUBLE_COMMA":
         out = out.replace('"port": 8001,', '"port": 8001,,')
+    elif callable(case.json_text):
+        out = case.json_text(out)
     elif case.json_text is not None:
         out = case.json_text
-    settings.write_text(out)
+    settings.write_bytes(out.encode("utf-8", "surrogateescape") if isinstance(out, str) else out)
+    for rel, content in case.files.items():
+        target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content.encode() if isinstance(content, str) else content)
     if case.remove:
         (cdir / case.remove).unlink()
     kf_path = tmp_path / "keys.env"
     if case.keyfile is not None:
-        kf_path.write_text(case.keyfile)
+        kf_path.write_bytes(case.keyfile.encode("utf-8", "surrogateescape") if isinstance(case.keyfile, str)
+                            else case.keyfile)
         os.chmod(kf_path, 0o600)
+    elif case.keyfile_kind == "dir":
+        kf_path.mkdir()
+    elif case.keyfile_kind == "dangling":
+        kf_path.symlink_to(tmp_path / "gone.env")
+    elif case.keyfile_kind == "loop":
+        kf_path.symlink_to(kf_path)
     fill = {"toml": str(toml), "json": str(settings), "kf": str(kf_path), "line": "", "col": ""}
     if case.line_of:
         target = toml if case.line_of in toml.read_text() else settings
@@ -268,7 +289,8 @@ def build(case: Case, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         fill["line"] = str(number)
         fill["col"] = str(lines[number - 1].index(case.col_after) + len(case.col_after) + 1)
     argv = ["validate"] + (["--algo", case.algo] if case.algo else [])
-    argv += ["--config-dir", str(cdir), "--keyfile", str(kf_path)] + case.args
+    named = case.keyfile is not None or (case.keyfile_kind is not None and not case.env)
+    argv += ["--config-dir", str(cdir)] + (["--keyfile", str(kf_path)] if named else []) + case.args
     if "--device" not in case.args:
         argv += ["--device", "cpu"]
     return argv, fill
@@ -290,17 +312,39 @@ def test_there_are_enough_distinct_bad_inputs():
     assert len({c.id for c in CASES}) == len(CASES) >= 45
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_is_one_line_each_exit_2_no_container(case, tmp_path, capsys):
+@pytest.fixture
+def compose_calls(monkeypatch):
+    """Every call that reached the compose choke point (it must stay empty: bad input starts nothing)."""
+    from hermes_stack import compose
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(compose.Compose, "run", lambda self, argv, capture=True: calls.append(("run", argv)) or "")
+    monkeypatch.setattr(compose.Compose, "stream", lambda self, argv: calls.append(("stream", argv)) or iter(()))
+    return calls
+
+
+def run_case(case: Case, tmp_path: Path, monkeypatch, capsys, compose_calls) -> str:
+    """Run `validate` for the case in tmp_path (no key file there unless the case writes one); assert the lines,
+    exit 2, no compose call and no new container. Returns stderr."""
     argv, fill = build(case, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value.format(**fill))
     before = compose_containers()
     rc = main(argv)
     after = compose_containers()
     err = capsys.readouterr().err
     assert error_lines(err) == [line.format(**fill) for line in case.expected]
     assert rc == 2
+    assert compose_calls == []
     assert before == after
     assert KEY not in err
+    return err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_line_each_exit_2_no_container(case, tmp_path, monkeypatch, capsys, compose_calls):
+    run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
 
 
 SUBPROCESS_CASES = ["grpo-with-gae", "keyfile-base-url-v1", "algo-unknown", "option-typo"]

@@ -20,6 +20,12 @@ KEY = "sk-test-0123456789abcdef"
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 
+@pytest.fixture(autouse=True)
+def no_default_keyfile(tmp_path, monkeypatch):
+    # Offline cases name no key file: the working directory holds no .env.taotoken.
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def keys(tmp_path):
     path = tmp_path / "keys.env"
@@ -50,7 +56,7 @@ def test_printed_configuration_is_redacted(keys, capsys):
 
 
 def test_embedded_profile_marks_overrides(capsys, tmp_path):
-    assert main(["validate", "--algo", "ppo", "--config-dir", str(CONFIGS), "--keyfile", str(tmp_path / "none"),
+    assert main(["validate", "--algo", "ppo", "--config-dir", str(CONFIGS),
                  "--device", "cpu"]) == 0
     out, err = capsys.readouterr()
     assert "profile embedded" in out and "dataset=offline-arith*" in out and "engine=torch*" in out
@@ -61,7 +67,7 @@ def test_gpu_without_memory_figure_says_budget_unchecked(capsys, tmp_path, monke
     from hermes_stack.config import memory
 
     monkeypatch.setattr(memory.shutil, "which", lambda name: None)
-    assert main(["validate", "--algo", "grpo", "--config-dir", str(CONFIGS), "--keyfile", str(tmp_path / "none"),
+    assert main(["validate", "--algo", "grpo", "--config-dir", str(CONFIGS),
                  "--device", "gpu"]) == 0
     assert "the memory budget was not checked" in capsys.readouterr().err
 
@@ -78,7 +84,7 @@ def test_warnings_print_but_exit_0(tmp_path, capsys):
     toml.write_text(toml.read_text().replace("group_size = 8", "group_size = 2"))
     settings = cdir / "settings_grpo.json"
     settings.write_text(settings.read_text().replace('"group_size": 8', '"group_size": 2'))
-    rc = main(["validate", "--algo", "grpo", "--config-dir", str(cdir), "--keyfile", str(tmp_path / "none"),
+    rc = main(["validate", "--algo", "grpo", "--config-dir", str(cdir),
                "--device", "cpu"])
     out, err = capsys.readouterr()
     assert rc == 0
@@ -92,7 +98,7 @@ def test_unlock_allows_locked_change_with_warning(tmp_path, capsys):
     data = json.loads(settings.read_text())
     data["tinker"]["lora_rank"] = 64
     settings.write_text(json.dumps(data))
-    args = ["validate", "--algo", "grpo", "--config-dir", str(cdir), "--keyfile", str(tmp_path / "none"),
+    args = ["validate", "--algo", "grpo", "--config-dir", str(cdir),
             "--device", "cpu"]
     assert main(args) == 2
     capsys.readouterr()
