@@ -260,7 +260,8 @@ def resolve(config: AlgoConfig, settings: Settings, overrides: dict[str, object]
     """The files with `overrides` applied, type-checked again."""
     if not overrides:
         return config, settings
-    c, s = config.model_dump(), settings.model_dump()
+    # exclude_unset: a value the files leave out stays "not set" after the overrides (rules.grpo_gamma_lam asks).
+    c, s = config.model_dump(exclude_unset=True), settings.model_dump(exclude_unset=True)
     profiles.apply(c, s, overrides)
     return AlgoConfig.model_validate(c), Settings.model_validate(s)
 

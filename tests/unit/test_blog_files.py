@@ -1,0 +1,145 @@
+"""The blog's own files, pasted as a new user does (issue 15): tests/fixtures/blog holds its config_grpo.toml and
+config_ppo.toml (log_level "INFO", max_token_length 9000, no lam in GRPO, no kl_coef in PPO), its settings.json in the
+GRPO shape and in the PPO shape the blog describes (no group_size, value_loss_coef added), its key file with the
+placeholder `sk-你的实际key`, and a model folder ./models/hermes-base whose config.json has Qwen3-8B's shape.
+
+Each file is accepted, or refused only for a real problem: the memory budget of 256 sequences x 9000 tokens on a
+141 GiB GPU, and the placeholder key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hermes_stack.cli import main
+from hermes_stack.config.loader import load_stack
+
+BLOG = Path(__file__).resolve().parents[1] / "fixtures" / "blog"
+REAL_KEY = "sk-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+GPU141 = ["--device", "gpu", "--gpu-memory", "141"]
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project folder as the blog leaves it: configs/, models/hermes-base, .env.taotoken with a real-looking key."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for algo in ("ppo", "grpo"):
+        shutil.copy(BLOG / f"config_{algo}.toml", configs)
+        shutil.copy(BLOG / f"settings_{algo}.json", configs)
+    shutil.copytree(BLOG / "models", tmp_path / "models")
+    keyfile = tmp_path / ".env.taotoken"
+    keyfile.write_text((BLOG / "env.taotoken").read_text(encoding="utf-8").replace("sk-你的实际key", REAL_KEY),
+                       encoding="utf-8")
+    os.chmod(keyfile, 0o600)
+    monkeypatch.chdir(tmp_path)  # the default key file and ./models are found from here, as with `make validate`
+    return tmp_path
+
+
+def validate(algo: str, *args: str) -> list[str]:
+    return ["validate", "--algo", algo, "--config-dir", "configs", *args]
+
+
+def errors(err: str) -> list[str]:
+    return [line.removeprefix("error: ") for line in err.splitlines() if line.startswith("error: ")]
+
+
+BUDGET = {
+    # (algo, group_size x batch_size): the blog's batch, refused on 141 GiB with the batch size that fits.
+    "grpo": ("group_size 8 × batch_size 32 = 256 sequences × 9000 tokens", 32),
+    "ppo": ("group_size 1 × batch_size 256 = 256 sequences × 9000 tokens", 256),
+}
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_blog_files_on_141_gib_report_only_the_memory_budget_then_pass_with_its_batch_size(algo, project, capsys):
+    assert main(validate(algo, *GPU141)) == 2
+    lines = errors(capsys.readouterr().err)
+    shape, batch = BUDGET[algo]
+    assert len(lines) == 1, lines
+    pattern = (rf"configs/config_{algo}\.toml: rollout\.batch_size: found {batch}, expected a batch that fits the GPU\. "
+               rf"Hint: {re.escape(shape)} needs ~([\d.]+) GiB; this GPU has 141 GiB \(~126\.9 GiB usable\); "
+               r"try batch_size (\d+)$")
+    match = re.fullmatch(pattern, lines[0])
+    assert match, lines[0]
+    need, fits = float(match.group(1)), int(match.group(2))
+    assert need > 126.9 and 1 <= fits < batch
+    toml = project / "configs" / f"config_{algo}.toml"
+    toml.write_text(toml.read_text().replace(f"batch_size = {batch}", f"batch_size = {fits}"))
+    assert main(validate(algo, *GPU141)) == 0
+    out, err = capsys.readouterr()
+    assert errors(err) == [] and f"valid: {algo}" in out
+
+
+def test_grpo_budget_figure_of_the_issue(project, capsys):
+    """The seed's OOM pitfall as measured in issue 15: ~331.8 GiB, try batch_size 11 (weights + LoRA + KV cache)."""
+    from hermes_stack.config import memory
+
+    shape = memory.find_shape("./models/hermes-base", project)
+    budget = memory.estimate(shape, group_size=8, batch_size=32, tokens=9000, lora_rank=32, gpu_gib=141)
+    assert round(budget.need_bytes / memory.GIB, 1) == 331.8
+    assert budget.largest_batch_size() == 11
+
+
+def test_blog_placeholder_key_gets_its_one_line(project, capsys):
+    keyfile = project / ".env.taotoken"
+    shutil.copy(BLOG / "env.taotoken", keyfile)
+    os.chmod(keyfile, 0o600)
+    assert main(validate("grpo", "--device", "cpu")) == 2
+    out, err = capsys.readouterr()
+    assert errors(err) == [
+        (".env.taotoken:1: TAOTOKEN_API_KEY: found the example's placeholder, not a key, expected your real key. "
+         "Hint: paste the key from your account page over the whole value of TAOTOKEN_API_KEY; until then, remove "
+         "the file to run offline")]
+    assert "你的" not in out + err  # the value itself is never printed
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_embedded_cpu_profile_accepts_the_blog_files_as_they_are(algo, project, capsys):
+    assert main(validate(algo, "--device", "cpu")) == 0
+    out, err = capsys.readouterr()
+    assert errors(err) == []
+    # The one warning: the blog's key file names no model for test-inference and the judge.
+    assert [line for line in err.splitlines() if line.startswith("warning: ")] == [
+        "warning: .env.taotoken: TAOTOKEN_MODEL is not set; test-inference and the LLM judge need it"]
+    assert "profile embedded" in out and f"valid: {algo} (1 warning)" in out
+    # The profile's overrides are marked; the blog's own values are kept.
+    assert "max_token_length=32*" in out and "model_path=embedded*" in out and "dataset=offline-arith*" in out
+    assert "log_level=info" in out and "name=grpo-gsm8k-run1" in out and "kl_coef=0.04" in out
+    assert f"TAOTOKEN_API_KEY=sk-…{REAL_KEY[-4:]}" in out and REAL_KEY not in out + err
+
+
+def test_blog_values_are_used(project):
+    from hermes_stack.environment.runtime import run_name
+
+    grpo = load_stack("grpo", "configs", "gpu")
+    assert grpo.config.atropos.log_level == "info"
+    assert run_name(grpo) == "grpo-gsm8k-run1"  # wandb.name names the run
+    assert grpo.settings.inference.base_url == "http://localhost:8001/v1"  # derived from the port
+    assert grpo.config.algorithm.lam == 0.95 and grpo.warnings == ()  # lam left out: nothing to say
+    ppo = load_stack("ppo", "configs", "gpu")
+    # PPO settings in the blog's shape: no group_size (the TOML's 1), value_loss_coef checked against the TOML,
+    # kl_coef set only in settings.json and used for both files.
+    assert ppo.settings.algorithm.group_size == 1 and ppo.settings.algorithm.value_loss_coef == 0.5
+    assert ppo.config.algorithm.kl_coef == 0.04 and ppo.settings.algorithm.kl_coef == 0.04
+
+
+def test_grpo_gamma_or_lam_other_than_1_is_only_a_warning(project, capsys):
+    toml = project / "configs" / "config_grpo.toml"
+    toml.write_text(toml.read_text().replace("gamma = 1.0", "gamma = 1.0\nlam = 0.95"))
+    assert main(validate("grpo", "--device", "cpu")) == 0
+    out, err = capsys.readouterr()
+    assert ("warning: configs/config_grpo.toml: algorithm.lam: found 0.95, expected 1 or nothing for GRPO. Hint: "
+            "GRPO has no GAE and ignores lam; remove it or set it to 1.0") in err.splitlines()
+
+
+def test_base_url_follows_a_moved_port(project):
+    settings = project / "configs" / "settings_grpo.json"
+    settings.write_text(settings.read_text().replace('"port": 8001', '"port": 8011'))
+    assert load_stack("grpo", "configs", "gpu").settings.inference.base_url == "http://localhost:8011/v1"
