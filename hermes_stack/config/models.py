@@ -20,12 +20,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
-def _lower(value: Any) -> Any:
-    # "INFO" means info (the blog writes it so); only the case is forgiven, the word must still be known.
-    return value.lower() if isinstance(value, str) else value
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_lower)]
+def _known_level_any_case(value: Any) -> Any:
+    # "INFO" means info (the blog writes it so); only the case is forgiven, and an unknown word is reported as written.
+    return value.lower() if isinstance(value, str) and value.lower() in LOG_LEVELS else value
+
+
+LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidator(_known_level_any_case)]
 
 
 # ---------------------------------------------------------------- config_<algo>.toml

@@ -36,3 +36,15 @@ def isolated_secrets(monkeypatch):
     kf.forget_secrets()
     yield
     kf.forget_secrets()
+
+
+@pytest.fixture
+def compose_calls(monkeypatch):
+    """Every call that reached the compose choke point (hermes_stack.compose.Compose); bad-input tests assert it stays
+    empty: nothing was started."""
+    from hermes_stack import compose
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(compose.Compose, "run", lambda self, argv, capture=True: calls.append(("run", argv)) or "")
+    monkeypatch.setattr(compose.Compose, "stream", lambda self, argv: calls.append(("stream", argv)) or iter(()))
+    return calls

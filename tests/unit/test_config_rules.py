@@ -211,3 +211,18 @@ def test_check_separates_errors_from_warnings_and_collects_all():
     errors, cautions = rules.check(i)
     assert [p.key for p in errors] == ["algorithm.advantage_estimator", "tinker.lora_rank"]
     assert [p.key for p in cautions] == ["rollout.group_size"]
+
+
+def test_grpo_gamma_lam_other_than_1_is_advice_only_when_written():
+    from hermes_stack.config.models import AlgorithmSection
+
+    def with_algorithm(algo, section):
+        i = inputs(algo)
+        return rules.Inputs(**{**i.__dict__, "config": i.config.model_copy(update={"algorithm": section})})
+
+    written = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=0.99, lam=1.0)
+    found = rules.grpo_gamma_lam(with_algorithm("grpo", written))
+    assert [(type(p).__name__, p.key, p.found) for p in found] == [("Caution", "algorithm.gamma", "0.99")]
+    defaulted = AlgorithmSection(name="grpo", advantage_estimator="group_relative")  # lam defaults to 0.95
+    assert rules.grpo_gamma_lam(with_algorithm("grpo", defaulted)) == []
+    assert rules.grpo_gamma_lam(with_algorithm("ppo", written)) == []

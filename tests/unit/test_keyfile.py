@@ -231,3 +231,22 @@ def test_keyfile_is_frozen(tmp_path):
         k.offline = True  # type: ignore[misc]
     with pytest.raises(TypeError):
         k.values["X"] = "y"  # type: ignore[index]
+
+
+def test_plain_http_to_a_remote_gateway_warns_and_local_does_not(tmp_path):
+    path = write(tmp_path, good().replace("https://taotoken.net/api", "http://taotoken.net/api"))
+    assert kf.load_keyfile(path).warnings == (
+        f"{path}:2: TAOTOKEN_BASE_URL is plain http to taotoken.net: the gateway key would cross the network "
+        "unencrypted; use https",)
+    kf.forget_secrets()
+    local = write(tmp_path, good().replace("https://taotoken.net/api", "http://127.0.0.1:9000/api"))
+    assert kf.load_keyfile(local).warnings == ()
+
+
+def test_only_a_path_the_user_named_must_exist(tmp_path, monkeypatch):
+    assert kf.load_keyfile(tmp_path / "absent.env").offline  # other callers (containers): absent is offline
+    with pytest.raises(InputError, match="no such file"):
+        kf.load_keyfile(tmp_path / "absent.env", must_exist=True)
+    assert not kf.path_is_explicit(None)
+    monkeypatch.setenv(kf.PATH_ENV, str(tmp_path / "absent.env"))
+    assert kf.path_is_explicit(None) and kf.path_is_explicit(tmp_path / "x")

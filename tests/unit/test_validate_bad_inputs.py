@@ -281,7 +281,7 @@ def build(case: Case, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         kf_path.symlink_to(tmp_path / "gone.env")
     elif case.keyfile_kind == "loop":
         kf_path.symlink_to(kf_path)
-    fill = {"toml": str(toml), "json": str(settings), "kf": str(kf_path), "line": "", "col": ""}
+    fill = {"toml": str(toml), "json": str(settings), "kf": str(kf_path), "cdir": str(cdir), "root": str(tmp_path), "line": "", "col": ""}
     if case.line_of:
         target = toml if case.line_of in toml.read_text() else settings
         lines = target.read_text().splitlines()
@@ -310,17 +310,6 @@ def error_lines(err: str) -> list[str]:
 
 def test_there_are_enough_distinct_bad_inputs():
     assert len({c.id for c in CASES}) == len(CASES) >= 45
-
-
-@pytest.fixture
-def compose_calls(monkeypatch):
-    """Every call that reached the compose choke point (it must stay empty: bad input starts nothing)."""
-    from hermes_stack import compose
-
-    calls: list[tuple] = []
-    monkeypatch.setattr(compose.Compose, "run", lambda self, argv, capture=True: calls.append(("run", argv)) or "")
-    monkeypatch.setattr(compose.Compose, "stream", lambda self, argv: calls.append(("stream", argv)) or iter(()))
-    return calls
 
 
 def run_case(case: Case, tmp_path: Path, monkeypatch, capsys, compose_calls) -> str:
