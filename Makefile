@@ -43,7 +43,7 @@ images: venv docker ## Build the three images (base image and wheelhouse made fi
 
 .PHONY: validate
 validate: venv ## Validate configs and key file: make validate ALGO=grpo
-	$(HS) validate --algo $(ALGO)
+	$(HS) validate --algo $(ALGO) --device $(DEVICE)
 
 .PHONY: up
 up: venv docker ## Validate, build, start the stack, dry-run, then train: make up ALGO=grpo

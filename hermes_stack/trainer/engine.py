@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-
 IGNORE = -100  # atroposlib's mask value for positions without loss (the prompt)
 
 

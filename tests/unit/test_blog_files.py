@@ -134,7 +134,7 @@ def test_grpo_gamma_or_lam_other_than_1_is_only_a_warning(project, capsys):
     toml = project / "configs" / "config_grpo.toml"
     toml.write_text(toml.read_text().replace("gamma = 1.0", "gamma = 1.0\nlam = 0.95"))
     assert main(validate("grpo", "--device", "cpu")) == 0
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert ("warning: configs/config_grpo.toml: algorithm.lam: found 0.95, expected 1 or nothing for GRPO. Hint: "
             "GRPO has no GAE and ignores lam; remove it or set it to 1.0") in err.splitlines()
 

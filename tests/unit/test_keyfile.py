@@ -236,8 +236,8 @@ def test_keyfile_is_frozen(tmp_path):
 def test_plain_http_to_a_remote_gateway_warns_and_local_does_not(tmp_path):
     path = write(tmp_path, good().replace("https://taotoken.net/api", "http://taotoken.net/api"))
     assert kf.load_keyfile(path).warnings == (
-        f"{path}:2: TAOTOKEN_BASE_URL is plain http to taotoken.net: the gateway key would cross the network "
-        "unencrypted; use https",)
+        (f"{path}:2: TAOTOKEN_BASE_URL is plain http to taotoken.net: the gateway key would cross the network "
+        "unencrypted; use https"),)
     kf.forget_secrets()
     local = write(tmp_path, good().replace("https://taotoken.net/api", "http://127.0.0.1:9000/api"))
     assert kf.load_keyfile(local).warnings == ()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_validate_bad_inputs import CASES as ROUND_1
 from test_validate_bad_inputs import DELETE, GOOD_KEYFILE, GPU200, KEY, Case, run_case
 
@@ -167,19 +166,19 @@ CASES = [
                                      "from the Tinker console")],
          json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE + "TINKER_API_KEY=tml-\n", args=GPU200),
     # ---- weak messages made clear: bytes, BOMs, names, duplicates
-    Case("json-not-utf8", ["{json}:3: (file): found a byte that is not UTF-8 (0xe9), expected UTF-8 text. Hint: "
-                           "retype that line, or save the file as UTF-8"],
+    Case("json-not-utf8", [("{json}:3: (file): found a byte that is not UTF-8 (0xe9), expected UTF-8 text. Hint: "
+                           "retype that line, or save the file as UTF-8")],
          json_text=lambda text: text.replace('"lora_rank"', '"lora_rank\udce9"')),
-    Case("keyfile-not-utf8", ["{kf}:3: (file): found a byte that is not UTF-8 (0xff), expected UTF-8 text. Hint: "
-                              "retype that line, or save the file as UTF-8"],
+    Case("keyfile-not-utf8", [("{kf}:3: (file): found a byte that is not UTF-8 (0xff), expected UTF-8 text. Hint: "
+                              "retype that line, or save the file as UTF-8")],
          keyfile=GOOD_KEYFILE.replace("m1", "m\udcff")),
-    Case("toml-bom", ['{toml}:1: (file): found a UTF-8 byte-order mark (BOM) at the start, expected UTF-8 without a '
-                      'BOM. Hint: save the file as "UTF-8", not "UTF-8 with BOM"'], toml_bom=True),
-    Case("json-bom", ['{json}:1: (file): found a UTF-8 byte-order mark (BOM) at the start, expected UTF-8 without a '
-                      'BOM. Hint: save the file as "UTF-8", not "UTF-8 with BOM"'],
+    Case("toml-bom", [('{toml}:1: (file): found a UTF-8 byte-order mark (BOM) at the start, expected UTF-8 without a '
+                      'BOM. Hint: save the file as "UTF-8", not "UTF-8 with BOM"')], toml_bom=True),
+    Case("json-bom", [('{json}:1: (file): found a UTF-8 byte-order mark (BOM) at the start, expected UTF-8 without a '
+                      'BOM. Hint: save the file as "UTF-8", not "UTF-8 with BOM"')],
          json_text=lambda text: "\ufeff" + text),
-    Case("keyfile-bom", ['{kf}:1: (file): found a UTF-8 byte-order mark (BOM) at the start, expected UTF-8 without a '
-                         'BOM. Hint: save the file as "UTF-8", not "UTF-8 with BOM"'], keyfile="\ufeff" + GOOD_KEYFILE),
+    Case("keyfile-bom", [('{kf}:1: (file): found a UTF-8 byte-order mark (BOM) at the start, expected UTF-8 without a '
+                         'BOM. Hint: save the file as "UTF-8", not "UTF-8 with BOM"')], keyfile="\ufeff" + GOOD_KEYFILE),
     Case("keyfile-lowercase-name", ["{kf}:1: taotoken_api_key: found an unknown name, "
                                     + H_NAME.format(near="TAOTOKEN_API_KEY")],
          keyfile=GOOD_KEYFILE.replace("TAOTOKEN_API_KEY", "taotoken_api_key")),
@@ -231,8 +230,8 @@ CASES = [
                                                 "([algorithm] value_loss_coef in {toml}). Hint: the two files must "
                                                 "agree; change one of them")],
          algo="ppo", json={"algorithm.value_loss_coef": 0.25, "algorithm.group_size": DELETE}),
-    Case("log-level-unknown-any-case", ["{toml}: atropos.log_level: found \"VERBOSE\", expected 'debug', 'info', "
-                                        "'warning' or 'error'"], toml=[('log_level = "info"', 'log_level = "VERBOSE"')]),
+    Case("log-level-unknown-any-case", [("{toml}: atropos.log_level: found \"VERBOSE\", expected 'debug', 'info', "
+                                        "'warning' or 'error'")], toml=[('log_level = "info"', 'log_level = "VERBOSE"')]),
 ]
 
 
