@@ -113,6 +113,10 @@ CASES = [
     json_number("settings-kl-coef-nan", "algorithm.kl_coef", float("nan"), "nan", FINITE),
     json_number("checkpoint-interval-huge", "tinker.save_checkpoint_interval", 10**12, "1000000000000",
                 "expected less than or equal to 10000000"),
+    Case("gpu-memory-inf", [("command line: --gpu-memory: found inf, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
+                             "memory budget compares against this")], args=["--gpu-memory", "inf"]),
+    Case("gpu-memory-nan", [("command line: --gpu-memory: found nan, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
+                             "memory budget compares against this")], args=["--gpu-memory", "nan"]),
     # ---- dataset (GPU profile): the file must exist and every row must be gsm8k-shaped
     Case("dataset-missing", [("{toml}: [environment] dataset: found 'rows.jsonl' (no such file: {cdir}/rows.jsonl, "
                               "rows.jsonl), expected \"gsm8k\", \"offline-arith\" or an existing JSONL file. Hint: "
