@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import string
 from pathlib import Path
 
@@ -24,4 +25,8 @@ def build_tiny_tokenizer(directory: Path, chat_template: str | None = None) -> P
         tokenizer.chat_template = chat_template
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(directory))
+    # The stack reads a local model folder's config.json on the GPU profile (rules.model_path_local): a tiny shape.
+    (directory / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": len(vocab)}))
     return directory

@@ -38,7 +38,8 @@ def project(tmp_path, tokenizer_dir, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.setenv(name, os.environ.get(name, "0"))
-    monkeypatch.setenv("HERMES_KEYFILE", str(tmp_path / ".env.taotoken"))
+    # The default key file, ./.env.taotoken in the project: absent = offline mode (a named path must exist).
+    monkeypatch.delenv("HERMES_KEYFILE", raising=False)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
