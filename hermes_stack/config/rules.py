@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import Problem
-from hermes_stack.keyfile import KeyFile, check_tinker_key, is_secret_name
+from hermes_stack.keyfile import KeyFile, check_tinker_key, is_keyfile_secret
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ def keyfile_names(i: Inputs) -> list[Problem]:
                                f"a variable set in {kf.path} ({present})",
                                f"add {name}=… to {kf.path} or name one of its variables"))
     name = i.settings.inference.api_key_env
-    if kf.values.get(name) and not is_secret_name(name):
+    if kf.values.get(name) and not is_keyfile_secret(name):
         # The value would become the inference key although every log and `validate` print it in clear.
         out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
                            "the name of a secret variable (a key, not a URL or a model name)",
