@@ -34,6 +34,14 @@ class NoBatchError(StackError):
     """No batch arrived within the wait budget; the message names the likely cause."""
 
 
+class AtroposUnavailable(AtroposError):
+    """Atropos did not answer (connection refused, timeout, 5xx): it may be restarting."""
+
+
+class AtroposGone(AtroposError):
+    """Atropos stayed unavailable past the outage bound; the trainer checkpoints and stops."""
+
+
 class AtroposClient:
     def __init__(self, base_url: str, *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None):
         self.base_url = base_url.rstrip("/")
@@ -41,6 +49,10 @@ class AtroposClient:
         self.batch_size: int | None = None
         self._registration: dict[str, Any] | None = None
         self.on_reregister: Callable[[str], None] = print
+        # The trainer's own last completed step: a re-registration starts Atropos there (run-api keeps no state).
+        self.trainer_step = 0
+        self.outage_s = 600.0  # how long to wait for a restarted Atropos before giving up (then checkpoint, stop)
+        self.outages = 0
 
     def close(self) -> None:
         self._http.close()
@@ -51,8 +63,11 @@ class AtroposClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise AtroposError(f"atropos: {method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}. "
-                               "Hint: is the atropos service (run-api) up? `hermes-stack logs atropos`") from exc
+            raise AtroposUnavailable(f"atropos: {method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}. "
+                                     "Hint: is the atropos service (run-api) up? `docker compose logs atropos`") from exc
+        if response.status_code >= 500:
+            raise AtroposUnavailable(f"atropos: {method} {path} answered HTTP {response.status_code}: "
+                                     f"{response.text[:300]}")
         if response.status_code >= 400:
             raise AtroposError(f"atropos: {method} {path} answered HTTP {response.status_code}: "
                                f"{response.text[:300]}")
@@ -96,14 +111,52 @@ class AtroposClient:
         self._registration = payload
         return answer
 
+    def reregister(self) -> None:
+        """Register again at the trainer's own step: run-api keeps everything in memory, so a restarted atropos
+        service forgot this trainer (the environment re-registers on its own)."""
+        assert self._registration is not None
+        self._registration = {**self._registration, "starting_step": int(self.trainer_step)}
+        self._call("POST", "/register", json=self._registration)
+        self.on_reregister(f"atropos: registered again at step {self.trainer_step} "
+                           f"(batch {self._registration['batch_size']} sequences); training continues")
+
+    def ride_out(self, cause: AtroposError, should_stop: Callable[[], bool] = lambda: False,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+        """Atropos stopped answering: wait for it (bounded by `outage_s`), keeping the weights and optimiser in
+        memory, then register again at the trainer's step. False when a stop was requested meanwhile; raises
+        AtroposGone when the bound passes."""
+        self.outages += 1
+        started = clock()
+        self.on_reregister(f"atropos unreachable ({cause}); waiting up to {self.outage_s:.0f} s for it to come "
+                           f"back, keeping the model and optimiser in memory at step {self.trainer_step}")
+        next_note = started + 30.0
+        while True:
+            if should_stop():
+                return False
+            try:
+                self.status()
+                break
+            except AtroposUnavailable as exc:
+                now = clock()
+                if now - started >= self.outage_s:
+                    raise AtroposGone(f"atropos did not come back within {self.outage_s:.0f} s ({exc})") from None
+                if now >= next_note:
+                    self.on_reregister(f"still waiting for atropos: {now - started:.0f} s of {self.outage_s:.0f} s")
+                    next_note = now + 30.0
+                sleep(0.5)
+        if self._registration is not None:
+            self.reregister()
+        self.on_reregister(f"atropos back after {clock() - started:.1f} s")
+        return True
+
     def poll_batch(self) -> list[dict[str, Any]] | None:
         """One GET /batch: the list of groups, or None when no full batch is queued yet."""
         answer = self._call("GET", "/batch")
         if answer.get("status") == "error" and self._registration is not None:
-            # run-api keeps everything in memory: a restarted atropos service forgot us. Register again (the
-            # environment re-registers on its own) and keep polling rather than dying.
-            self.on_reregister("atropos forgot this trainer (restarted?); registering again")
-            self._call("POST", "/register", json=self._registration)
+            # run-api keeps everything in memory: a restarted atropos service forgot us. Register again at our own
+            # step and keep polling rather than dying.
+            self.on_reregister("atropos forgot this trainer (restarted?)")
+            self.reregister()
             return None
         if answer.get("status") == "error":
             raise AtroposError(f"atropos: /batch: {answer.get('message')}. Hint: the trainer must /register first "
@@ -130,7 +183,14 @@ class AtroposClient:
         wait = first_wait_s
         next_progress = start + progress_every_s
         while True:
-            batch = self.poll_batch()
+            try:
+                batch = self.poll_batch()
+            except AtroposUnavailable as exc:
+                if not self.ride_out(exc, should_stop):
+                    return None
+                start = time.monotonic()  # the outage does not count against the batch wait
+                next_progress = start + progress_every_s
+                continue
             if batch is not None:
                 return batch
             now = time.monotonic()
@@ -166,7 +226,7 @@ class AtroposClient:
         queued = int(status.get("queue_size") or 0)
         if not self.env_registered(0):
             return (f"{head}: no environment has registered with atropos. Hint: is the environment service running? "
-                    "`hermes-stack logs environment` (it registers only after the trainer's first /batch; a "
+                    "`docker compose logs environment` (it registers only after the trainer's first /batch; a "
                     "missing wandb_name makes /register-env fail with 422)")
         if queued > 0:
             return (f"{head}: {queued} group(s) queued but a batch needs {self.batch_size} sequence(s). Hint: the "
@@ -174,11 +234,11 @@ class AtroposClient:
                     "[rollout] batch_size x group_size)")
         if inference_ok is not None and not inference_ok():
             return (f"{head}: the environment registered but sends nothing, and the inference service does not "
-                    "answer. Hint: `hermes-stack logs inference`")
+                    "answer. Hint: `docker compose logs inference`")
         return (f"{head}: the environment registered but no scored group reached atropos. Likely cause: every group "
                 "was dropped because all its scores were equal (ensure_scores_are_not_same; always the case with "
                 "group_size 1, or when the model fails every prompt), or the environment cannot reach inference. "
-                "Hint: `hermes-stack logs environment`")
+                "Hint: `docker compose logs environment`")
 
 
 # ---------------------------------------------------------------- conversion (pure)
