@@ -167,7 +167,7 @@ class CommandTimedOut(StackError):
 
     def __init__(self, argv: Sequence[str], timeout_s: float):
         self.argv, self.timeout_s, self.returncode = list(argv), timeout_s, 124
-        super().__init__(f"`{printable(argv)}` did not finish within {timeout_s:.0f} s and was stopped. Hint: is the "
+        super().__init__(f"`{printable(argv)}` did not finish within {timeout_s:g} s and was stopped. Hint: is the "
                          "Docker daemon answering? `docker info`")
 
 

@@ -61,7 +61,14 @@ class AtroposClient:
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            response = self._http.request(method, path, **kwargs)
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                if method != "GET":
+                    raise
+                # run-api closes a kept-alive connection after a 500 (e.g. /status-env for an unknown env): the next
+                # request on it is reset. A GET is safe to send once more on a fresh connection.
+                response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise AtroposUnavailable(f"atropos: {method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}. "
                                      "Hint: is the atropos service (run-api) up? `docker compose logs atropos`") from exc
