@@ -434,7 +434,7 @@ def _read_metrics(compose) -> str:
 @app.command()
 def status(algo: str = ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
-    from hermes_stack.status import parse_metrics, service_states, summarize
+    from hermes_stack.status import event_lines, parse_events, parse_metrics, service_states, summarize
 
     _check_algo(algo)
     plan = load_plan(_root() / STATE_DIR, algo)
@@ -447,7 +447,10 @@ def status(algo: str = ALGO_OPT) -> None:
     for s in states:
         mark = "ok " if s.ok else "!! "
         console.info(f"  {mark}{s.service:<14} {s.describe()}")
-    for line in summarize(parse_metrics(_read_metrics(compose))).lines():
+    text = _read_metrics(compose)
+    for line in summarize(parse_metrics(text)).lines():
+        console.info(line)
+    for line in event_lines(parse_events(text)):  # e.g. an environment that departed and what the trainer did
         console.info(line)
 
 

@@ -7,7 +7,8 @@ Environment (docs/architecture.md): HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFI
 HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional
 HERMES_SERVED_MODEL_NAME (a served model name /v1/models may list instead of inference.model_path) and
 HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600) and HERMES_ATROPOS_OUTAGE_S (how long to wait for
-a restarting Atropos before checkpointing and stopping, default 600).
+a restarting Atropos before checkpointing and stopping, default 600) and HERMES_ENV_DEPARTED_S (how long an
+environment's queued groups may sit unchanged while no batch forms before it counts as departed, default 120).
 """
 
 from __future__ import annotations
@@ -253,6 +254,7 @@ def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
         data_dir=data_dir(),
         batch_timeout_s=args.batch_timeout,
         atropos_outage_s=float(os.environ.get("HERMES_ATROPOS_OUTAGE_S", "600")),
+        departure_s=float(os.environ.get("HERMES_ENV_DEPARTED_S", "120")),
         wandb_group=settings.wandb.group,
         wandb_project=settings.wandb.project,
     )

@@ -19,11 +19,14 @@ from typing import Any
 import httpx
 
 from hermes_stack.errors import StackError
+from hermes_stack.trainer.departures import DepartureWatch
 from hermes_stack.trainer.engine import Sequence
 
 # atroposlib's ManagedServer writes 1.0 as the "logprob" of prompt positions (a real logprob is <= 0).
 PROMPT_LOGPROB = 1.0
 MASKED = -100
+DEPARTURE_SAMPLE_S = 2.0  # how often a waiting trainer samples each environment's queued groups,
+DEPARTURE_FIRST_S = 5.0   # from this far into a wait (a normal step's wait is shorter: no probing then)
 
 
 class AtroposError(StackError):
@@ -53,6 +56,12 @@ class AtroposClient:
         self.trainer_step = 0
         self.outage_s = 600.0  # how long to wait for a restarted Atropos before giving up (then checkpoint, stop)
         self.outages = 0
+        # Departed environments (departures.py): how long an environment's queued groups may sit unchanged while
+        # no batch forms, which env_ids are the stack's own, and where the trainer records what it did.
+        self.departure_s = 120.0
+        self.own_env_ids: Callable[[], set[int]] = set
+        self.on_event: Callable[[str, str, dict[str, Any]], None] = lambda kind, message, fields: None
+        self.departures = 0
 
     def close(self) -> None:
         self._http.close()
@@ -96,6 +105,67 @@ class AtroposClient:
         except httpx.HTTPError:
             return False
         return response.status_code == 200
+
+    def env_queued_groups(self, max_envs: int = 64) -> dict[int, int]:
+        """{env_id: groups of that environment in Atropos' queue} for every registered environment. run-api has
+        no listing route: /status-env answers for ids 0..n-1 and fails after."""
+        found: dict[int, int] = {}
+        for env_id in range(max_envs):
+            try:
+                response = self._http.request("GET", "/status-env", json={"env_id": env_id})
+                if response.status_code != 200:
+                    break
+                found[env_id] = int(response.json().get("self_queue_size") or 0)
+            except (httpx.HTTPError, ValueError):
+                break
+        return found
+
+    def disconnect_env(self, env_id: int) -> None:
+        self._call("POST", "/disconnect-env", json={"env_id": int(env_id)})
+
+    def clear_queue_and_reregister(self, attempts: int = 5) -> None:
+        """Drop every queued group and register again at the trainer's step. atroposlib has no route that drops one
+        environment's groups, only /reset_data (everything); the stack's environment then registers again by
+        itself (environment/env.py get_status). A group posted between the reset and /register would stop run-api
+        from initialising the run (it checks for a queue): /info tells, and the pair is repeated."""
+        assert self._registration is not None
+        for _ in range(attempts):
+            try:
+                self._http.request("GET", "/reset_data")
+            except httpx.HTTPError as exc:
+                raise AtroposUnavailable(f"atropos: GET /reset_data failed: {exc}") from exc
+            self._registration = {**self._registration, "starting_step": int(self.trainer_step)}
+            self._call("POST", "/register", json=self._registration)
+            if int(self.info().get("batch_size", -1)) == int(self._registration["batch_size"]):
+                return
+        raise AtroposError(f"atropos: could not register again after clearing the queue ({attempts} attempts): "
+                           "groups kept arriving in between")
+
+    def _handle_departures(self, watch: DepartureWatch, now: float, log: Callable[[str], None]) -> bool:
+        """Sample the environments; when some stopped sending while no batch formed, disconnect them and clear
+        the queue they block. True when it acted."""
+        departed = watch.observe(now, self.env_queued_groups(), self.own_env_ids())
+        if not departed:
+            return False
+        try:
+            queued = int(self.status().get("queue_size") or 0)
+        except AtroposError:
+            queued = -1
+        for env_id in departed:
+            self.disconnect_env(env_id)
+        self.clear_queue_and_reregister()
+        self.departures += 1
+        names = ", ".join(f"environment {env_id} ({count} group(s) queued, unchanged for {quiet:.0f} s)"
+                          for env_id, (count, quiet) in sorted(departed.items()))
+        message = (f"{names} stopped sending while no batch of {self.batch_size} sequences could form from the "
+                   f"{queued} queued group(s); disconnected it (/disconnect-env) and cleared Atropos' queue "
+                   f"(/reset_data: atroposlib cannot drop one environment's groups); registered again at step "
+                   f"{self.trainer_step}; the stack's environment registers again by itself")
+        log(message)
+        self.on_event("environment_departed", message,
+                      {"env_ids": sorted(departed), "queued_groups": queued, "at_step": self.trainer_step})
+        watch.reset()
+        return True
 
     def register(self, *, batch_size_sequences: int, max_token_len: int, checkpoint_dir: str,
                  save_checkpoint_interval: int, starting_step: int, num_steps: int,
@@ -153,7 +223,10 @@ class AtroposClient:
                 sleep(0.5)
         if self._registration is not None:
             self.reregister()
-        self.on_reregister(f"atropos back after {clock() - started:.1f} s")
+        down_s = clock() - started
+        self.on_reregister(f"atropos back after {down_s:.1f} s")
+        self.on_event("atropos_restarted", f"atropos was unreachable for {down_s:.0f} s; the trainer kept its model "
+                      f"and registered again at step {self.trainer_step}", {"at_step": self.trainer_step})
         return True
 
     def poll_batch(self) -> list[dict[str, Any]] | None:
@@ -189,6 +262,8 @@ class AtroposClient:
         start = time.monotonic()
         wait = first_wait_s
         next_progress = start + progress_every_s
+        watch = DepartureWatch(self.departure_s)
+        next_sample = start + DEPARTURE_FIRST_S
         while True:
             try:
                 batch = self.poll_batch()
@@ -196,11 +271,18 @@ class AtroposClient:
                 if not self.ride_out(exc, should_stop):
                     return None
                 start = time.monotonic()  # the outage does not count against the batch wait
-                next_progress = start + progress_every_s
+                next_progress, next_sample = start + progress_every_s, start + DEPARTURE_FIRST_S
+                watch.reset()
                 continue
             if batch is not None:
                 return batch
             now = time.monotonic()
+            if now >= next_sample and self._registration is not None:
+                next_sample = now + DEPARTURE_SAMPLE_S
+                if self._handle_departures(watch, now, log):
+                    start = now  # a fresh wait: the blocked queue is gone
+                    next_progress = now + progress_every_s
+                    continue
             if now - start >= timeout_s:
                 raise NoBatchError(self.diagnose(now - start, inference_ok))
             if now >= next_progress:

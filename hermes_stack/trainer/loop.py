@@ -43,6 +43,7 @@ class LoopSettings:
     batch_timeout_s: float = 600.0
     inference_wait_s: float = 120.0    # also how long a restarting inference service is waited for mid-run
     atropos_outage_s: float = 600.0    # how long a restarting Atropos is waited for before checkpoint-and-stop
+    departure_s: float = 120.0         # an environment whose queued groups sit this long while no batch forms left
     wandb_group: str | None = None
     wandb_project: str | None = None
     eval_every: int = 10                # held-out evaluation (when the task has one): every N steps and the last
@@ -84,6 +85,15 @@ def write_ready(data_dir: Path, info: dict[str, Any], service: str = "trainer") 
     tmp.write_text(json.dumps({"pid": os.getpid(), "time": time.time(), **info}))
     os.replace(tmp, path)
     return path
+
+
+def own_env_ids(data_dir: Path) -> set[int]:
+    """The stack's own environment's env_id, from its readiness marker (environment/env.py writes it)."""
+    try:
+        env_id = json.loads(ready_path(data_dir, "environment").read_text()).get("env_id")
+    except (OSError, ValueError):
+        return set()
+    return {int(env_id)} if isinstance(env_id, int) else set()
 
 
 def remove_ready(data_dir: Path, service: str = "trainer") -> None:
@@ -168,6 +178,9 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
     atropos.on_reregister = log
     atropos.trainer_step = step
     atropos.outage_s = settings.atropos_outage_s
+    atropos.departure_s = settings.departure_s
+    atropos.own_env_ids = lambda: own_env_ids(settings.data_dir)
+    atropos.on_event = getattr(sink, "event", atropos.on_event)
     registration = dict(batch_size_sequences=settings.batch_size_sequences, max_token_len=settings.max_token_len,
                         checkpoint_dir=str(settings.checkpoint_dir), save_checkpoint_interval=settings.save_interval,
                         starting_step=step, num_steps=settings.num_steps, wandb_group=settings.wandb_group,
