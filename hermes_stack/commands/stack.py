@@ -114,9 +114,22 @@ DOTENV_MARK = "# hermes-stack: written by `hermes-stack up` for the running stac
 DOTENV_PASSTHROUGH = ("HERMES_IMAGE_REPO",)  # non-secret selectors of the controller's own environment
 
 
+def remove_dotenv(root: Path, project: str) -> bool:
+    """After `down`: remove our .env when it names the stack just stopped (a user's own .env is never touched)."""
+    path = root / DOTENV
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    if not text.startswith(DOTENV_MARK) or f"\nCOMPOSE_PROJECT_NAME={project}\n" not in text:
+        return False
+    path.unlink()
+    return True
+
+
 def dotenv_text(plan: Plan, project: str, env: dict[str, str]) -> str:
     """The .env content for the running stack (pure). Never a secret: only names listed here are written."""
-    lines = [DOTENV_MARK, "# (no secrets here; `make down` / `hermes-stack down` leave it, the next `up` rewrites it)",
+    lines = [DOTENV_MARK, "# (no secrets here; `make down` removes it, the next `make up` writes it again)",
              f"COMPOSE_FILE={':'.join(plan.files)}", f"COMPOSE_PROJECT_NAME={project}"]
     for name in ("HERMES_ATROPOS_PORT", "HERMES_INFERENCE_PORT", "HERMES_SERVED_MODEL_NAME"):
         if env.get(name):
@@ -313,6 +326,8 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
                 os.environ.get("HERMES_PROJECT_NAME") or None)
+    # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
+    dotenv = write_dotenv(_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))
 
     t = _stage(3, total, "build images" if build else "images: using what is built")
     base_image = None
@@ -331,7 +346,6 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s"
                          + (", with the dry-run alongside" if alongside else ""))
     project = compose.params.project_name or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
-    dotenv = write_dotenv(_root(), plan, project, compose_env(stack, "", None))
     dry = DryRunAlongside(compose, project, wait_timeout)
     if alongside:
         dry.start()
@@ -472,8 +486,10 @@ def down(algo: str = ALGO_OPT,
          volumes: bool = typer.Option(False, "--volumes", help="Also delete the data volume (checkpoints)")) -> None:
     """Stop and remove the stack's containers; the data volume stays unless --volumes."""
     _check_algo(algo)
-    compose = _compose(load_plan(_root() / STATE_DIR, algo))
+    plan = load_plan(_root() / STATE_DIR, algo)
+    compose = _compose(plan)
     compose.down(volumes=volumes)
+    remove_dotenv(_root(), compose.params.project_name or f"hermes-{algo}")
     console.info(f"hermes-{algo} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
 
 

@@ -102,3 +102,11 @@ def test_test_inference_finds_the_key_up_generated_offline(tmp_path, monkeypatch
     generated = st.inference_key(tmp_path / st.STATE_DIR, None)  # what `up` does offline
     assert oct((tmp_path / ".hermes" / "inference.key").stat().st_mode & 0o777) == "0o600"
     assert _inference_key(stack, no_keyfile) == generated
+
+
+def test_down_removes_our_dotenv_for_that_stack_only(tmp_path):
+    st.write_dotenv(tmp_path, plan(), "hermes-test-grpo", {})
+    assert st.remove_dotenv(tmp_path, "hermes-grpo") is False  # another stack: kept
+    assert st.remove_dotenv(tmp_path, "hermes-test-grpo") is True and not (tmp_path / ".env").exists()
+    (tmp_path / ".env").write_text("COMPOSE_PROJECT_NAME=hermes-test-grpo\n")  # the user's own
+    assert st.remove_dotenv(tmp_path, "hermes-test-grpo") is False and (tmp_path / ".env").exists()
