@@ -307,7 +307,7 @@ class DryRunAlongside:
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True) -> Plan:
-    from hermes_stack.compose import build_argv, logs_argv, printable, run_argv, stack_files
+    from hermes_stack.compose import build_argv, printable, run_argv, stack_files
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
 
     _check_algo(algo)
@@ -387,10 +387,9 @@ def where_to_look(algo: str, params, dotenv: bool) -> list[str]:
 
     logs = "docker compose logs --follow trainer" if dotenv else printable(
         logs_argv(params, "trainer", follow=True, user=True))
-    return [f"trainer step lines: {logs}",
-            f"health and reward:  make status ALGO={algo}",
-            f"stop:               make down ALGO={algo}   (checkpoints kept; the next `make up` resumes; "
-            "VOLUMES=1 deletes them)"]
+    stop = (f"stop:               make down ALGO={algo}   (checkpoints kept; the next `make up` resumes; "
+            "VOLUMES=1 deletes them)")
+    return [f"trainer step lines: {logs}", f"health and reward:  make status ALGO={algo}", stop]
 
 
 @app.command()

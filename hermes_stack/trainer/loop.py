@@ -181,10 +181,10 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
     atropos.departure_s = settings.departure_s
     atropos.own_env_ids = lambda: own_env_ids(settings.data_dir)
     atropos.on_event = getattr(sink, "event", atropos.on_event)
-    registration = dict(batch_size_sequences=settings.batch_size_sequences, max_token_len=settings.max_token_len,
-                        checkpoint_dir=str(settings.checkpoint_dir), save_checkpoint_interval=settings.save_interval,
-                        starting_step=step, num_steps=settings.num_steps, wandb_group=settings.wandb_group,
-                        wandb_project=settings.wandb_project)
+    registration = {"batch_size_sequences": settings.batch_size_sequences, "max_token_len": settings.max_token_len,
+                    "checkpoint_dir": str(settings.checkpoint_dir), "save_checkpoint_interval": settings.save_interval,
+                    "starting_step": step, "num_steps": settings.num_steps, "wandb_group": settings.wandb_group,
+                    "wandb_project": settings.wandb_project}
     try:
         atropos.register(**registration)
     except AtroposUnavailable as exc:  # started while Atropos restarts: the same bounded wait as mid-run

@@ -167,9 +167,8 @@ def test_kill_9_of_each_service_in_turn_loses_no_step(stack):
         kill = compose("exec", "-T", service, "python", "-c", KILL_MAIN)
         assert kill.returncode == 0 and kill.stdout.strip(), (service, kill.stdout, kill.stderr)
 
-        def two_more_steps():
-            records = metrics()
-            new = records[seen:]
+        def two_more_steps(seen: int = seen):
+            new = metrics()[seen:]
             return new if len(new) >= 2 else None
 
         new = wait_until(two_more_steps, RECOVERY_S, f"two more steps after kill -9 of {service}'s main process")
@@ -198,8 +197,11 @@ def test_down_then_up_resumes_at_the_step_where_it_stopped(stack):
 
     up = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-    trainer_log = wait_until(lambda: (lambda t: t if "resumed from" in t else None)(compose("logs", "trainer").stdout),
-                             120, "the trainer to resume")
+    def resumed():
+        text = compose("logs", "trainer").stdout
+        return text if "resumed from" in text else None
+
+    trainer_log = wait_until(resumed, 120, "the trainer to resume")
     assert f"/step-{last} (step {last})" in trainer_log, trainer_log[-2000:]  # the stop wrote this checkpoint
     new = wait_until(lambda: [r for r in metrics() if r["time"] > time.time() - 600 and r["step"] > last] or None,
                      RECOVERY_S, "a step after up")

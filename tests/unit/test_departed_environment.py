@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -65,7 +64,7 @@ def test_an_environment_of_another_group_size_that_leaves_does_not_stall_trainin
         extra = subprocess.Popen([sys.executable, str(REPO / "tests" / "fixtures" / "extra_env.py"), api.url,
                                   str(build_tiny_tokenizer(tmp_path / "tok")), "6", "2"],
                                  stdout=extra_log.open("w"), stderr=subprocess.STDOUT)
-        status = lambda: httpx.get(api.url + "/status", timeout=5).json()  # noqa: E731
+        status = lambda: httpx.get(api.url + "/status", timeout=5).json()
         wait(lambda: status()["queue_size"] >= 2, "the extra environment's two groups", trainer, log)
         ours.send_random(2 * PROMPTS, seed=1)  # enough for two more steps, but they cannot pack with groups of 6
         assert status()["queue_size"] == 6

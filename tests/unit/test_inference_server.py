@@ -202,7 +202,7 @@ def test_a_restarted_service_serves_the_newest_synced_weights_not_the_base_model
             return out["meta_info"]["output_token_logprobs"], str(backend.weights_path)
 
     from_other, _ = greedy(other, tmp_path_factory.mktemp("empty"))
-    from_base, base_path = greedy(base, tmp_path_factory.mktemp("empty2"))
+    from_base, _ = greedy(base, tmp_path_factory.mktemp("empty2"))
     restarted, served = greedy(base, data_dir)
     assert served == str(data_dir / "weights" / "step-2")
     assert restarted == from_other and restarted != from_base
