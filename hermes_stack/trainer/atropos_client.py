@@ -279,9 +279,16 @@ class AtroposClient:
             now = time.monotonic()
             if now >= next_sample and self._registration is not None:
                 next_sample = now + DEPARTURE_SAMPLE_S
-                if self._handle_departures(watch, now, log):
-                    start = now  # a fresh wait: the blocked queue is gone
-                    next_progress = now + progress_every_s
+                try:
+                    acted = self._handle_departures(watch, now, log)
+                except AtroposUnavailable as exc:
+                    if not self.ride_out(exc, should_stop):
+                        return None
+                    acted = True
+                if acted:
+                    start = now = time.monotonic()  # a fresh wait: the blocked queue is gone
+                    next_progress, next_sample = now + progress_every_s, now + DEPARTURE_FIRST_S
+                    watch.reset()
                     continue
             if now - start >= timeout_s:
                 raise NoBatchError(self.diagnose(now - start, inference_ok))
