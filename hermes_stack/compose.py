@@ -1,8 +1,8 @@
 """THE choke point for docker and docker compose calls.
 
-Typed parameters build the argv (pure, unit-tested); one runner executes it through python-on-whales' `run`
-(a list argv, never a shell string) and turns a failure into a StackError carrying the command, exit code and the
-tail of stderr. Secrets travel in the compose process environment (`ComposeParams.env`), never on the argv, so the
+Typed parameters build the argv (pure, unit-tested); one runner executes it (a list argv, never a shell string)
+with a timeout per kind of command (command_timeout, pure) and turns a failure into a StackError carrying the
+command, exit code and the tail of stderr, or a timeout into CommandTimedOut naming the command. Secrets travel in the compose process environment (`ComposeParams.env`), never on the argv, so the
 printed command is safe to copy.
 """
 
@@ -68,11 +68,13 @@ def stack_files(algo: str, device: str, extra_files: Sequence[str] = ()) -> tupl
 
 
 def stack_params(algo: str, device: str, root: Path, extra_files: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None, files: Sequence[str] | None = None) -> ComposeParams:
+                 env: Mapping[str, str] | None = None, files: Sequence[str] | None = None,
+                 project_name: str | None = None) -> ComposeParams:
     """The stack's compose parameters. HERMES_PROJECT_NAME runs a second, separate stack (the tests use it so
-    they never touch a user's running hermes-<algo> stack)."""
+    they never touch a user's running hermes-<algo> stack); else `project_name`, the one the last `up` used."""
     return ComposeParams(files=tuple(files) if files else stack_files(algo, device, extra_files),
-                         project_directory=root, project_name=os.environ.get("HERMES_PROJECT_NAME") or None,
+                         project_directory=root,
+                         project_name=os.environ.get("HERMES_PROJECT_NAME") or project_name or None,
                          env=tuple(sorted((env or {}).items())))
 
 
@@ -130,37 +132,107 @@ def printable(argv: Sequence[str]) -> str:
 
 # ---- the runner -----------------------------------------------------------------------------------------------------
 
-# (argv, env, capture) -> stdout. Tests inject a fake; the real one is python-on-whales' run.
+# (argv, env, capture) -> stdout. Tests inject a fake; the real one runs the argv (a list, never a shell) with the
+# timeout command_timeout() gives it.
 Runner = Callable[[list[str], dict[str, str], bool], str]
 
+# Seconds a command may take before it is killed and reported (a hung daemon must not hang the controller).
+QUICK_S = 60          # ps, config, inspect, network, rm, info, version
+EXEC_S = 120          # exec / cp in a running container (tail of metrics.jsonl, a kill)
+DOWN_S = 240          # down: every container gets its stop_grace_period (the trainer's checkpoint) first
+BUILD_S = 3600        # image builds from nothing on 2 cores take minutes
+RUN_S = 3600          # one-off containers (the dry-run is bounded by its own --wait as well)
+UP_MARGIN_S = 120     # up --wait: compose's own --wait-timeout plus creating the containers
 
-def _whales_run(argv: list[str], env: dict[str, str], capture: bool) -> str:
-    from python_on_whales.exceptions import DockerException
-    from python_on_whales.utils import run
 
+def command_timeout(argv: Sequence[str]) -> float | None:
+    """The timeout of one docker/compose argv (pure). None only for `logs --follow`, which a person ends."""
+    args = list(argv)
+    verb = next((a for a in args[2 if args[1:2] == ["compose"] else 1:] if a in _VERBS), None)
+    if verb == "logs":
+        return None if ("--follow" in args or "-f" in args[args.index("logs"):]) else QUICK_S
+    if verb == "up":
+        wait = args[args.index("--wait-timeout") + 1] if "--wait-timeout" in args else "600"
+        return float(wait) + UP_MARGIN_S
+    return {"build": BUILD_S, "run": RUN_S, "down": DOWN_S, "exec": EXEC_S, "cp": EXEC_S,
+            "load": BUILD_S, "import": BUILD_S, "save": BUILD_S}.get(verb or "", QUICK_S)
+
+
+_VERBS = {"logs", "up", "build", "run", "down", "exec", "cp", "ps", "config", "inspect", "network", "rm", "info",
+          "version", "load", "import", "save", "kill", "stop", "start", "image", "volume"}
+
+
+class CommandTimedOut(StackError):
+    """A docker/compose command ran past its timeout and was killed."""
+
+    def __init__(self, argv: Sequence[str], timeout_s: float):
+        self.argv, self.timeout_s, self.returncode = list(argv), timeout_s, 124
+        super().__init__(f"`{printable(argv)}` did not finish within {timeout_s:g} s and was stopped. Hint: is the "
+                         "Docker daemon answering? `docker info`")
+
+
+def _subprocess_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {**os.environ, **env}  # layered over the controller's environment, for the child only
+
+
+def _run(argv: list[str], env: dict[str, str], capture: bool) -> str:
+    import subprocess
+
+    timeout = command_timeout(argv)
+    out = subprocess.PIPE if capture else None
     try:
-        out = run(argv, capture_stdout=capture, capture_stderr=capture, env=env)
-    except DockerException as exc:
-        raise CommandFailed(argv, exc.return_code, exc.stderr or "", exc.stdout or "") from None
+        done = subprocess.run(argv, stdout=out, stderr=out, env=_subprocess_env(env), timeout=timeout, check=False)
     except FileNotFoundError:
         raise CommandFailed(argv, 127, f"{argv[0]}: command not found", "") from None
-    return out or ""
+    except subprocess.TimeoutExpired:
+        raise CommandTimedOut(argv, timeout or 0) from None
+    stdout = (done.stdout or b"").decode(errors="replace")
+    if done.returncode != 0:
+        raise CommandFailed(argv, done.returncode, (done.stderr or b"").decode(errors="replace"), stdout)
+    return stdout
 
 
-def _whales_stream(argv: list[str], env: dict[str, str]) -> Iterator[str]:
-    from python_on_whales.exceptions import DockerException
-    from python_on_whales.utils import stream_stdout_and_stderr
+def _stream(argv: list[str], env: dict[str, str]) -> Iterator[str]:
+    """stdout and stderr lines as they come; the process is killed when it runs past its timeout."""
+    import subprocess
+    import threading
 
-    stderr: list[str] = []
+    timeout = command_timeout(argv)
     try:
-        for source, line in stream_stdout_and_stderr(argv, env=env):
-            text = line.decode(errors="replace").rstrip("\n")
-            if source == "stderr":
-                stderr.append(text)
-            yield text
-    except DockerException as exc:
-        raise CommandFailed(argv, exc.return_code, "\n".join(stderr[-20:])) from None
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_subprocess_env(env))
+    except FileNotFoundError:
+        raise CommandFailed(argv, 127, f"{argv[0]}: command not found", "") from None
+    expired = threading.Event()
 
+    def watchdog() -> None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            expired.set()
+            proc.kill()
+
+    if timeout is not None:
+        threading.Thread(target=watchdog, daemon=True).start()
+    tail: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            text = raw.decode(errors="replace").rstrip("\n")
+            tail = [*tail[-19:], text]
+            yield text
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:  # the caller stopped reading (Ctrl-C): do not leave the command behind
+            proc.kill()
+            proc.wait()
+    if expired.is_set():
+        raise CommandTimedOut(argv, timeout or 0)
+    if code != 0:
+        raise CommandFailed(argv, code, "\n".join(tail))
+
+
+# Kept as names for callers that imported them.
+_whales_run, _whales_stream = _run, _stream
 
 # (argv, env) -> lines of stdout and stderr as they come.
 Streamer = Callable[[list[str], dict[str, str]], Iterator[str]]
@@ -191,7 +263,7 @@ class Compose:
     def run(self, argv: list[str], capture: bool = True) -> str:
         if self._echo:
             self._echo(printable(argv))
-        # python-on-whales layers these over os.environ for the child process only.
+        # Layered over os.environ for the child process only.
         return self._runner(argv, dict(self.params.env), capture)
 
     def build(self, services: Sequence[str] = (), capture: bool = False) -> str:

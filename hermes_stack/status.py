@@ -62,6 +62,30 @@ def parse_metrics(text: str) -> list[dict]:
     return records
 
 
+def parse_events(text: str) -> list[dict]:
+    """The trainer's event records in metrics.jsonl (an environment departed, Atropos restarted)."""
+    events = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "event" in record and "step" not in record:
+            events.append(record)
+    return events
+
+
+def event_lines(events: list[dict], last: int = 3) -> list[str]:
+    """The last few events, newest last, one line each with its UTC time."""
+    import time as _time
+
+    lines = []
+    for e in events[-last:]:
+        when = _time.strftime("%H:%M:%S", _time.gmtime(float(e.get("time") or 0)))
+        lines.append(f"event {when} UTC: {e.get('message') or e.get('event')}")
+    return lines
+
+
 def sparkline(values: list[float], width: int = 24) -> str:
     """A small text trend of the last `width` finite values; flat input gives a flat line."""
     vals = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)][-width:]

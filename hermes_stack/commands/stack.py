@@ -31,6 +31,7 @@ KEY_FILE = "inference.key"
 SERVING = ["atropos", "inference"]  # up first; gateway-check comes along as their dependency
 TRAINING = ["trainer", "environment"]
 DRY_RUN = ["python", "-m", "hermes_stack.trainer", "--dry-run"]
+SCRIPT_TIMEOUT_S = 1800  # base image from nothing (mmdebstrap) ~2 min, wheelhouse ~30 s on 2 cores
 
 ALGO_OPT = typer.Option("grpo", "--algo", help="ppo or grpo: picks compose.<algo>.yml and configs/*_<algo>.*")
 DEVICE_OPT = typer.Option("auto", "--device", help="auto (GPU only when the NVIDIA runtime is usable), cpu or gpu")
@@ -43,6 +44,7 @@ class Plan:
     algo: str
     device: str
     files: tuple[str, ...]
+    project: str | None = None  # HERMES_PROJECT_NAME at `up` (None: the `name:` in compose.<algo>.yml)
 
 
 def _root() -> Path:
@@ -78,26 +80,81 @@ def inference_key(state_dir: Path, from_keyfile: str | None) -> str:
     return key
 
 
+def stored_inference_key(state_dir: Path) -> str | None:
+    """The key `up` generated offline (read-only: nothing is generated here), for test-inference."""
+    try:
+        return (state_dir / KEY_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def save_plan(state_dir: Path, plan: Plan) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / LAST_UP).write_text(json.dumps({"algo": plan.algo, "device": plan.device, "files": plan.files}))
+    (state_dir / LAST_UP).write_text(json.dumps({"algo": plan.algo, "device": plan.device, "files": plan.files,
+                                                 "project": plan.project}))
 
 
 def load_plan(state_dir: Path, algo: str) -> Plan:
-    """The files the last `up` of this algo used, so `logs`/`status`/`down` talk to the same stack."""
+    """The files (and project) the last `up` of this algo used, so `logs`/`status`/`down` talk to the same stack."""
     try:
         data = json.loads((state_dir / LAST_UP).read_text())
         if data.get("algo") == algo:
-            return Plan(algo, data["device"], tuple(data["files"]))
+            return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
     except (OSError, ValueError, KeyError):
         pass
     return Plan(algo, "gpu", (f"compose.{algo}.yml",))
 
 
+# `.env` in the project directory: compose reads COMPOSE_FILE / COMPOSE_PROJECT_NAME from it, so `docker compose
+# logs trainer` (ps, exec, down) typed there talks to the running stack. Only values that are not secret: the
+# internal inference key stays in .hermes/inference.key (0600) and reaches compose through the controller's process
+# environment; interpolation of it in a hand-typed command gives "" (logs, ps, exec and down do not use it).
+DOTENV = ".env"
+DOTENV_MARK = "# hermes-stack: written by `hermes-stack up` for the running stack"
+DOTENV_PASSTHROUGH = ("HERMES_IMAGE_REPO",)  # non-secret selectors of the controller's own environment
+
+
+def remove_dotenv(root: Path, project: str) -> bool:
+    """After `down`: remove our .env when it names the stack just stopped (a user's own .env is never touched)."""
+    path = root / DOTENV
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    if not text.startswith(DOTENV_MARK) or f"\nCOMPOSE_PROJECT_NAME={project}\n" not in text:
+        return False
+    path.unlink()
+    return True
+
+
+def dotenv_text(plan: Plan, project: str, env: dict[str, str]) -> str:
+    """The .env content for the running stack (pure). Never a secret: only names listed here are written."""
+    lines = [DOTENV_MARK, "# (no secrets here; `make down` removes it, the next `make up` writes it again)",
+             f"COMPOSE_FILE={':'.join(plan.files)}", f"COMPOSE_PROJECT_NAME={project}"]
+    for name in ("HERMES_ATROPOS_PORT", "HERMES_INFERENCE_PORT", "HERMES_SERVED_MODEL_NAME"):
+        if env.get(name):
+            lines.append(f"{name}={env[name]}")
+    for name in DOTENV_PASSTHROUGH:
+        if os.environ.get(name):
+            lines.append(f"{name}={os.environ[name]}")
+    return "\n".join(lines) + "\n"
+
+
+def write_dotenv(root: Path, plan: Plan, project: str, env: dict[str, str]) -> bool:
+    """Write .env unless the user has one of their own (then nothing is touched). True when written."""
+    path = root / DOTENV
+    if path.exists() and not path.read_text(errors="replace").startswith(DOTENV_MARK):
+        return False
+    tmp = path.with_name(".env.hermes-tmp")
+    tmp.write_text(dotenv_text(plan, project, env))
+    os.replace(tmp, path)
+    return True
+
+
 def _compose(plan: Plan, env: dict[str, str] | None = None, echo: bool = True):
     from hermes_stack.compose import Compose, stack_params
 
-    params = stack_params(plan.algo, plan.device, _root(), env=env, files=plan.files)
+    params = stack_params(plan.algo, plan.device, _root(), env=env, files=plan.files, project_name=plan.project)
     return Compose(params, echo=(lambda cmd: console.info(f"$ {cmd}")) if echo else None)
 
 
@@ -115,7 +172,12 @@ def _done(started: float, text: str = "done") -> None:
 def _script(name: str, *args: str) -> str:
     """Run one of our provisioning scripts (argv, no shell string); return its last stdout line."""
     path = _root() / "scripts" / name
-    done = subprocess.run(["bash", str(path), *args], capture_output=True, text=True, check=False)
+    try:  # they call docker (load, import): bounded like every compose call
+        done = subprocess.run(["bash", str(path), *args], capture_output=True, text=True, check=False,
+                              timeout=SCRIPT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise StackError(f"`bash scripts/{name}` did not finish within {SCRIPT_TIMEOUT_S} s and was stopped. "
+                         "Hint: is the Docker daemon answering? `docker info`") from None
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
         raise StackError(f"scripts/{name} failed (exit {done.returncode}): {tail}")
@@ -245,7 +307,7 @@ class DryRunAlongside:
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True) -> Plan:
-    from hermes_stack.compose import build_argv, logs_argv, printable, run_argv, stack_files
+    from hermes_stack.compose import build_argv, printable, run_argv, stack_files
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
 
     _check_algo(algo)
@@ -262,7 +324,10 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     findings = preflight(resolved, probe)
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
 
-    plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()))
+    plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
+                os.environ.get("HERMES_PROJECT_NAME") or None)
+    # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
+    dotenv = write_dotenv(_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))
 
     t = _stage(3, total, "build images" if build else "images: using what is built")
     base_image = None
@@ -309,11 +374,22 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         _done(t, "trainer and environment healthy; training runs")
 
     console.info("")
-    console.info("Where to look:")
-    console.info(f"  trainer step lines: {printable(logs_argv(compose.params, 'trainer', follow=True, user=True))}")
-    console.info(f"  health and reward:  hermes-stack status --algo {algo}")
-    console.info(f"  stop:               hermes-stack down --algo {algo}   (add --volumes to delete checkpoints)")
+    console.info("Where to look (in this directory):")
+    for line in where_to_look(algo, compose.params, dotenv):
+        console.info("  " + line)
     return plan
+
+
+def where_to_look(algo: str, params, dotenv: bool) -> list[str]:
+    """Commands that work as typed after `make up` (pure): make targets, which need no PATH entry, and plain
+    `docker compose` when .env names the stack (else the -f form)."""
+    from hermes_stack.compose import logs_argv, printable
+
+    logs = "docker compose logs --follow trainer" if dotenv else printable(
+        logs_argv(params, "trainer", follow=True, user=True))
+    stop = (f"stop:               make down ALGO={algo}   (checkpoints kept; the next `make up` resumes; "
+            "VOLUMES=1 deletes them)")
+    return [f"trainer step lines: {logs}", f"health and reward:  make status ALGO={algo}", stop]
 
 
 @app.command()
@@ -371,20 +447,23 @@ def _read_metrics(compose) -> str:
 @app.command()
 def status(algo: str = ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
-    from hermes_stack.status import parse_metrics, service_states, summarize
+    from hermes_stack.status import event_lines, parse_events, parse_metrics, service_states, summarize
 
     _check_algo(algo)
     plan = load_plan(_root() / STATE_DIR, algo)
     compose = _compose(plan, echo=False)
     states = service_states(compose.ps())
     if not states:
-        console.info(f"hermes-{algo}: no containers (start with: hermes-stack up --algo {algo})")
+        console.info(f"hermes-{algo}: no containers (start with: make up ALGO={algo})")
         return
     console.info(f"hermes-{algo} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
     for s in states:
         mark = "ok " if s.ok else "!! "
         console.info(f"  {mark}{s.service:<14} {s.describe()}")
-    for line in summarize(parse_metrics(_read_metrics(compose))).lines():
+    text = _read_metrics(compose)
+    for line in summarize(parse_metrics(text)).lines():
+        console.info(line)
+    for line in event_lines(parse_events(text)):  # e.g. an environment that departed and what the trainer did
         console.info(line)
 
 
@@ -406,8 +485,10 @@ def down(algo: str = ALGO_OPT,
          volumes: bool = typer.Option(False, "--volumes", help="Also delete the data volume (checkpoints)")) -> None:
     """Stop and remove the stack's containers; the data volume stays unless --volumes."""
     _check_algo(algo)
-    compose = _compose(load_plan(_root() / STATE_DIR, algo))
+    plan = load_plan(_root() / STATE_DIR, algo)
+    compose = _compose(plan)
     compose.down(volumes=volumes)
+    remove_dotenv(_root(), compose.params.project_name or f"hermes-{algo}")
     console.info(f"hermes-{algo} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
 
 

@@ -20,12 +20,16 @@ from hermes_stack.errors import InputError, Problem, StackError
 
 
 def _inference_key(stack, keyfile_path: Path | None) -> str:
+    """HERMES_INFERENCE_KEY, else the key file's inference.api_key_env value, else (offline) the key `up`
+    generated and keeps in .hermes/inference.key: the same order `up` gives the service its key."""
     if os.environ.get("HERMES_INFERENCE_KEY"):
         return os.environ["HERMES_INFERENCE_KEY"]
+    from hermes_stack.commands.stack import STATE_DIR, _root, stored_inference_key
     from hermes_stack.keyfile import load_keyfile
 
     keyfile = load_keyfile(keyfile_path)
-    return (keyfile.get(stack.settings.inference.api_key_env) or "") if not keyfile.offline else ""
+    from_file = (keyfile.get(stack.settings.inference.api_key_env) or "") if not keyfile.offline else ""
+    return from_file or stored_inference_key(_root() / STATE_DIR) or ""
 
 
 def probe_inference(base_url: str, key: str, timeout_s: float = 3.0) -> None:
@@ -41,7 +45,7 @@ def probe_inference(base_url: str, key: str, timeout_s: float = 3.0) -> None:
     except httpx.HTTPError as exc:
         raise StackError(
             f"the local inference service at {base_url} is not reachable ({type(exc).__name__}); start the stack "
-            "(`hermes-stack up`) or pass --local <URL ending in /v1>"
+            "(`make up`) or pass --local <URL ending in /v1>"
         ) from None
     if response.status_code in (401, 403):
         raise StackError(f"the inference service at {base_url} refused the key ({response.status_code}): set "

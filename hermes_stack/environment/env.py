@@ -121,6 +121,18 @@ class HermesMathEnv(BaseEnv):
         log.info("registered with Atropos at %s (env_id %s); ready", self.config.rollout_server_url,
                  getattr(self, "env_id", None))
 
+    async def get_status(self):
+        """atroposlib's /status-env poll; when it fails (Atropos restarted and forgot this environment: its env_id
+        is unknown, or it was reset), register again in this process instead of crashing the service. If Atropos
+        stays unreachable, registering fails after atroposlib's retries and the service restarts (compose)."""
+        try:
+            await super().get_status()
+        except Exception as exc:  # noqa: BLE001 - tenacity.RetryError around aiohttp/KeyError causes
+            log.warning("atropos: /status-env for env_id %s failed (%s); atropos restarted or reset? registering "
+                        "again", getattr(self, "env_id", None), type(exc).__name__)
+            await self.register_env()
+            await super().get_status()
+
     async def collect_trajectories(self, item: dict) -> tuple[ScoredDataGroup | None, list]:
         """One group for `item`; for GRPO, a group whose scores all agree is dropped here and the worker draws the
         next prompt, up to DRAWS_PER_WORKER prompts. atroposlib starts one worker per group still missing from the

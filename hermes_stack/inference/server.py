@@ -42,12 +42,38 @@ def write_ready_marker(data_dir: Path, backend: Backend) -> Path:
     return marker
 
 
+def newest_weights(data_dir: Path) -> Path | None:
+    """The newest finished `weights/step-<N>` the trainer synced (temp dirs of a killed export are ignored)."""
+    from hermes_stack.trainer.weights_sync import newest_step_dir
+
+    return newest_step_dir(data_dir / "weights")
+
+
+async def load_newest_weights(backend: Backend, data_dir: Path) -> Path | None:
+    """A restarted inference service serves the policy the trainer last synced, not the base model: the trainer
+    only pushes after its next step, and rollouts meanwhile would come from the base model."""
+    path = newest_weights(data_dir)
+    if path is None:
+        return None
+    if (path / "adapter_config.json").exists():
+        answer = await backend.load_lora_adapter({"lora_name": path.name, "lora_path": str(path)})
+    else:
+        answer = await backend.update_weights_from_disk({"model_path": str(path)})
+    if not answer.get("success", True):  # e.g. pruned meanwhile: the trainer's next push still arrives
+        log.warning("could not load the newest synced weights %s: %s; serving the base model until the trainer's "
+                    "next push", path, answer.get("message"))
+        return None
+    log.info("serving the newest synced weights %s (not the base model)", path)
+    return path
+
+
 def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = None) -> FastAPI:
     marker_path = data_dir / "ready" / "inference" if data_dir is not None else None
 
     async def start_backend() -> None:
         await backend.start()
         if data_dir is not None:
+            await load_newest_weights(backend, data_dir)
             write_ready_marker(data_dir, backend)
         log.info("inference ready: backend %s, model %s, auth %s", backend.name, backend.served_model,
                  "on" if api_key else "OFF (no HERMES_INFERENCE_KEY)")

@@ -151,7 +151,7 @@ class SGLangBackend:
                 raise StackError(f"inference: SGLang exited with code {self._child.process.returncode} before it "
                                  f"was ready. Last output: {' | '.join(list(self._child.tail)[-5:]) or '(none)'}. "
                                  "Hint: a GPU, CUDA torch and enough GPU memory are required; "
-                                 "check `hermes-stack logs inference`")
+                                 "check `docker compose logs inference`")
             try:
                 response = await self.http.get("/health_generate", timeout=30.0)
                 if response.status_code == 200:
@@ -162,7 +162,7 @@ class SGLangBackend:
                 pass
             await asyncio.sleep(1.0)
         raise StackError(f"inference: SGLang did not answer /health_generate within {self.spec.start_timeout_s:.0f} s"
-                         ". Hint: loading large models takes minutes; check `hermes-stack logs inference`")
+                         ". Hint: loading large models takes minutes; check `docker compose logs inference`")
 
     async def _supervise(self) -> None:
         restarts = 0

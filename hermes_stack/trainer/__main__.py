@@ -6,7 +6,9 @@ prints ONE line `trainer: <layer>: <what>` and exits non-zero (2 for bad config,
 Environment (docs/architecture.md): HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, HERMES_ATROPOS_URL,
 HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional
 HERMES_SERVED_MODEL_NAME (a served model name /v1/models may list instead of inference.model_path) and
-HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600).
+HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600) and HERMES_ATROPOS_OUTAGE_S (how long to wait for
+a restarting Atropos before checkpointing and stopping, default 600) and HERMES_ENV_DEPARTED_S (how long an
+environment's queued groups may sit unchanged while no batch forms before it counts as departed, default 120).
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def wait_until_serving(stack: Any, wait_s: float) -> None:
                 from None
         except health.NotReady as exc:
             raise LayerFailure(layer, f"not ready within --wait {wait_s:g} s: {exc}. "
-                                      f"Hint: `hermes-stack logs {layer}`") from None
+                                      f"Hint: `docker compose logs {layer}`") from None
     # Where the dry-run's time went: waiting here means the services, not the trainer, were the slow part.
     print(f"dry-run: model loaded; inference and atropos ready after {time.monotonic() - started:.1f} s more",
           flush=True)
@@ -251,6 +253,8 @@ def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
         save_interval=settings.tinker.save_checkpoint_interval,
         data_dir=data_dir(),
         batch_timeout_s=args.batch_timeout,
+        atropos_outage_s=float(os.environ.get("HERMES_ATROPOS_OUTAGE_S", "600")),
+        departure_s=float(os.environ.get("HERMES_ENV_DEPARTED_S", "120")),
         wandb_group=settings.wandb.group,
         wandb_project=settings.wandb.project,
     )

@@ -19,11 +19,14 @@ from typing import Any
 import httpx
 
 from hermes_stack.errors import StackError
+from hermes_stack.trainer.departures import DepartureWatch
 from hermes_stack.trainer.engine import Sequence
 
 # atroposlib's ManagedServer writes 1.0 as the "logprob" of prompt positions (a real logprob is <= 0).
 PROMPT_LOGPROB = 1.0
 MASKED = -100
+DEPARTURE_SAMPLE_S = 2.0  # how often a waiting trainer samples each environment's queued groups,
+DEPARTURE_FIRST_S = 5.0   # from this far into a wait (a normal step's wait is shorter: no probing then)
 
 
 class AtroposError(StackError):
@@ -34,6 +37,14 @@ class NoBatchError(StackError):
     """No batch arrived within the wait budget; the message names the likely cause."""
 
 
+class AtroposUnavailable(AtroposError):
+    """Atropos did not answer (connection refused, timeout, 5xx): it may be restarting."""
+
+
+class AtroposGone(AtroposError):
+    """Atropos stayed unavailable past the outage bound; the trainer checkpoints and stops."""
+
+
 class AtroposClient:
     def __init__(self, base_url: str, *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None):
         self.base_url = base_url.rstrip("/")
@@ -41,6 +52,16 @@ class AtroposClient:
         self.batch_size: int | None = None
         self._registration: dict[str, Any] | None = None
         self.on_reregister: Callable[[str], None] = print
+        # The trainer's own last completed step: a re-registration starts Atropos there (run-api keeps no state).
+        self.trainer_step = 0
+        self.outage_s = 600.0  # how long to wait for a restarted Atropos before giving up (then checkpoint, stop)
+        self.outages = 0
+        # Departed environments (departures.py): how long an environment's queued groups may sit unchanged while
+        # no batch forms, which env_ids are the stack's own, and where the trainer records what it did.
+        self.departure_s = 120.0
+        self.own_env_ids: Callable[[], set[int]] = set
+        self.on_event: Callable[[str, str, dict[str, Any]], None] = lambda kind, message, fields: None
+        self.departures = 0
 
     def close(self) -> None:
         self._http.close()
@@ -49,10 +70,20 @@ class AtroposClient:
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            response = self._http.request(method, path, **kwargs)
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                if method != "GET":
+                    raise
+                # run-api closes a kept-alive connection after a 500 (e.g. /status-env for an unknown env): the next
+                # request on it is reset. A GET is safe to send once more on a fresh connection.
+                response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise AtroposError(f"atropos: {method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}. "
-                               "Hint: is the atropos service (run-api) up? `hermes-stack logs atropos`") from exc
+            raise AtroposUnavailable(f"atropos: {method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}. "
+                                     "Hint: is the atropos service (run-api) up? `docker compose logs atropos`") from exc
+        if response.status_code >= 500:
+            raise AtroposUnavailable(f"atropos: {method} {path} answered HTTP {response.status_code}: "
+                                     f"{response.text[:300]}")
         if response.status_code >= 400:
             raise AtroposError(f"atropos: {method} {path} answered HTTP {response.status_code}: "
                                f"{response.text[:300]}")
@@ -75,6 +106,67 @@ class AtroposClient:
             return False
         return response.status_code == 200
 
+    def env_queued_groups(self, max_envs: int = 64) -> dict[int, int]:
+        """{env_id: groups of that environment in Atropos' queue} for every registered environment. run-api has
+        no listing route: /status-env answers for ids 0..n-1 and fails after."""
+        found: dict[int, int] = {}
+        for env_id in range(max_envs):
+            try:
+                response = self._http.request("GET", "/status-env", json={"env_id": env_id})
+                if response.status_code != 200:
+                    break
+                found[env_id] = int(response.json().get("self_queue_size") or 0)
+            except (httpx.HTTPError, ValueError):
+                break
+        return found
+
+    def disconnect_env(self, env_id: int) -> None:
+        self._call("POST", "/disconnect-env", json={"env_id": int(env_id)})
+
+    def clear_queue_and_reregister(self, attempts: int = 5) -> None:
+        """Drop every queued group and register again at the trainer's step. atroposlib has no route that drops one
+        environment's groups, only /reset_data (everything); the stack's environment then registers again by
+        itself (environment/env.py get_status). A group posted between the reset and /register would stop run-api
+        from initialising the run (it checks for a queue): /info tells, and the pair is repeated."""
+        assert self._registration is not None
+        for _ in range(attempts):
+            try:
+                self._http.request("GET", "/reset_data")
+            except httpx.HTTPError as exc:
+                raise AtroposUnavailable(f"atropos: GET /reset_data failed: {exc}") from exc
+            self._registration = {**self._registration, "starting_step": int(self.trainer_step)}
+            self._call("POST", "/register", json=self._registration)
+            if int(self.info().get("batch_size", -1)) == int(self._registration["batch_size"]):
+                return
+        raise AtroposError(f"atropos: could not register again after clearing the queue ({attempts} attempts): "
+                           "groups kept arriving in between")
+
+    def _handle_departures(self, watch: DepartureWatch, now: float, log: Callable[[str], None]) -> bool:
+        """Sample the environments; when some stopped sending while no batch formed, disconnect them and clear
+        the queue they block. True when it acted."""
+        departed = watch.observe(now, self.env_queued_groups(), self.own_env_ids())
+        if not departed:
+            return False
+        try:
+            queued = int(self.status().get("queue_size") or 0)
+        except AtroposError:
+            queued = -1
+        for env_id in departed:
+            self.disconnect_env(env_id)
+        self.clear_queue_and_reregister()
+        self.departures += 1
+        names = ", ".join(f"environment {env_id} ({count} group(s) queued, unchanged for {quiet:.0f} s)"
+                          for env_id, (count, quiet) in sorted(departed.items()))
+        message = (f"{names} stopped sending while no batch of {self.batch_size} sequences could form from the "
+                   f"{queued} queued group(s); disconnected it (/disconnect-env) and cleared Atropos' queue "
+                   f"(/reset_data: atroposlib cannot drop one environment's groups); registered again at step "
+                   f"{self.trainer_step}; the stack's environment registers again by itself")
+        log(message)
+        self.on_event("environment_departed", message,
+                      {"env_ids": sorted(departed), "queued_groups": queued, "at_step": self.trainer_step})
+        watch.reset()
+        return True
+
     def register(self, *, batch_size_sequences: int, max_token_len: int, checkpoint_dir: str,
                  save_checkpoint_interval: int, starting_step: int, num_steps: int,
                  wandb_group: str | None = None, wandb_project: str | None = None) -> dict[str, Any]:
@@ -96,14 +188,55 @@ class AtroposClient:
         self._registration = payload
         return answer
 
+    def reregister(self) -> None:
+        """Register again at the trainer's own step: run-api keeps everything in memory, so a restarted atropos
+        service forgot this trainer (the environment re-registers on its own)."""
+        assert self._registration is not None
+        self._registration = {**self._registration, "starting_step": int(self.trainer_step)}
+        self._call("POST", "/register", json=self._registration)
+        self.on_reregister(f"atropos: registered again at step {self.trainer_step} "
+                           f"(batch {self._registration['batch_size']} sequences); training continues")
+
+    def ride_out(self, cause: AtroposError, should_stop: Callable[[], bool] = lambda: False,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+        """Atropos stopped answering: wait for it (bounded by `outage_s`), keeping the weights and optimiser in
+        memory, then register again at the trainer's step. False when a stop was requested meanwhile; raises
+        AtroposGone when the bound passes."""
+        self.outages += 1
+        started = clock()
+        self.on_reregister(f"atropos unreachable ({cause}); waiting up to {self.outage_s:.0f} s for it to come "
+                           f"back, keeping the model and optimiser in memory at step {self.trainer_step}")
+        next_note = started + 30.0
+        while True:
+            if should_stop():
+                return False
+            try:
+                self.status()
+                break
+            except AtroposUnavailable as exc:
+                now = clock()
+                if now - started >= self.outage_s:
+                    raise AtroposGone(f"atropos did not come back within {self.outage_s:.0f} s ({exc})") from None
+                if now >= next_note:
+                    self.on_reregister(f"still waiting for atropos: {now - started:.0f} s of {self.outage_s:.0f} s")
+                    next_note = now + 30.0
+                sleep(0.5)
+        if self._registration is not None:
+            self.reregister()
+        down_s = clock() - started
+        self.on_reregister(f"atropos back after {down_s:.1f} s")
+        self.on_event("atropos_restarted", f"atropos was unreachable for {down_s:.0f} s; the trainer kept its model "
+                      f"and registered again at step {self.trainer_step}", {"at_step": self.trainer_step})
+        return True
+
     def poll_batch(self) -> list[dict[str, Any]] | None:
         """One GET /batch: the list of groups, or None when no full batch is queued yet."""
         answer = self._call("GET", "/batch")
         if answer.get("status") == "error" and self._registration is not None:
-            # run-api keeps everything in memory: a restarted atropos service forgot us. Register again (the
-            # environment re-registers on its own) and keep polling rather than dying.
-            self.on_reregister("atropos forgot this trainer (restarted?); registering again")
-            self._call("POST", "/register", json=self._registration)
+            # run-api keeps everything in memory: a restarted atropos service forgot us. Register again at our own
+            # step and keep polling rather than dying.
+            self.on_reregister("atropos forgot this trainer (restarted?)")
+            self.reregister()
             return None
         if answer.get("status") == "error":
             raise AtroposError(f"atropos: /batch: {answer.get('message')}. Hint: the trainer must /register first "
@@ -129,11 +262,34 @@ class AtroposClient:
         start = time.monotonic()
         wait = first_wait_s
         next_progress = start + progress_every_s
+        watch = DepartureWatch(self.departure_s)
+        next_sample = start + DEPARTURE_FIRST_S
         while True:
-            batch = self.poll_batch()
+            try:
+                batch = self.poll_batch()
+            except AtroposUnavailable as exc:
+                if not self.ride_out(exc, should_stop):
+                    return None
+                start = time.monotonic()  # the outage does not count against the batch wait
+                next_progress, next_sample = start + progress_every_s, start + DEPARTURE_FIRST_S
+                watch.reset()
+                continue
             if batch is not None:
                 return batch
             now = time.monotonic()
+            if now >= next_sample and self._registration is not None:
+                next_sample = now + DEPARTURE_SAMPLE_S
+                try:
+                    acted = self._handle_departures(watch, now, log)
+                except AtroposUnavailable as exc:
+                    if not self.ride_out(exc, should_stop):
+                        return None
+                    acted = True
+                if acted:
+                    start = now = time.monotonic()  # a fresh wait: the blocked queue is gone
+                    next_progress, next_sample = now + progress_every_s, now + DEPARTURE_FIRST_S
+                    watch.reset()
+                    continue
             if now - start >= timeout_s:
                 raise NoBatchError(self.diagnose(now - start, inference_ok))
             if now >= next_progress:
@@ -166,7 +322,7 @@ class AtroposClient:
         queued = int(status.get("queue_size") or 0)
         if not self.env_registered(0):
             return (f"{head}: no environment has registered with atropos. Hint: is the environment service running? "
-                    "`hermes-stack logs environment` (it registers only after the trainer's first /batch; a "
+                    "`docker compose logs environment` (it registers only after the trainer's first /batch; a "
                     "missing wandb_name makes /register-env fail with 422)")
         if queued > 0:
             return (f"{head}: {queued} group(s) queued but a batch needs {self.batch_size} sequence(s). Hint: the "
@@ -174,11 +330,11 @@ class AtroposClient:
                     "[rollout] batch_size x group_size)")
         if inference_ok is not None and not inference_ok():
             return (f"{head}: the environment registered but sends nothing, and the inference service does not "
-                    "answer. Hint: `hermes-stack logs inference`")
+                    "answer. Hint: `docker compose logs inference`")
         return (f"{head}: the environment registered but no scored group reached atropos. Likely cause: every group "
                 "was dropped because all its scores were equal (ensure_scores_are_not_same; always the case with "
                 "group_size 1, or when the model fails every prompt), or the environment cannot reach inference. "
-                "Hint: `hermes-stack logs environment`")
+                "Hint: `docker compose logs environment`")
 
 
 # ---------------------------------------------------------------- conversion (pure)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hermes_stack.trainer import checkpoint as ckpt
-from hermes_stack.trainer.atropos_client import AtroposClient, groups_from_batch
+from hermes_stack.trainer.atropos_client import AtroposClient, AtroposUnavailable, groups_from_batch
 from hermes_stack.trainer.metrics import MetricsSink, reward_stats
 from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError, export_step_weights, prune_weight_dirs
 
@@ -41,7 +41,9 @@ class LoopSettings:
     keep_checkpoints: int = 3
     keep_weights: int = 3
     batch_timeout_s: float = 600.0
-    inference_wait_s: float = 120.0
+    inference_wait_s: float = 120.0    # also how long a restarting inference service is waited for mid-run
+    atropos_outage_s: float = 600.0    # how long a restarting Atropos is waited for before checkpoint-and-stop
+    departure_s: float = 120.0         # an environment whose queued groups sit this long while no batch forms left
     wandb_group: str | None = None
     wandb_project: str | None = None
     eval_every: int = 10                # held-out evaluation (when the task has one): every N steps and the last
@@ -85,6 +87,15 @@ def write_ready(data_dir: Path, info: dict[str, Any], service: str = "trainer") 
     return path
 
 
+def own_env_ids(data_dir: Path) -> set[int]:
+    """The stack's own environment's env_id, from its readiness marker (environment/env.py writes it)."""
+    try:
+        env_id = json.loads(ready_path(data_dir, "environment").read_text()).get("env_id")
+    except (OSError, ValueError):
+        return set()
+    return {int(env_id)} if isinstance(env_id, int) else set()
+
+
 def remove_ready(data_dir: Path, service: str = "trainer") -> None:
     path = ready_path(data_dir, service)
     try:
@@ -118,8 +129,25 @@ def wait_for_inference(inference: InferenceClient, timeout_s: float, stop: StopF
     while not inference.health():
         if stop or time.monotonic() > deadline:
             raise InferenceError(f"inference: {inference.root}/health did not answer 200 within {timeout_s:.0f} s. "
-                                 "Hint: `hermes-stack logs inference`")
+                                 "Hint: `docker compose logs inference`")
         time.sleep(1.0)
+
+
+def push_weights_riding_out(inference: InferenceClient, weights: Path, step: int, settings: LoopSettings,
+                            stop: StopFlag, log: Any) -> None:
+    """Push the step's weights; an inference service that is restarting (it loads the newest weights from the data
+    volume when it starts) is waited for, bounded by inference_wait_s, and the push repeated."""
+    try:
+        inference.push_weights(weights, step)
+        return
+    except InferenceError as exc:
+        if "refused" in str(exc):  # a wrong key does not get better by waiting
+            raise
+        log(f"inference unreachable ({exc}); waiting up to {settings.inference_wait_s:.0f} s for it to come back")
+    started = time.monotonic()
+    wait_for_inference(inference, settings.inference_wait_s, stop)
+    inference.push_weights(weights, step)
+    log(f"inference back after {time.monotonic() - started:.1f} s; step {step}'s weights pushed")
 
 
 def _batch_tokens(groups: list[list[Any]]) -> tuple[int, int]:
@@ -148,10 +176,21 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
         log(f"training already complete: checkpoint step {step} >= num_steps {settings.num_steps}")
         return step
     atropos.on_reregister = log
-    atropos.register(batch_size_sequences=settings.batch_size_sequences, max_token_len=settings.max_token_len,
-                     checkpoint_dir=str(settings.checkpoint_dir), save_checkpoint_interval=settings.save_interval,
-                     starting_step=step, num_steps=settings.num_steps, wandb_group=settings.wandb_group,
-                     wandb_project=settings.wandb_project)
+    atropos.trainer_step = step
+    atropos.outage_s = settings.atropos_outage_s
+    atropos.departure_s = settings.departure_s
+    atropos.own_env_ids = lambda: own_env_ids(settings.data_dir)
+    atropos.on_event = getattr(sink, "event", atropos.on_event)
+    registration = {"batch_size_sequences": settings.batch_size_sequences, "max_token_len": settings.max_token_len,
+                    "checkpoint_dir": str(settings.checkpoint_dir), "save_checkpoint_interval": settings.save_interval,
+                    "starting_step": step, "num_steps": settings.num_steps, "wandb_group": settings.wandb_group,
+                    "wandb_project": settings.wandb_project}
+    try:
+        atropos.register(**registration)
+    except AtroposUnavailable as exc:  # started while Atropos restarts: the same bounded wait as mid-run
+        if not atropos.ride_out(exc, lambda: bool(stop)):
+            return step
+        atropos.register(**registration)
     info = atropos.info()
     if int(info.get("batch_size", -1)) != settings.batch_size_sequences:
         log(f"warning: atropos keeps batch_size {info.get('batch_size')} from an earlier registration; this trainer "
@@ -180,6 +219,7 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
             metrics: dict[str, Any] = dict(engine.train_step(groups))
             step_s = time.monotonic() - t1
             step += 1
+            atropos.trainer_step = step
             unsaved = True
             total_tokens, trained_tokens = _batch_tokens(groups)
             metrics.update(reward_stats([[s.score for s in g] for g in groups]))
@@ -190,7 +230,7 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
             if inference is not None:
                 t2 = time.monotonic()
                 weights = export_step_weights(engine, settings.data_dir / "weights", step)
-                inference.push_weights(weights, step)
+                push_weights_riding_out(inference, weights, step, settings, stop, log)
                 prune_weight_dirs(settings.data_dir / "weights", settings.keep_weights)
                 metrics["sync_s"] = time.monotonic() - t2
             if evaluate is not None and (step % settings.eval_every == 0 or step == settings.num_steps):
@@ -207,6 +247,13 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
             log(f"stopped by {stop.signal_name or 'request'} after step {step}")
         else:
             log(f"training finished: {step}/{settings.num_steps} steps")
+    except Exception as exc:
+        # A failure that ends training (Atropos gone past its bound, inference gone, a bad batch) is a checkpoint
+        # too: the restarted trainer resumes at the last completed step, not at the last interval.
+        if unsaved:
+            saved = save(engine, settings, step)
+            log(f"stopping after step {step} ({type(exc).__name__}); saved {saved.name} first")
+        raise
     finally:
         remove_ready(settings.data_dir)
     return step

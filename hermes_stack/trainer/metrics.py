@@ -126,6 +126,15 @@ class MetricsSink:
                 self._wandb = None
         return rec
 
+    def event(self, kind: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Something that happened to the run (an environment departed, Atropos restarted): a record without a
+        "step" key in metrics.jsonl, so `status` can say so and step readers skip it."""
+        rec = {"event": kind, "message": message, "time": time.time(), **(fields or {})}
+        with self.jsonl_path.open("a") as fh:
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+            fh.flush()
+        return rec
+
     def close(self) -> None:
         if self._wandb is not None:
             try:
@@ -136,13 +145,24 @@ class MetricsSink:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Every complete record of a metrics.jsonl (a torn last line after a crash is skipped)."""
+    """Every complete step record of a metrics.jsonl (a torn last line after a crash is skipped; events are not
+    steps: read_events)."""
+    return [r for r in _read_jsonl(path) if "step" in r]
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    return [r for r in _read_jsonl(path) if "event" in r and "step" not in r]
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
     for line in path.read_text().splitlines():
         try:
-            out.append(json.loads(line))
+            rec = json.loads(line)
         except ValueError:
             continue
+        if isinstance(rec, dict):
+            out.append(rec)
     return out

@@ -42,7 +42,7 @@ class InferenceClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise InferenceError(f"inference: {method} {self.root}{path} failed: {type(exc).__name__}: {exc}. "
-                                 "Hint: `hermes-stack logs inference`") from exc
+                                 "Hint: `docker compose logs inference`") from exc
         if response.status_code in (401, 403):
             raise InferenceError(f"inference: {method} {path} answered HTTP {response.status_code}: the internal key "
                                  "was refused. Hint: trainer and inference must get the same HERMES_INFERENCE_KEY")
@@ -105,6 +105,15 @@ def export_step_weights(engine: Any, weights_root: Path, step: int) -> Path:
         shutil.rmtree(final)
     os.rename(tmp, final)
     return final
+
+
+def newest_step_dir(weights_root: Path) -> Path | None:
+    """The `step-<N>` dir with the largest N (finished exports only: they appear by rename), or None."""
+    if not weights_root.is_dir():
+        return None
+    steps = [(int(m.group(1)), child) for child in weights_root.iterdir()
+             if (m := _STEP_DIR.match(child.name)) and child.is_dir()]
+    return max(steps)[1] if steps else None
 
 
 def prune_weight_dirs(weights_root: Path, keep: int) -> list[Path]:

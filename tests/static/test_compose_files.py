@@ -280,3 +280,12 @@ def test_dockerignore_keeps_the_context_small_but_lets_the_wheelhouse_in():
     lines = (ROOT / ".dockerignore").read_text().splitlines()
     assert lines[next(i for i, ln in enumerate(lines) if not ln.startswith("#"))] == "*"
     assert "!.cache/wheelhouse/" in lines and "!hermes_stack/" in lines
+
+
+@pytest.mark.parametrize("files", [("compose.grpo.yml",), ("compose.ppo.yml", "compose.cpu.yml")])
+def test_the_trainer_gets_a_stop_grace_period_to_checkpoint_on_sigterm(files):
+    """A stop is a checkpoint: Docker's default 10 s before SIGKILL is too short for a large model's save."""
+    trainer = compose_config(*files)["services"]["trainer"]
+    grace = trainer.get("stop_grace_period", "10s")  # compose prints durations as Go does: "1m0s", "45s"
+    minutes, _, seconds = grace.rpartition("m")
+    assert float(minutes or 0) * 60 + float(seconds.rstrip("s") or 0) >= 30, grace

@@ -130,14 +130,50 @@ def test_sequences_longer_than_the_trainer_limit_are_cut() -> None:
     assert short.tokens == [1, 2, 3] and short.logprobs == [1.0, 1.0, -0.4]
 
 
-def test_a_restarted_atropos_gets_the_same_registration_again(client, api) -> None:
-    _register(client, 8)
+def test_a_restarted_atropos_gets_the_same_registration_again_at_the_trainers_own_step(client, api) -> None:
+    _register(client, 8)  # starting_step 3
+    client.trainer_step = 7
     api.restart()
     said: list[str] = []
     client.on_reregister = said.append
     assert client.poll_batch() is None
-    assert said and "registering again" in said[0]
+    assert said and "forgot this trainer" in said[0] and "registered again at step 7" in said[1]
     assert client.info() == {"batch_size": 8, "max_token_len": 64}
+    assert client.status()["current_step"] == 7  # not 3: step numbers never go back
+
+
+def test_an_atropos_outage_is_ridden_out_and_the_trainer_registers_again_at_its_step(client, api) -> None:
+    import threading
+
+    _register(client, 8)
+    client.trainer_step = 5
+    said: list[str] = []
+    client.on_reregister = said.append
+    api.stop()  # connection refused from now on
+    timer = threading.Timer(1.5, api.restart)
+    timer.start()
+    try:
+        with pytest.raises(NoBatchError):  # back, registered again, and then no environment sends anything
+            client.get_batch(timeout_s=1.0)
+    finally:
+        timer.join()
+    assert "atropos unreachable" in said[0] and "waiting up to 600 s" in said[0], said
+    assert any("registered again at step 5" in line for line in said), said
+    assert client.status()["current_step"] == 5 and client.outages == 1
+
+
+def test_an_outage_past_its_bound_stops_with_atropos_gone(client, api) -> None:
+    from hermes_stack.trainer.atropos_client import AtroposGone
+
+    _register(client, 8)
+    client.outage_s = 1.0
+    client.on_reregister = lambda _line: None
+    api.stop()
+    try:
+        with pytest.raises(AtroposGone, match="did not come back within 1 s"):
+            client.get_batch(timeout_s=30.0)
+    finally:
+        api.restart()
 
 
 class _Clock:

@@ -126,3 +126,53 @@ def test_with_env_adds_variables_without_mutating():
 ])
 def test_ps_json_lines_and_array_forms_both_parse(text):
     assert [r["Service"] for r in parse_ps(text)] == ["atropos", "inference"]
+
+
+# ---- every docker/compose call has a timeout (issue 12) ----------------------------------------------------------
+
+def test_every_kind_of_command_gets_a_timeout_and_only_a_followed_log_runs_unbounded():
+    from hermes_stack import compose as c
+
+    p = stack_params("grpo", "cpu", ROOT)
+    assert c.command_timeout(c.up_argv(p, ["atropos"], wait_timeout=900)) == 900 + c.UP_MARGIN_S
+    assert c.command_timeout(c.build_argv(p)) == c.BUILD_S
+    assert c.command_timeout(c.down_argv(p)) == c.DOWN_S
+    assert c.command_timeout(c.exec_argv(p, "trainer", ["tail", "/data/metrics.jsonl"])) == c.EXEC_S
+    assert c.command_timeout(c.ps_argv(p)) == c.QUICK_S
+    assert c.command_timeout(c.config_argv(p)) == c.QUICK_S
+    assert c.command_timeout(c.logs_argv(p, "trainer", tail=5)) == c.QUICK_S
+    assert c.command_timeout(c.logs_argv(p, "trainer", follow=True)) is None
+    assert c.command_timeout(c.docker_argv("network", "inspect", "x")) == c.QUICK_S
+    # a service named like a verb does not change the kind of the command
+    assert c.command_timeout(c.exec_argv(p, "trainer", ["logs"])) == c.EXEC_S
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_a_hung_command_is_stopped_and_the_error_names_it(monkeypatch, how):
+    import sys
+    import time
+
+    from hermes_stack import compose as c
+
+    monkeypatch.setattr(c, "QUICK_S", 0.5)
+    argv = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"]
+    started = time.monotonic()
+    with pytest.raises(c.CommandTimedOut) as caught:
+        if how == "run":
+            c._run(argv, {}, True)
+        else:
+            list(c._stream(argv, {}))
+    assert time.monotonic() - started < 20
+    assert "did not finish within 0.5 s" in str(caught.value)
+    assert "import time" in str(caught.value) and "docker info" in str(caught.value)
+
+
+def test_the_real_runner_reports_exit_code_and_stderr():
+    import sys
+
+    from hermes_stack import compose as c
+
+    with pytest.raises(c.CommandFailed) as caught:
+        c._run([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"], {}, True)
+    assert caught.value.returncode == 3 and "boom" in str(caught.value)
+    assert c._run([sys.executable, "-c", "print('hi')"], {"X": "1"}, True).strip() == "hi"

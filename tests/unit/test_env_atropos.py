@@ -98,9 +98,17 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
                 body = httpx.get(atropos + "/batch", timeout=5).json()
                 if body.get("batch"):
                     batches.append(body["batch"])
-                return len(batches) >= STEPS
+                return len(batches) >= len(batches_before) + 1
 
-            wait_for(next_batch, 120, "two batches", env)
+            batches_before: list = []
+            wait_for(next_batch, 120, "the first batch", env)
+            # Atropos forgets everything (a restart, or the trainer clearing a queue a departed environment
+            # blocked): the trainer registers again at its step; the environment must register again in-process.
+            assert httpx.get(atropos + "/reset_data", timeout=5).status_code == 200
+            assert httpx.post(atropos + "/register", json={**registration, "starting_step": 1},
+                              timeout=5).status_code == 200
+            batches_before = list(batches)
+            wait_for(next_batch, 120, "the second batch, after the environment registered again", env)
             assert env.wait(60) == 0  # total_steps reached: clean exit
         finally:
             if env.poll() is None:
@@ -121,5 +129,6 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
                 assert start > 0 and mask[start:] == tokens[start:]
                 assert logprobs[start:] == [LOGPROB] * (len(tokens) - start)
     assert "registered with Atropos" in log_text
+    assert "registering again" in log_text and log_text.count("registered with Atropos") == 2  # same process
     assert "batch 1:" in log_text and "mean score 0.600" in log_text
     assert "total_steps 2 reached" in log_text

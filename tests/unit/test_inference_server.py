@@ -179,3 +179,30 @@ def test_lora_adapter_load_serves_requests(client, tmp_path):
     assert [e[0] for e in after["meta_info"]["output_token_logprobs"]] != \
         [e[0] for e in before["meta_info"]["output_token_logprobs"]]
     assert "step-1" in [m["id"] for m in client.get("/v1/models", headers=AUTH).json()["data"]]
+
+
+def test_a_restarted_service_serves_the_newest_synced_weights_not_the_base_model(tmp_path_factory):
+    """The trainer synced step-1 and step-2 (other weights than the base model); a new service on the same data
+    volume generates as step-2 does, and a half-written export (a temp dir) is ignored."""
+    import shutil
+
+    base = fixture_model(tmp_path_factory)
+    other = fixture_model(tmp_path_factory, "fixture-model-seed-7", seed=7)
+    data_dir = tmp_path_factory.mktemp("restart-data")
+    shutil.copytree(base, data_dir / "weights" / "step-1")
+    shutil.copytree(other, data_dir / "weights" / "step-2")
+    (data_dir / "weights" / ".tmp-step-3-99").mkdir()
+    body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4, "temperature": 0.0},
+            "return_logprob": True}
+
+    def greedy(model_dir: Path, data: Path) -> tuple[list, str]:
+        backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
+        with TestClient(create_app(backend, KEY, data_dir=data)) as c:
+            out = c.post("/generate", json=body, headers=AUTH).json()
+            return out["meta_info"]["output_token_logprobs"], str(backend.weights_path)
+
+    from_other, _ = greedy(other, tmp_path_factory.mktemp("empty"))
+    from_base, _ = greedy(base, tmp_path_factory.mktemp("empty2"))
+    restarted, served = greedy(base, data_dir)
+    assert served == str(data_dir / "weights" / "step-2")
+    assert restarted == from_other and restarted != from_base

@@ -141,3 +141,50 @@ def test_sigkill_during_a_checkpoint_write_is_never_resumed_from(api, inference,
     assert [r["step"] for r in read_metrics(run.data / "metrics.jsonl")[seen:]] == [3, 4, 5]
     assert sorted(p.name for p in run.ckpt_dir.iterdir()) == ["step-2", "step-4", "step-5"]
     assert ckpt.load_checkpoint(ckpt.latest_checkpoint(run.ckpt_dir))["engine"]["steps_done"] == 5
+
+
+def test_an_atropos_crash_mid_run_costs_no_step(api, inference, tmp_path) -> None:
+    """kill -9 of the real run-api after step 2: the trainer keeps its model, waits, registers again at step 2 and
+    goes on to step 6 in the same process; step numbers never go back, Atropos counts on from the trainer's step."""
+    run = Run(tmp_path, api, inference, num_steps=6, interval=100)
+    proc = run.start()
+    run.feed_steps(2)
+    run.wait_for(lambda: run.last_step() == 2, "step 2")
+    os.kill(api.proc.pid, signal.SIGKILL)
+    api.proc.wait(timeout=10)
+    time.sleep(1.0)  # a real outage: connection refused for a while
+    api.restart()
+    run.feeder.env_id = None  # run-api forgot the environment too; it registers again once the trainer has
+    threading.Thread(target=run.feeder.register, kwargs={"timeout_s": WAIT_S}, daemon=True).start()
+    run.feed_steps(4)
+    assert run.finish() == 0, run.log_text()
+    assert run.proc is proc and len(run.logs) == 1  # one trainer process throughout
+    steps = [r["step"] for r in read_metrics(run.data / "metrics.jsonl")]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    log = run.log_text()
+    assert "registered again at step 2" in log and "keeping the model and optimiser in memory" in log, log
+    assert api_status(api)["current_step"] == 6  # not 4: Atropos restarted at the trainer's step
+    assert ckpt.latest_checkpoint(run.ckpt_dir).step == 6
+
+
+def test_an_atropos_outage_past_the_bound_checkpoints_before_the_trainer_stops(api, inference, tmp_path) -> None:
+    run = Run(tmp_path, api, inference, num_steps=6, interval=100)
+    run.start(HERMES_ATROPOS_OUTAGE_S="2")
+    run.feed_steps(3)
+    run.wait_for(lambda: run.last_step() == 3, "step 3")
+    assert ckpt.latest_checkpoint(run.ckpt_dir) is None  # interval 100: nothing saved yet
+    api.stop()
+    try:
+        code = run.finish()
+    finally:
+        api.restart()
+    assert code == 1, run.log_text()
+    log = run.log_text()
+    assert "did not come back within 2 s" in log and "saved step-3 first" in log, log
+    assert ckpt.latest_checkpoint(run.ckpt_dir).step == 3
+
+
+def api_status(api: AtroposProcess) -> dict:
+    import httpx
+
+    return httpx.get(api.url + "/status", timeout=5).json()
