@@ -68,6 +68,9 @@ class AlgorithmSection(Strict):
     entropy_coef: float = Field(0.0, ge=0.0, le=1.0)
     value_loss_coef: float = Field(0.0, ge=0.0, le=100.0)
     kl_coef: float = Field(0.1, ge=0.0, le=100.0)
+    # The KL regulariser, the same in both engines (trainer/algorithms.py): k3 as a loss term (log-ratio clamped),
+    # or k1 in the per-token reward.
+    kl_penalty: Literal["k3_loss", "k1_reward"] = "k3_loss"
 
 
 class RewardSection(Strict):
@@ -140,6 +143,9 @@ class TrainerSection(Strict):
     # "auto": tinker when TINKER engine is usable on a GPU VM with a Tinker key, torch otherwise.
     engine: Literal["auto", "torch", "tinker"] = "auto"
     num_steps: int = Field(200, ge=1, le=10_000_000)
+    # Torch engine: sequences per forward/backward pass; gradients accumulate over a minibatch's micro-batches (the
+    # result equals one full pass). null: the whole minibatch at once (the CPU tiny model's choice).
+    micro_batch_size: int | None = Field(None, ge=1, le=1_000_000)
 
 
 class WandbSection(Strict):

@@ -66,8 +66,14 @@ def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
     return argv + list(spec.extra_args)
 
 
+# One log-prob convention (trainer/algorithms.py): SGLang's default, log-probs of softmax(logits / temperature) that it
+# sampled from. These variables (the second is the name before SGLang PR #11686) switch it to raw log-probs, which
+# would make the trainer's first-pass ratio differ from 1 at any temperature but 1; the child never inherits them.
+LOGPROB_ENV = ("SGLANG_RETURN_ORIGINAL_LOGPROB", "RETURN_ORIGINAL_LOGPROB")
+
+
 def child_env(environ: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k not in SECRET_ENV}
+    return {k: v for k, v in environ.items() if k not in SECRET_ENV and k not in LOGPROB_ENV}
 
 
 def write_key_config(directory: Path, api_key: str | None) -> Path:

@@ -1,9 +1,9 @@
 """The builtin backend's sampling: rows (prompt + per-row SamplingParams) through the trainer's sampling core.
 
 The core (hermes_stack.trainer.engine_torch.sample_batch) batches the rows with a KV cache, applies per-row
-temperature/top-p/top-k, stops rows on their stop token ids and budgets, and reports log-probs of the raw model
-distribution (temperature 1, no truncation), which is what SGLang reports and what the trainer's importance ratio
-needs. This module adapts SamplingParams to it, matches stop strings through its per-step hook, and builds the
+temperature/top-p/top-k, stops rows on their stop token ids and budgets, and reports log-probs of the distribution
+it sampled from, softmax(logits / temperature) untruncated by top-p/top-k (raw logits when greedy): what SGLang
+reports by default and what the trainer's importance ratio compares against. This module adapts SamplingParams to it, matches stop strings through its per-step hook, and builds the
 `Generated` results. Not thread-safe: the caller serialises calls (see builtin.py).
 """
 

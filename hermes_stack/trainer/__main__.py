@@ -112,7 +112,9 @@ def build_engine(stack: Any) -> Any:
         from hermes_stack.trainer.engine_torch import TorchEngine
 
         return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
-                           lora_rank=stack.settings.tinker.lora_rank)
+                           lora_rank=stack.settings.tinker.lora_rank,
+                           temperature=stack.config.rollout.temperature,
+                           micro_batch_size=stack.settings.trainer.micro_batch_size)
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
@@ -130,11 +132,23 @@ def _tinker_engine(stack: Any, algo: Any, directory: Path, device: str) -> Any:
     base_model = json.loads((directory / "config.json").read_text()).get("_name_or_path") or configured
     if Path(base_model).is_absolute():
         base_model = configured
+    from hermes_stack.trainer.algorithms import critic_learning_rate
+
     critic = None
+    learning_rate = stack.settings.tinker.learning_rate
+    temperature = stack.config.rollout.temperature
     if algo.uses_critic or algo.kl_coef > 0:
-        critic = LocalCritic(str(directory), device=device, with_value_head=algo.uses_critic)
+        critic = LocalCritic(str(directory), device=device, with_value_head=algo.uses_critic,
+                             learning_rate=critic_learning_rate(learning_rate, algo.value_loss_coef),
+                             temperature=temperature)
+    if temperature > 0 and temperature != 1.0:
+        # Tinker's built-in losses compute the policy's log-probs at temperature 1; the behaviour log-probs are of
+        # softmax(logits / T). Said once, plainly, rather than trained on silently.
+        print(f"trainer: warning: [rollout] temperature {temperature:g} with the tinker engine: Tinker's losses "
+              "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
+              "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"", file=sys.stderr, flush=True)
     return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
-                        learning_rate=stack.settings.tinker.learning_rate, critic=critic)
+                        learning_rate=learning_rate, critic=critic)
 
 
 def inference_client(stack: Any) -> Any:

@@ -9,6 +9,27 @@ Sign convention: every `*_loss` is to be minimised; the total loss of a step is
     loss = policy_loss + value_loss_coef * value_loss - entropy_coef * entropy + kl_coef * kl
 
 (`entropy_bonus` and `kl_penalty` return the already-weighted terms so callers just add them).
+
+Temperature: every log-prob, entropy and KL here is of the temperature-scaled distribution the rollout sampled from,
+softmax(logits / T) with T the rollout temperature, untruncated by top-p/top-k: the log-probs SGLang returns by
+default and the built-in server returns too (`scale_logits`). T <= 0 (greedy) means the raw logits.
+
+KL regulariser (`[algorithm] kl_penalty`, the same in both engines; d_t = logp_ref_t - logp_t):
+- "k3_loss" (default): kl_coef * masked_mean(k3_t) is a loss term, k3_t = exp(d^_t) - d^_t - 1 with the LOG-RATIO
+  clamped, d^_t = min(d_t, KL_LOG_RATIO_MAX), not the estimate. Its gradient is
+      d(k3_t)/d(logp_t) = 1 - exp(d^_t)
+  for every token, so a token the policy made far less likely than the reference keeps a bounded push back
+  (at most exp(KL_LOG_RATIO_MAX) - 1), where clamping the estimate would zero its gradient. The Tinker engine, whose
+  losses have no KL term, adds exactly this gradient as per-token advantage kl_coef * (exp(d^_t) - 1)
+  (`k3_advantage`): with Tinker's one optimiser step per batch (ratio 1) that is the same update direction.
+- "k1_reward": no loss term; the per-token reward -kl_coef * (logp_old_t - logp_ref_t) (`kl_rewards`) on the
+  behaviour log-probs, a constant w.r.t. the parameters. PPO adds it to the rewards before GAE; GRPO adds its return
+  to go (sum over the token and those after it) to every token's group-relative advantage.
+
+Critic: `value_loss_coef` is the critic's step size relative to the policy's. The critic has its own parameters (a
+head on detached hidden states) and Adam's step is invariant to a constant factor on a loss, so weighting its loss
+would change nothing; it is trained on the unweighted `value_loss` with `critic_learning_rate(lr, value_loss_coef)`
+= value_loss_coef * lr, what the weight means under plain gradient descent.
 """
 
 from __future__ import annotations
@@ -16,13 +37,18 @@ from __future__ import annotations
 import torch
 
 EPS = 1e-6
-KL_CLAMP = 10.0
+KL_LOG_RATIO_MAX = 2.5  # k3 <= e^2.5 - 3.5 = 8.7 and its gradient <= e^2.5 - 1 = 11.2 per token
+KL_PENALTIES = ("k3_loss", "k1_reward")
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """sum(values * mask) / max(sum(mask), 1): the mean over masked-in positions; 0 when nothing is masked in."""
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, count: torch.Tensor | float | None = None) -> torch.Tensor:
+    """sum(values * mask) / max(sum(mask), 1): the mean over masked-in positions; 0 when nothing is masked in.
+
+    `count` replaces sum(mask) as the denominator: a micro-batch's share of the mean over its whole minibatch, so the
+    micro-batches' terms add up to the full pass exactly (gradient accumulation)."""
     mask = mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+    denominator = mask.sum() if count is None else torch.as_tensor(count, dtype=values.dtype)
+    return (values * mask).sum() / denominator.clamp(min=1.0)
 
 
 def group_relative_advantages(
@@ -112,6 +138,7 @@ def policy_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     clip_epsilon: float,
+    count: torch.Tensor | float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO clipped surrogate (the same objective serves GRPO with group-relative advantages).
 
@@ -123,8 +150,8 @@ def policy_loss(
     ratio = torch.exp(logprobs - old_logprobs)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantages
-    loss = masked_mean(-torch.minimum(unclipped, clipped), mask)
-    clip_fraction = masked_mean((clipped < unclipped).to(logprobs.dtype), mask)
+    loss = masked_mean(-torch.minimum(unclipped, clipped), mask, count)
+    clip_fraction = masked_mean((clipped < unclipped).to(logprobs.dtype), mask, count)
     return loss, clip_fraction.detach()
 
 
@@ -135,19 +162,32 @@ def value_loss(
     value_loss_coef: float,
     old_values: torch.Tensor | None = None,
     clip_range: float | None = None,
+    count: torch.Tensor | float | None = None,
 ) -> torch.Tensor:
     """Weighted critic regression loss.
 
         unclipped: value_loss_coef * 0.5 * masked_mean( (V_t - R_t)^2 )
         clipped:   value_loss_coef * 0.5 * masked_mean( max((V_t - R_t)^2, (V_old_t + clip(V_t - V_old_t, ±c) - R_t)^2) )
 
-    The clipped form (old_values and clip_range given) stops one batch from moving the critic far.
+    The clipped form (old_values and clip_range given) stops one batch from moving the critic far. The engines pass
+    value_loss_coef = 1 and give the weight to the critic's learning rate instead (module docstring).
     """
     error = (values - returns) ** 2
     if old_values is not None and clip_range is not None:
         clipped_values = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
         error = torch.maximum(error, (clipped_values - returns) ** 2)
-    return value_loss_coef * 0.5 * masked_mean(error, mask)
+    return value_loss_coef * 0.5 * masked_mean(error, mask, count)
+
+
+def critic_learning_rate(learning_rate: float, value_loss_coef: float) -> float:
+    """The critic's Adam learning rate: value_loss_coef * learning_rate (module docstring: why not a loss weight)."""
+    return value_loss_coef * learning_rate
+
+
+def scale_logits(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """logits / T, upcast to float32: the sampled distribution at rollout temperature T; T <= 0 (greedy): raw."""
+    logits = _upcast(logits)
+    return logits / temperature if temperature > 0 and temperature != 1.0 else logits
 
 
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -156,38 +196,94 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(logp.exp() * logp).sum(dim=-1)
 
 
-def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, entropy_coef: float) -> torch.Tensor:
+def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, entropy_coef: float,
+                  count: torch.Tensor | float | None = None) -> torch.Tensor:
     """The term to ADD to the loss: -entropy_coef * masked_mean(H_t) (minimising it raises entropy)."""
-    return -entropy_coef * masked_mean(entropy, mask)
+    return -entropy_coef * masked_mean(entropy, mask, count)
 
 
-def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, clamp: float | None = KL_CLAMP) -> torch.Tensor:
-    """Per-token KL(pi || pi_ref) estimate, Schulman's k3 (unbiased, always >= 0), on the sampled tokens:
+def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor,
+          max_log_ratio: float | None = KL_LOG_RATIO_MAX) -> torch.Tensor:
+    """Per-token KL(pi || pi_ref) estimate, Schulman's k3 (always >= 0), on the sampled tokens, log-ratio clamped:
 
-        d_t  = logp_ref_t - logp_t
-        k3_t = min(exp(d_t) - d_t - 1, clamp)
+        d_t  = logp_ref_t - logp_t,   d^_t = min(d_t, max_log_ratio)
+        k3_t = exp(d^_t) - d^_t - 1,  d(k3_t)/d(logp_t) = 1 - exp(d^_t)   (also where d_t > max_log_ratio)
 
-    The clamp (10 by default, None to disable) bounds the term where the policy has made a sampled token far less
-    likely than the reference does: there exp(d) explodes (we measured single tokens at ~1e4), and its clipped
-    gradient still inflated Adam's second moment and stalled learning for hundreds of steps.
+    The clamp bounds the term where the policy has made a sampled token far less likely than the reference (exp(d)
+    explodes there: single tokens measured at ~1e4 inflated Adam's second moment and stalled learning for hundreds
+    of steps). It clamps the log-ratio's value but passes its gradient straight through, so those tokens keep the
+    bounded gradient of k3 at the clamp; clamping the estimate instead zeroed exactly their gradient. None: no clamp.
     """
     d = ref_logprobs - logprobs
-    k3 = torch.exp(d) - d - 1.0
-    return k3 if clamp is None else torch.clamp(k3, max=clamp)
+    if max_log_ratio is not None:
+        d = d - (d - d.clamp(max=max_log_ratio)).detach()  # value clamped, d(d)/d(logp) = -1 everywhere
+    return torch.exp(d) - d - 1.0
 
 
 def kl_penalty(
-    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, kl_coef: float
+    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, kl_coef: float,
+    count: torch.Tensor | float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The term to ADD to the loss: kl_coef * masked_mean(k3_t). Returns (weighted term, unweighted mean KL)."""
-    kl = masked_mean(kl_k3(logprobs, ref_logprobs), mask)
+    """The "k3_loss" term to ADD to the loss: kl_coef * masked_mean(k3_t). Returns (weighted term, mean k3)."""
+    kl = masked_mean(kl_k3(logprobs, ref_logprobs), mask, count)
     return kl_coef * kl, kl.detach()
+
+
+def k3_advantage(old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
+                 kl_coef: float) -> torch.Tensor:
+    """The "k3_loss" regulariser as a per-token advantage, for losses without a KL term (Tinker's):
+
+        a_t = kl_coef * (exp(d^_t) - 1),  d^_t = min(logp_ref_t - logp_old_t, KL_LOG_RATIO_MAX)
+
+    A policy-gradient loss -ratio_t * a_t has gradient -a_t w.r.t. logp_t at ratio 1, which is kl_coef * d(k3_t)/
+    d(logp_t): the same per-token push as the k3 loss term, relative to the policy-gradient term."""
+    d = (ref_logprobs - old_logprobs).clamp(max=KL_LOG_RATIO_MAX)
+    return kl_coef * (torch.exp(d) - 1.0) * mask.to(d.dtype)
+
+
+def kl_rewards(old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
+               kl_coef: float) -> torch.Tensor:
+    """The "k1_reward" regulariser: per-token reward -kl_coef * (logp_old_t - logp_ref_t), 0 outside the mask."""
+    return -kl_coef * (old_logprobs - ref_logprobs) * mask.to(old_logprobs.dtype)
 
 
 def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """log softmax(logits)[target] per position: logits [B, T, V], targets [B, T] → [B, T]."""
     logp = torch.log_softmax(_upcast(logits), dim=-1)
     return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
+                         with_entropy: bool = True, chunk_tokens: int | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of `targets` [B, T] and entropies [B, T] of softmax(logits / T) (`scale_logits`), from logits
+    [B, T, V], computed `chunk_tokens` positions at a time.
+
+    Chunked, the float32 log-softmax over the vocabulary exists for one chunk at a time, in the forward pass and,
+    recomputed under activation checkpointing, in the backward pass: with a 152k vocabulary a full [B, T, V] float32
+    copy is 0.6 MB per token. The values are the unchunked ones exactly."""
+    def piece(chunk_logits: torch.Tensor, chunk_targets: torch.Tensor):
+        logp = torch.log_softmax(scale_logits(chunk_logits, temperature), dim=-1)
+        picked = logp.gather(-1, chunk_targets.unsqueeze(-1)).squeeze(-1)
+        if not with_entropy:
+            return picked, None
+        return picked, -(logp.exp() * logp).sum(dim=-1)
+
+    batch, width = targets.shape
+    if not chunk_tokens or batch * width <= chunk_tokens:
+        return piece(logits, targets)
+    from torch.utils.checkpoint import checkpoint
+
+    flat_logits = logits.reshape(batch * width, logits.shape[-1])
+    flat_targets = targets.reshape(batch * width)
+    picked, entropy = [], []
+    for start in range(0, batch * width, chunk_tokens):
+        part = slice(start, start + chunk_tokens)
+        lp, h = checkpoint(piece, flat_logits[part], flat_targets[part], use_reentrant=False)
+        picked.append(lp)
+        entropy.append(h)
+    return (torch.cat(picked).reshape(batch, width),
+            torch.cat(entropy).reshape(batch, width) if with_entropy else None)
 
 
 def _upcast(logits: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,7 @@ class AlgoParams:
     entropy_coef: float = 0.0
     value_loss_coef: float = 0.0
     kl_coef: float = 0.1
+    kl_penalty: str = "k3_loss"  # "k3_loss" | "k1_reward" (trainer/algorithms.py)
 
     @classmethod
     def from_section(cls, section: Any) -> AlgoParams:

@@ -5,11 +5,15 @@ What goes where:
   clip_high_threshold: 1+eps})` (or "importance_sampling"), `optim_step(AdamParams(learning_rate))`, then
   `save_weights_for_sampler("step-<N>")` every step.
 - Local torch (`LocalCritic`, optional): the frozen base model (= the reference policy: LoRA starts at zero) gives
-  reference log-probs for the KL term and detached hidden states for a value head (PPO's critic, trained here with
-  `value_loss_coef`). Tinker has no value head and its losses have no KL or entropy term, so those two enter as
-  per-token reward shaping (the usual way with Tinker's built-in losses):
-      r_t += -kl_coef * (logp_old_t - logp_ref_t) + entropy_coef * (-logp_old_t)
-  `-logp_old` is a one-sample estimate of the token entropy, so this is entropy-regularised RL, not silently dropped.
+  reference log-probs (of softmax(logits / T), T the rollout temperature, like the behaviour log-probs) for the KL
+  and detached hidden states for a value head (PPO's critic, trained here at value_loss_coef x the learning rate).
+  Tinker has no value head and its losses have no KL or entropy term, so those enter through the advantages, the
+  same regulariser as the torch engine's (trainer/algorithms.py, `[algorithm] kl_penalty`):
+      k3_loss:   a_t += kl_coef * (exp(min(logp_ref_t - logp_old_t, c)) - 1)   (the k3 loss term's gradient)
+      k1_reward: r_t += -kl_coef * (logp_old_t - logp_ref_t)                    (a per-token reward)
+  and the entropy bonus as the per-token reward r_t += entropy_coef * (-logp_old_t) (a one-sample estimate of the
+  token entropy: entropy-regularised RL, not silently dropped). Per-token rewards go into GAE (PPO), or add their
+  return to go to the group-relative advantage (GRPO).
 - Weights for the inference service: `export_weights(dir)` saves the adapter in Hugging Face/peft format on Tinker
   (`save_weights_external`) and downloads its files into `dir`; the training loop then POSTs /load_lora_adapter.
 - Checkpoints: `state_dict` saves "state-<N>" on Tinker (overwriting a save of the same step); `load_state_dict`
@@ -153,33 +157,18 @@ def loss_config(loss: str, clip_epsilon: float) -> tuple[str, dict[str, float] |
     raise InputError(Problem("settings", "tinker loss", repr(loss), " or ".join(LOSSES)))
 
 
-def shaping(arrays: TokenArrays, ref_logprobs: list[float] | None, kl_coef: float, entropy_coef: float) -> list[float]:
-    """Per-token reward shaping for the KL anchor and the entropy bonus (0 on prompt positions)."""
+def token_rewards(arrays: TokenArrays, ref_logprobs: list[float] | None, algo: AlgoParams) -> list[float]:
+    """Per-token rewards (0 on prompt positions): the entropy bonus, plus the KL as k1 when kl_penalty = k1_reward."""
     out = []
     for t, (old, trained) in enumerate(zip(arrays.old_logprobs, arrays.trained)):
         value = 0.0
         if trained:
-            if kl_coef:
-                value -= kl_coef * (old - ref_logprobs[t])
-            if entropy_coef:
-                value += entropy_coef * (-old)
+            if algo.kl_coef and algo.kl_penalty == "k1_reward":
+                value -= algo.kl_coef * (old - ref_logprobs[t])
+            if algo.entropy_coef:
+                value += algo.entropy_coef * (-old)
         out.append(value)
     return out
-
-
-def group_token_advantages(groups: list[list[TokenArrays]], scores: list[list[float]], shaped: list[list[list[float]]],
-                           normalize_std: bool = True) -> list[list[list[float]]]:
-    """GRPO: the group-relative advantage of each completion on every one of its tokens, plus its shaping."""
-    import torch
-
-    from hermes_stack.trainer.algorithms import group_relative_advantages
-
-    result = []
-    for arrays, group_scores, group_shaped in zip(groups, scores, shaped):
-        adv = group_relative_advantages(torch.tensor(group_scores, dtype=torch.float64), normalize_std=normalize_std)
-        result.append([[a * tr + s for tr, s in zip(arr.trained, sh)]
-                       for a, arr, sh in zip(adv.tolist(), arrays, group_shaped)])
-    return result
 
 
 # ---------------------------------------------------------------- local critic / reference
@@ -188,12 +177,14 @@ def group_token_advantages(groups: list[list[TokenArrays]], scores: list[list[fl
 class LocalCritic:
     """Frozen base model (reference policy) + a value head on its detached hidden states, trained locally."""
 
-    def __init__(self, model_path: str, device: str = "cpu", learning_rate: float = 1e-4, with_value_head: bool = True):
+    def __init__(self, model_path: str, device: str = "cpu", learning_rate: float = 1e-4, with_value_head: bool = True,
+                 temperature: float = 1.0):
         import torch
         from transformers import AutoModelForCausalLM
 
         self.torch = torch
         self.device = device
+        self.temperature = temperature  # the rollout temperature: reference log-probs of softmax(logits / T)
         self.base = AutoModelForCausalLM.from_pretrained(model_path).to(device).eval()
         for p in self.base.parameters():
             p.requires_grad_(False)
@@ -225,8 +216,10 @@ class LocalCritic:
 
     def reference_and_hidden(self, arrays: list[TokenArrays]):
         torch = self.torch
+        from hermes_stack.trainer.algorithms import scale_logits
+
         logits, hidden = self._forward([a.inputs for a in arrays])
-        logp = torch.log_softmax(logits, dim=-1)
+        logp = torch.log_softmax(scale_logits(logits, self.temperature), dim=-1)
         refs = []
         for i, a in enumerate(arrays):
             targets = torch.tensor(a.targets, device=logp.device)
@@ -237,11 +230,12 @@ class LocalCritic:
         head_out = self.head(hidden)
         return head_out.squeeze(-1) if head_out.dim() == 3 else head_out
 
-    def update(self, hidden, returns, mask, value_loss_coef: float, clip_epsilon: float, old_values) -> float:
+    def update(self, hidden, returns, mask, clip_epsilon: float, old_values) -> float:
+        """One Adam step on the unweighted value loss (value_loss_coef is in the learning rate: algorithms.py)."""
         from hermes_stack.trainer import algorithms as alg
 
         values = self.values(hidden)
-        loss = alg.value_loss(values, returns, mask, value_loss_coef, old_values, clip_epsilon)
+        loss = alg.value_loss(values, returns, mask, 1.0, old_values, clip_epsilon)
         self.optimizer.zero_grad()
         loss.backward()
         self.torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
@@ -303,44 +297,52 @@ class TinkerEngine:
 
     def advantages(self, groups: list[list[Sequence]]) -> tuple[list[list[TokenArrays]], list[list[list[float]]],
                                                                    dict[str, float]]:
+        """Per-token advantages of every sequence (0 on prompt positions), grouped like `groups`, and metrics."""
         import torch
 
+        from hermes_stack.trainer import algorithms as alg
+
+        algo = self.algo
         arrays = [[token_arrays(s) for s in g] for g in groups]
         flat = [a for g in arrays for a in g]
         refs, hidden = (self.critic.reference_and_hidden(flat) if self.critic is not None else (None, None))
-        flat_refs = refs or [None] * len(flat)
-        shaped_flat = [shaping(a, r, self.algo.kl_coef, self.algo.entropy_coef) for a, r in zip(flat, flat_refs)]
+        width = max(len(a.targets) for a in flat)
+
+        def padded(rows: list[list[float]]) -> torch.Tensor:
+            out = torch.zeros((len(rows), width), dtype=torch.float32)
+            for i, row in enumerate(rows):
+                out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+            return out
+
+        mask = padded([a.trained for a in flat])
+        old = padded([a.old_logprobs for a in flat])
+        rewards = padded([token_rewards(a, r, algo) for a, r in zip(flat, refs or [None] * len(flat))])
+        k3 = torch.zeros_like(mask)
         metrics: dict[str, float] = {}
         if refs is not None:
-            kls = [(o - r) * t for a, ref in zip(flat, refs) for o, r, t in zip(a.old_logprobs, ref, a.trained)]
-            n = sum(t for a in flat for t in a.trained)
-            metrics["kl"] = sum(kls) / max(n, 1.0)
-        scores = [[s.score for s in g] for g in groups]
-        if not self.algo.uses_critic:
-            shaped, k = [], 0
-            for g in arrays:
-                shaped.append(shaped_flat[k:k + len(g)])
-                k += len(g)
-            advs = group_token_advantages(arrays, scores, shaped, self.normalize_group_std)
-            return arrays, advs, metrics
-        # PPO: token-level GAE over (terminal score + shaping) with the local critic's values.
-        from hermes_stack.trainer import algorithms as alg
-
-        width = hidden.shape[1]
-        mask = torch.zeros((len(flat), width))
-        rewards = torch.zeros((len(flat), width))
-        for i, (a, sh) in enumerate(zip(flat, shaped_flat)):
-            mask[i, : len(a.trained)] = torch.tensor(a.trained)
-            rewards[i, : len(sh)] = torch.tensor(sh)
-        rewards = rewards + alg.terminal_rewards(torch.tensor([s for g in scores for s in g], dtype=torch.float32),
-                                                 mask)
-        with torch.no_grad():
-            old_values = self.critic.values(hidden).float().cpu()
-        adv, returns = alg.gae(rewards, old_values, mask, self.algo.gamma, self.algo.lam)
-        adv = alg.whiten(adv, mask)
-        metrics["value_loss"] = self.critic.update(hidden, returns.to(hidden.device), mask.to(hidden.device),
-                                                   self.algo.value_loss_coef, self.algo.clip_epsilon,
-                                                   old_values.to(hidden.device))
+            ref = padded([r[: len(a.targets)] for a, r in zip(flat, refs)])
+            metrics["kl"] = float(alg.masked_mean(alg.kl_k3(old, ref), mask))
+            if algo.kl_coef and algo.kl_penalty == "k3_loss":
+                k3 = alg.k3_advantage(old, ref, mask, algo.kl_coef)
+        scores = torch.tensor([s.score for g in groups for s in g], dtype=torch.float32)
+        if not algo.uses_critic:
+            sequence_adv = torch.cat([alg.group_relative_advantages(
+                torch.tensor([s.score for s in g], dtype=torch.float64), normalize_std=self.normalize_group_std)
+                .float() for g in groups])
+            adv = sequence_adv.unsqueeze(1) * mask + alg.discounted_returns(rewards, mask, 1.0) + k3
+        else:
+            # PPO: token-level GAE over (terminal score + per-token rewards) with the local critic's values.
+            mask_h = torch.zeros((len(flat), hidden.shape[1]))
+            mask_h[:, :width] = mask
+            rewards_h = torch.zeros_like(mask_h)
+            rewards_h[:, :width] = rewards
+            rewards_h = rewards_h + alg.terminal_rewards(scores, mask_h)
+            with torch.no_grad():
+                old_values = self.critic.values(hidden).float().cpu()
+            gae_adv, returns = alg.gae(rewards_h, old_values, mask_h, algo.gamma, algo.lam)
+            adv = alg.whiten(gae_adv, mask_h)[:, :width] + k3
+            metrics["value_loss"] = self.critic.update(hidden, returns.to(hidden.device), mask_h.to(hidden.device),
+                                                       algo.clip_epsilon, old_values.to(hidden.device))
         flat_adv = [adv[i, : len(a.targets)].tolist() for i, a in enumerate(flat)]
         out, k = [], 0
         for g in arrays:

@@ -6,6 +6,11 @@
 - Critic (PPO only): a small value head on the policy's last hidden states, DETACHED from the trunk. A critic
   sharing the trunk memorised the train prompts and generalised poorly (docs: rl-on-cpu-notes.md).
 - AdamW, gradient norm clipped to 1 (policy and critic separately, so critic gradients never shrink policy steps).
+  The critic's learning rate is value_loss_coef x the policy's (trainer/algorithms.py: why not a loss weight).
+- Log-probs, entropy and KL are of softmax(logits / T), T the rollout temperature: the distribution the inference
+  service sampled from and reports log-probs of (SGLang's default; the built-in server's sampling core below).
+- Memory: a minibatch is trained in micro-batches (`micro_batch_size` sequences) with gradient accumulation, and the
+  float32 log-softmax over the vocabulary is taken in chunks of positions (`logprob_chunk_tokens`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ from hermes_stack.trainer import algorithms as alg
 from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 
 GRAD_CLIP = 1.0
+LOGPROB_CHUNK_BYTES = 1 << 30  # float32 log-softmax over the vocabulary, per chunk of positions
+
+
+def logprob_chunk_tokens(vocab_size: int, budget_bytes: int = LOGPROB_CHUNK_BYTES) -> int:
+    """Positions per chunk of the float32 log-softmax: [chunk, vocab] floats fit `budget_bytes` (and its exp, for
+    the entropy, as much again). 1 GiB with a 151,936-token vocabulary: 883 positions; the tiny model never chunks."""
+    return max(1, budget_bytes // (2 * 4 * vocab_size))
 
 
 # ---------------------------------------------------------------- sampling
@@ -36,17 +48,19 @@ GRAD_CLIP = 1.0
 @dataclass(frozen=True)
 class Completion:
     tokens: list[int]  # completion tokens only (the eos included when generation stopped on it)
-    logprobs: list[float]  # log p(token) under the policy at temperature 1, one per completion token
+    logprobs: list[float]  # log p(token) under softmax(logits / temperature) (raw when greedy), per token
     text: str
     finish_reason: str  # "stop" (eos) | "length"
 
 
 @dataclass(frozen=True)
 class Sampled:
-    """One row of `sample_batch`: the sampled tokens and the raw policy's log-prob of each."""
+    """One row of `sample_batch`: the sampled tokens and the log-prob of each under the row's sampled distribution."""
 
     tokens: list[int]  # the stop token included when one ended the row
-    logprobs: list[float]  # log p(token) at temperature 1, no truncation: what the PPO ratio is measured against
+    # log softmax(logits / temperature)[token], untruncated by top-p/top-k (raw logits when greedy), as SGLang reports
+    # by default: the distribution the trainer's PPO ratio is measured against (it scales its logits the same way).
+    logprobs: list[float]
     finish: str  # "token" (a stop token) | "hook" (on_step stopped it) | "length" (its budget is spent)
 
 
@@ -113,6 +127,12 @@ class _Chooser:
         drawn = torch.multinomial(torch.softmax(weights, dim=-1), 1, generator=self.generator).squeeze(-1)
         return torch.where(self.greedy, logits.argmax(-1), drawn) if self.any_greedy else drawn
 
+    def logprob(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """log softmax(logits / T)[token] per row, untruncated (SGLang's default); greedy rows: raw logits."""
+        scale = torch.where(self.greedy, torch.ones_like(self.temperature), self.temperature)
+        logp = torch.log_softmax(logits / scale.unsqueeze(-1), -1)
+        return logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
 
 def _stop_table(stop_token_ids: list[Collection[int]], device) -> torch.Tensor:
     """Per-row stop token ids as one [B, S] tensor padded with -1 (never a token), for a vectorised membership test."""
@@ -175,7 +195,7 @@ def sample_batch(
         cache = kv_cache(output)
         logits = output.logits[:, -1, :].float()
         token = choose(logits)
-        logprob = torch.log_softmax(logits, -1).gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        logprob = choose.logprob(logits, token)
         running = ~finished
         token = torch.where(running, token, torch.full_like(token, pad_token_id))
         out_tokens[:, step] = token
@@ -215,8 +235,8 @@ def sample(
 ) -> list[list[tuple[list[int], list[float], str]]]:
     """Every prompt n times through `sample_batch`, ending on eos: per prompt n (tokens, logprobs, finish_reason).
 
-    temperature 0 is greedy; finish_reason is "stop" (eos) or "length". Log-probs are of the raw (temperature 1)
-    policy — the distribution the trainer's PPO ratio is measured against.
+    temperature 0 is greedy; finish_reason is "stop" (eos) or "length". Log-probs are of softmax(logits / temperature)
+    (raw logits when greedy), untruncated by top-p: the distribution the trainer's PPO ratio is measured against.
     """
     rows = [p for p in prompts for _ in range(n)]
     done = sample_batch(model, rows, pad_token_id=pad_token_id, stop_token_ids=[(eos_token_id,)] * len(rows),
@@ -321,7 +341,12 @@ class TorchEngine:
         min_lr_ratio: float = 0.1,
         seed: int = 0,
         dtype: torch.dtype | None = None,
+        temperature: float = 1.0,
+        micro_batch_size: int | None = None,
     ):
+        """`temperature`: the rollout temperature ([rollout] temperature), by which logits are divided for the ratio,
+        the KL and the entropy. `micro_batch_size`: sequences per forward/backward pass (None: a whole minibatch).
+        `critic_learning_rate` overrides value_loss_coef x learning_rate."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.manual_seed(seed)
@@ -335,6 +360,10 @@ class TorchEngine:
         self.value_clip = value_clip
         self.lr_decay_steps = lr_decay_steps
         self.min_lr_ratio = min_lr_ratio
+        if micro_batch_size is not None and micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size {micro_batch_size}: expected >= 1 or None")
+        self.micro_batch_size = micro_batch_size
+        self.temperature = float(temperature)
         self.steps_done = 0
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
@@ -364,7 +393,8 @@ class TorchEngine:
         self.critic = ValueHead(base.config.hidden_size).to(self.device) if algo.uses_critic else None
         groups = [{"params": [p for p in self.policy.parameters() if p.requires_grad], "lr": learning_rate}]
         if self.critic is not None:
-            groups.append({"params": list(self.critic.parameters()), "lr": critic_learning_rate or learning_rate})
+            critic_lr = critic_learning_rate or alg.critic_learning_rate(learning_rate, algo.value_loss_coef)
+            groups.append({"params": list(self.critic.parameters()), "lr": critic_lr})
         self.optimizer = torch.optim.AdamW(groups, weight_decay=weight_decay)
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
 
@@ -401,15 +431,24 @@ class TorchEngine:
                                              normalize_std=self.normalize_group_std) for g in groups]
         return torch.cat(out).to(self.device)
 
+    def _micro_batches(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        size = self.micro_batch_size or len(rows)
+        return [rows[start:start + size] for start in range(0, len(rows), size)]
+
+    def _logprobs(self, logits: torch.Tensor, batch: _Batch, with_entropy: bool):
+        """Log-probs of the next tokens and entropies under softmax(logits / rollout temperature), chunked."""
+        chunk = logprob_chunk_tokens(logits.shape[-1])
+        return alg.logprobs_and_entropy(logits, batch.input_ids[:, 1:], self.temperature, with_entropy, chunk)
+
     def _forward(self, batch: _Batch, with_values: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(log-probs, entropies, values) of the policy on `batch`, all [B, T-1]; values only with a critic."""
         output = self.policy(input_ids=batch.input_ids, attention_mask=batch.attention,
                              output_hidden_states=with_values, use_cache=False)
-        logits = output.logits[:, :-1]
-        logprobs = alg.gather_logprobs(logits, batch.input_ids[:, 1:])
+        logprobs, entropy = self._logprobs(output.logits[:, :-1], batch, with_entropy=True)
         values = None
         if with_values:
             values = self.critic(output.hidden_states[-1][:, :-1].detach())
-        return logits, logprobs, values
+        return logprobs, entropy, values
 
     @torch.no_grad()
     def _reference_logprobs(self, batch: _Batch) -> torch.Tensor:
@@ -418,24 +457,24 @@ class TorchEngine:
         else:
             with self.policy.disable_adapter():
                 logits = self.policy(input_ids=batch.input_ids, attention_mask=batch.attention, use_cache=False).logits
-        return alg.gather_logprobs(logits[:, :-1], batch.input_ids[:, 1:])
+        return self._logprobs(logits[:, :-1], batch, with_entropy=False)[0]
 
     def train_step(self, groups: list[list[Sequence]]) -> dict[str, float]:
-        """One training step on a batch of groups: `epochs` passes over minibatches, one optimiser step each."""
-        algo = self.algo
+        """One training step on a batch of groups: `epochs` passes over minibatches, one optimiser step each.
+
+        A minibatch is trained in micro-batches of `micro_batch_size` sequences whose gradients accumulate: each
+        micro-batch's loss is its share of the minibatch's token mean, so the step equals one full pass exactly."""
         sequences = [s for g in groups for s in g]
         if not sequences:
             raise ValueError("train_step got an empty batch")
         batch = build_batch(sequences, self.pad_token_id, self.device)
-        sequence_adv = self._advantage_inputs(groups)
         count = len(sequences)
         size = self.minibatch_size or count
-        order = torch.arange(count, device=self.device)
         self.policy.train()
         self._set_learning_rate()
+        fixed = self._fixed(batch, self._advantage_inputs(groups))
 
-        # Per-row quantities fixed at the first pass: reference/old log-probs, advantages, returns, old values.
-        fixed: dict[str, torch.Tensor] = {}
+        order = torch.arange(count, device=self.device)
         totals: dict[str, float] = {}
         passes = 0
         for epoch in range(self.epochs):
@@ -443,20 +482,23 @@ class TorchEngine:
                 order = order[torch.randperm(count, generator=None).to(self.device)]
             for start in range(0, count, size):
                 rows = order[start:start + size]
-                mb = batch.select(rows)
-                logits, logprobs, values = self._forward(mb, with_values=algo.uses_critic)
-                if epoch == 0:
-                    self._fix_first_pass(fixed, rows, mb, logprobs, values, sequence_adv, count)
-                terms = self._loss_terms(fixed, rows, mb, logits, logprobs, values)
+                tokens = batch.action_mask[rows].sum()
                 self.optimizer.zero_grad(set_to_none=True)
-                terms["loss"].backward()
+                terms: dict[str, torch.Tensor] = {}
+                for micro in self._micro_batches(rows):
+                    mb = batch.select(micro)
+                    logprobs, entropy, values = self._forward(mb, with_values=self.critic is not None)
+                    part = self._loss_terms(fixed, micro, mb, logprobs, entropy, values, tokens)
+                    part["loss"].backward()
+                    for k, v in part.items():
+                        terms[k] = terms.get(k, 0.0) + v.detach()
                 terms["grad_norm"] = torch.nn.utils.clip_grad_norm_(
                     [p for p in self.policy.parameters() if p.requires_grad], GRAD_CLIP)
                 if self.critic is not None:
                     terms["critic_grad_norm"] = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), GRAD_CLIP)
                 self.optimizer.step()
                 for k, v in terms.items():
-                    totals[k] = totals.get(k, 0.0) + float(v.detach())
+                    totals[k] = totals.get(k, 0.0) + float(v)
                 passes += 1
         self.steps_done += 1
 
@@ -486,44 +528,67 @@ class TorchEngine:
         for group, base in zip(self.optimizer.param_groups, self.base_lrs):
             group["lr"] = base * factor
 
-    def _fix_first_pass(self, fixed, rows, mb, logprobs, values, sequence_adv, total: int) -> None:
-        """Store, for these rows, what later passes compare against: old/reference log-probs, advantages, returns."""
+    @torch.no_grad()
+    def _fixed(self, batch: _Batch, sequence_adv: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """What every pass of the step compares against, per row [B, T-1], from a no-gradient pass over the whole
+        batch in micro-batches before the first update: behaviour ("old") and reference log-probs, advantages,
+        returns and old values. Behaviour log-probs are the inference service's; recomputed only when it sent none."""
+        mask = batch.action_mask
+        algo = self.algo
+        ref = torch.zeros_like(mask)
+        old = batch.old_logprobs.clone() if batch.old_logprobs is not None else torch.zeros_like(mask)
+        values = torch.zeros_like(mask) if self.critic is not None else None
+        all_rows = torch.arange(mask.shape[0], device=self.device)
+        was_training = self.policy.training
+        self.policy.eval()  # no dropout in the reference quantities (the tiny model has none; LoRA has 0.0)
+        try:
+            for micro in self._micro_batches(all_rows):
+                mb = batch.select(micro)
+                ref[micro] = self._reference_logprobs(mb)
+                if batch.old_logprobs is None or values is not None:
+                    logprobs, _, micro_values = self._forward(mb, with_values=values is not None)
+                    if batch.old_logprobs is None:
+                        old[micro] = logprobs.float()
+                    if values is not None:
+                        values[micro] = micro_values.float()
+        finally:
+            self.policy.train(was_training)
 
-        def put(name: str, value: torch.Tensor) -> None:
-            if name not in fixed:
-                fixed[name] = torch.zeros((total, mb.action_mask.shape[1]), device=self.device)
-            fixed[name][rows] = value.detach().float()
-
-        old = mb.old_logprobs if mb.old_logprobs is not None else logprobs
-        put("old_logprobs", old)
-        put("ref_logprobs", self._reference_logprobs(mb))
-        if self.algo.advantage_estimator == "group_relative":
-            put("advantages", sequence_adv[rows].unsqueeze(1) * mb.action_mask)
+        fixed = {"old_logprobs": old, "ref_logprobs": ref}
+        kl_rewards = (alg.kl_rewards(old, ref, mask, algo.kl_coef) if algo.kl_penalty == "k1_reward"
+                      else torch.zeros_like(mask))
+        if algo.advantage_estimator == "group_relative":
+            # k1 in the reward: each token also gets the return to go of its KL rewards (gamma 1, as GRPO's score).
+            fixed["advantages"] = (sequence_adv.unsqueeze(1) * mask
+                                   + alg.discounted_returns(kl_rewards, mask, 1.0))
         else:
-            rewards = alg.terminal_rewards(mb.scores, mb.action_mask)
-            advantages, returns = alg.gae(rewards, values.detach(), mb.action_mask, self.algo.gamma, self.algo.lam)
+            rewards = alg.terminal_rewards(batch.scores, mask) + kl_rewards
+            advantages, returns = alg.gae(rewards, values, mask, algo.gamma, algo.lam)
             if self.whiten_gae:
-                advantages = alg.whiten(advantages, mb.action_mask)
-            put("advantages", advantages)
-            put("returns", returns)
-            put("old_values", values)
+                advantages = alg.whiten(advantages, mask)
+            fixed.update(advantages=advantages, returns=returns, old_values=values)
+        return fixed
 
-    def _loss_terms(self, fixed, rows, mb, logits, logprobs, values) -> dict[str, torch.Tensor]:
+    def _loss_terms(self, fixed, rows, mb, logprobs, entropy, values, tokens) -> dict[str, torch.Tensor]:
+        """This micro-batch's share of the minibatch's loss and metrics (`tokens`: the minibatch's token count)."""
         algo = self.algo
         mask = mb.action_mask
         pg, clip_fraction = alg.policy_loss(logprobs, fixed["old_logprobs"][rows], fixed["advantages"][rows], mask,
-                                            algo.clip_epsilon)
-        entropy = alg.masked_mean(alg.token_entropy(logits), mask)
-        kl_term, kl = alg.kl_penalty(logprobs, fixed["ref_logprobs"][rows], mask, algo.kl_coef)
-        loss = pg + kl_term - algo.entropy_coef * entropy
-        terms = {"policy_loss": pg.detach(), "entropy": entropy.detach(), "kl": kl, "clip_fraction": clip_fraction}
+                                            algo.clip_epsilon, count=tokens)
+        entropy_mean = alg.masked_mean(entropy, mask, tokens)
+        kl_term, kl = alg.kl_penalty(logprobs, fixed["ref_logprobs"][rows], mask, algo.kl_coef, count=tokens)
+        loss = pg + alg.entropy_bonus(entropy, mask, algo.entropy_coef, count=tokens)
+        if algo.kl_penalty == "k3_loss":
+            loss = loss + kl_term
+        terms = {"policy_loss": pg.detach(), "entropy": entropy_mean.detach(), "kl": kl, "clip_fraction": clip_fraction}
         if values is not None:
-            v_loss = alg.value_loss(values, fixed["returns"][rows], mask, algo.value_loss_coef,
+            # Unweighted: value_loss_coef acts through the critic's learning rate (algorithms module docstring).
+            v_loss = alg.value_loss(values, fixed["returns"][rows], mask, 1.0,
                                     old_values=fixed["old_values"][rows] if self.value_clip else None,
-                                    clip_range=self.value_clip)
+                                    clip_range=self.value_clip, count=tokens)
             loss = loss + v_loss
-            terms["value_loss"] = v_loss.detach() / algo.value_loss_coef
-            terms["value_mean"] = alg.masked_mean(values.detach(), mask)
+            terms["value_loss"] = v_loss.detach()
+            terms["value_mean"] = alg.masked_mean(values.detach(), mask, tokens)
         terms["loss"] = loss
         return terms
 

@@ -153,22 +153,68 @@ def test_token_entropy_and_bonus():
 def test_kl_k3_by_hand():
     # d = ln(0.25/0.5) = -ln 2: e^d - d - 1 = 0.5 + ln 2 - 1;  d = ln 2: 2 - ln 2 - 1;  equal: 0
     ln2 = math.log(2.0)
-    logp = t([math.log(0.5), math.log(0.25), -1.0, 0.0])
-    ref = t([math.log(0.25), math.log(0.5), -1.0, -30.0])
-    close(alg.kl_k3(logp, ref, clamp=None), [ln2 - 0.5, 1 - ln2, 0.0, math.exp(-30.0) + 30.0 - 1.0])
-    # default clamp 10: the last token's 29.0 is capped, the others untouched
-    close(alg.kl_k3(logp, ref), [ln2 - 0.5, 1 - ln2, 0.0, 10.0])
+    logp = t([math.log(0.5), math.log(0.25), -1.0, 0.0, -30.0])
+    ref = t([math.log(0.25), math.log(0.5), -1.0, -30.0, 0.0])
+    close(alg.kl_k3(logp, ref, max_log_ratio=None),
+          [ln2 - 0.5, 1 - ln2, 0.0, math.exp(-30.0) + 30.0 - 1.0, math.exp(30.0) - 31.0])
+    # default clamp: the log-ratio d = 30 of the last token is capped at 2.5 (e^2.5 - 3.5); d = -30 is not clamped
+    c = alg.KL_LOG_RATIO_MAX
+    close(alg.kl_k3(logp, ref), [ln2 - 0.5, 1 - ln2, 0.0, math.exp(-30.0) + 29.0, math.exp(c) - c - 1.0])
 
-    term, kl = alg.kl_penalty(logp, ref, t([1, 1, 1, 0]), kl_coef=0.1)
+    term, kl = alg.kl_penalty(logp[:4], ref[:4], t([1, 1, 1, 0]), kl_coef=0.1)
     close(kl, 0.5 / 3)
     close(term, 0.05 / 3)
 
 
-def test_kl_k3_clamp_cuts_the_gradient_of_exploded_tokens():
-    # d = 12 - 0 = 12: e^12 - 13 > 10, clamped, so no gradient; d = ln 2: gradient d/dlogp = 1 - e^d = -1
-    logp = t([-12.0, math.log(0.5)]).requires_grad_()
-    alg.kl_k3(logp, t([0.0, 0.0])).sum().backward()
-    close(logp.grad, [0.0, -1.0])
+def test_kl_k3_clamp_keeps_a_bounded_gradient_on_drifted_tokens():
+    # d(k3)/d(logp) = 1 - e^d^: d = 12 is clamped to 2.5 (gradient 1 - e^2.5, not 0); d = ln 2: 1 - 2 = -1;
+    # d = -5 (policy far above the reference): 1 - e^-5, unclamped
+    logp = t([-12.0, math.log(0.5), 5.0]).requires_grad_()
+    alg.kl_k3(logp, t([0.0, 0.0, 0.0])).sum().backward()
+    close(logp.grad, [1.0 - math.exp(alg.KL_LOG_RATIO_MAX), -1.0, 1.0 - math.exp(-5.0)])
+
+
+def test_k3_advantage_is_the_k3_loss_gradient_at_ratio_one():
+    # A policy-gradient loss -ratio * a has d/dlogp = -a at ratio 1; the k3 loss term kl_coef * k3 has
+    # kl_coef * (1 - e^d^). They agree token by token, the clamped one included.
+    old, ref, mask = t([-12.0, math.log(0.5), 5.0, -1.0]), t([0.0, 0.0, 0.0, 0.0]), t([1, 1, 1, 0])
+    logp = old.clone().requires_grad_()
+    (0.3 * alg.kl_k3(logp, ref) * mask).sum().backward()
+    close(-alg.k3_advantage(old, ref, mask, 0.3), logp.grad)
+
+
+def test_kl_rewards_are_k1_on_the_behaviour_logprobs():
+    close(alg.kl_rewards(t([-1.0, -2.0, -3.0]), t([-1.5, -1.0, 0.0]), t([1, 1, 0]), 0.1), [-0.05, 0.1, 0.0])
+
+
+def test_critic_learning_rate_scales_with_value_loss_coef():
+    assert alg.critic_learning_rate(1e-3, 0.5) == pytest.approx(5e-4)
+    assert alg.critic_learning_rate(1e-3, 50.0) == pytest.approx(5e-2)
+
+
+def test_masked_mean_with_a_count_is_a_share_of_the_full_mean():
+    values, mask = t([1.0, 2.0, 3.0, 4.0]), t([1, 1, 1, 0])
+    close(alg.masked_mean(values[:2], mask[:2], count=3) + alg.masked_mean(values[2:], mask[2:], count=3),
+          alg.masked_mean(values, mask))
+
+
+def test_logprobs_and_entropy_scale_by_temperature_and_chunk_exactly():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 7, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 7, (3, 5))
+    logp, h = alg.logprobs_and_entropy(logits, targets, temperature=0.8)
+    close(logp, alg.gather_logprobs(logits / 0.8, targets))
+    close(h, alg.token_entropy(logits / 0.8))
+    greedy, _ = alg.logprobs_and_entropy(logits, targets, temperature=0.0)  # greedy: raw logits
+    close(greedy, alg.gather_logprobs(logits, targets))
+    (logp.sum() + h.sum()).backward()
+    full_grad = logits.grad.clone()
+    logits.grad = None
+    chunk_logp, chunk_h = alg.logprobs_and_entropy(logits, targets, temperature=0.8, chunk_tokens=4)
+    close(chunk_logp, logp)
+    close(chunk_h, h)
+    (chunk_logp.sum() + chunk_h.sum()).backward()
+    close(logits.grad, full_grad)
 
 
 def test_masked_mean_of_empty_mask_is_zero():

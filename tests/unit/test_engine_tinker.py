@@ -23,7 +23,7 @@ from hermes_stack.trainer.engine_tinker import (
     check_key,
     loss_config,
     probe,
-    shaping,
+    token_rewards,
     token_arrays,
 )
 
@@ -105,10 +105,13 @@ def test_loss_config_uses_clip_epsilon():
         loss_config("cross_entropy", 0.2)
 
 
-def test_shaping_adds_kl_and_entropy_per_trained_token():
+def test_token_rewards_add_entropy_and_k1_only_when_kl_is_in_the_reward():
     arrays = token_arrays(seq([1, 10, 11], prompt_len=1, score=0.0, logprobs=[0.0, -1.0, -2.0]))
-    shaped = shaping(arrays, ref_logprobs=[-1.5, -1.0], kl_coef=0.1, entropy_coef=0.01)
+    k1 = AlgoParams(**{**PPO.__dict__, "kl_coef": 0.1, "entropy_coef": 0.01, "kl_penalty": "k1_reward"})
+    shaped = token_rewards(arrays, ref_logprobs=[-1.5, -1.0], algo=k1)
     assert shaped == pytest.approx([-0.1 * (-1.0 + 1.5) + 0.01, -0.1 * (-2.0 + 1.0) + 0.02])
+    k3 = AlgoParams(**{**k1.__dict__, "kl_penalty": "k3_loss"})  # k3 enters the advantages, not the rewards
+    assert token_rewards(arrays, ref_logprobs=[-1.5, -1.0], algo=k3) == pytest.approx([0.01, 0.02])
 
 
 def test_sequences_without_logprobs_are_refused():

@@ -84,7 +84,7 @@ def test_sampling_logprobs_match_the_training_forward(model_dir):
     groups = rollouts(engine, n=3, prompts=5)
     batch = build_batch([s for g in groups for s in g], engine.pad_token_id)
     with torch.no_grad():
-        _, logprobs, _ = engine._forward(batch, with_values=False)
+        logprobs, _, _ = engine._forward(batch, with_values=False)
     torch.testing.assert_close(logprobs * batch.action_mask, batch.old_logprobs * batch.action_mask,
                                atol=1e-4, rtol=0)
 
