@@ -12,8 +12,9 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class Generated:
-    """One sampled continuation. `logprobs[i]` is log p(output_ids[i]) under the unmodified model distribution
-    (temperature 1, no top-p/top-k), as SGLang reports `output_token_logprobs`: what the trainer needs as old logprobs.
+    """One sampled continuation. `logprobs[i]` is log p(output_ids[i]) under softmax(logits / temperature), the
+    distribution sampled from, untruncated by top-p/top-k (raw logits when greedy), as SGLang reports
+    `output_token_logprobs` by default: the behaviour log-probs the trainer's ratio compares against.
     """
 
     prompt_ids: tuple[int, ...]

@@ -160,7 +160,8 @@ def sample_batch(
     Per row: temperature (<= 0: greedy), top_p (>= 1: off), top_k (<= 0: off), a budget of new tokens (<= 0: none
     sampled) and the token ids that end it (included in its tokens). `on_step(tokens, active)` is called after each
     step with the tokens so far [B, step+1] and the rows still running; it returns a bool [B] of rows to stop now
-    (finish "hook"), or None. Log-probs are of the raw policy (temperature 1, untruncated) for the chosen token.
+    (finish "hook"), or None. Log-probs are of softmax(logits / temperature), untruncated (raw when greedy), for the
+    chosen token.
     """
     device = next(model.parameters()).device
     count = len(prompts)
@@ -258,7 +259,7 @@ class ValueHead(nn.Module):
         nn.init.zeros_(self.net[-1].bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.net(hidden.float()).squeeze(-1)
+        return self.net(hidden.to(self.net[0].weight.dtype)).squeeze(-1)  # float32 head on bf16 hidden states
 
 
 # ---------------------------------------------------------------- batch
@@ -544,13 +545,13 @@ class TorchEngine:
         try:
             for micro in self._micro_batches(all_rows):
                 mb = batch.select(micro)
-                ref[micro] = self._reference_logprobs(mb)
+                ref[micro] = self._reference_logprobs(mb).to(ref.dtype)
                 if batch.old_logprobs is None or values is not None:
                     logprobs, _, micro_values = self._forward(mb, with_values=values is not None)
                     if batch.old_logprobs is None:
-                        old[micro] = logprobs.float()
+                        old[micro] = logprobs.to(old.dtype)
                     if values is not None:
-                        values[micro] = micro_values.float()
+                        values[micro] = micro_values.to(values.dtype)
         finally:
             self.policy.train(was_training)
 

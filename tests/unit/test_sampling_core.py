@@ -1,5 +1,5 @@
 """The one sampling core (engine_torch.sample_batch) and the builtin backend's adaptation of it (torch_sampler), on the
-tiny random fixture model: per-row parameters in one batch, raw-policy log-probs, stop tokens, budgets, the hook."""
+tiny random fixture model: per-row parameters in one batch, temperature-scaled log-probs, stop tokens, budgets, the hook."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def prompts(tokenizer) -> list[list[int]]:
     return [tokenizer.encode(text) for text in ("1+2=", "9+9=", "hello there", "7")]
 
 
-def test_logprobs_are_of_the_raw_policy_whatever_the_row_parameters(lm):
+def test_logprobs_are_of_the_temperature_scaled_distribution_untruncated(lm):
+    """SGLang's default convention: log softmax(logits / T), whatever top-p/top-k cut; raw logits when greedy."""
     model, tokenizer = lm
     rows = prompts(tokenizer)
     settings = [(0.0, 1.0, -1), (0.5, 1.0, 2), (1.5, 0.9, -1), (1.0, 1e-6, -1)]
@@ -41,8 +42,8 @@ def test_logprobs_are_of_the_raw_policy_whatever_the_row_parameters(lm):
     for prompt, (temperature, top_p, top_k), s in zip(rows, settings, done):
         assert len(s.tokens) == len(s.logprobs) == 6 and s.finish == "length"
         logits = reference_logits(model, prompt, s.tokens)
-        raw = torch.log_softmax(logits, -1)
-        torch.testing.assert_close(torch.tensor(s.logprobs), raw[torch.arange(6), torch.tensor(s.tokens)],
+        scaled = torch.log_softmax(logits / temperature if temperature > 0 else logits, -1)
+        torch.testing.assert_close(torch.tensor(s.logprobs), scaled[torch.arange(6), torch.tensor(s.tokens)],
                                    atol=1e-4, rtol=1e-4)
         chosen = logits[torch.arange(6), torch.tensor(s.tokens)]
         if temperature == 0 or top_p < 1e-3:  # greedy, or a top-p so small only the best token is left
