@@ -45,6 +45,14 @@ def test_no_lora_flags_without_lora_and_env_drops_secrets():
     assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0"}
 
 
+def test_sglang_child_keeps_its_default_temperature_scaled_logprobs():
+    """The trainer's ratio compares log-probs of softmax(logits / T) (trainer/algorithms.py). SGLang returns those by
+    default; these variables (current and pre-PR-11686 names) would switch it to raw log-probs, so the child never
+    inherits them, whatever the container's environment holds."""
+    env = child_env({"PATH": "/bin", "SGLANG_RETURN_ORIGINAL_LOGPROB": "1", "RETURN_ORIGINAL_LOGPROB": "true"})
+    assert env == {"PATH": "/bin"}
+
+
 def test_service_config_gpu_profile_selects_sglang_with_lora(tmp_path):
     configs = Path(__file__).resolve().parents[2] / "configs"
     (tmp_path / "config_grpo.toml").write_text((configs / "config_grpo.toml").read_text())
