@@ -32,7 +32,9 @@ EMBEDDED: dict[str, object] = {
 }
 EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     # PPO: lr 1e-3 reached 0.8 held-out at step 390 where 5e-4 needed ~600 (seed 0, same task).
-    "ppo": {"tinker.learning_rate": 1e-3},
+    # value_loss_coef 1.0: the critic's learning rate is value_loss_coef x lr (trainer/algorithms.py), and this run
+    # was tuned with the critic at the policy's rate, 1e-3.
+    "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0},
     "grpo": {},
 }
 
