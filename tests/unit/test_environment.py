@@ -128,7 +128,9 @@ def test_process_mode_groups_have_tokens_masks_logprobs_and_scores(tmp_path, tok
     assert env.totals.mean_reward == pytest.approx(0.6)
     # sampling settings from [rollout] reached /generate
     params = fake.requests[0]["body"]["sampling_params"]
-    assert params["n"] == 4 and params["temperature"] == 1.0 and params["max_new_tokens"] >= 1
+    assert params["n"] == 4 and params["max_new_tokens"] >= 1
+    assert params["temperature"] == stack.config.rollout.temperature == 0.8  # the shipped GRPO value
+    assert params["top_p"] == stack.config.rollout.top_p == 0.95
 
 
 def test_unformatted_completions_are_counted_and_logged(tmp_path, tokenizer_dir, dataset, caplog):

@@ -103,7 +103,7 @@ CASES = [
     Case("toml-int-as-string", ['{toml}: rollout.group_size: found "8" (a string), expected an integer. ' + H_QUOTES],
          toml=[("group_size = 8", 'group_size = "8"')]),
     Case("toml-float-as-word", ['{toml}: rollout.temperature: found "hot" (a string), expected a number. ' + H_QUOTES],
-         toml=[("temperature = 1.0", 'temperature = "hot"')]),
+         toml=[("temperature = 0.8", 'temperature = "hot"')]),
     Case("toml-bad-log-level", [("{toml}: atropos.log_level: found \"verbose\", expected 'debug', 'info', 'warning' "
                                 "or 'error'")], toml=[('log_level = "info"', 'log_level = "verbose"')]),
     Case("toml-missing-equals", [("{toml}:{line}:{col}: syntax: found expected '=' after a key in a key/value pair, "
@@ -121,7 +121,7 @@ CASES = [
     Case("toml-port-zero", ["{toml}: atropos.api_port: found 0, expected greater than or equal to 1"],
          toml=[("api_port = 8000", "api_port = 0")]),
     Case("toml-top-p-zero", ["{toml}: rollout.top_p: found 0.0, expected greater than 0"],
-         toml=[("top_p = 1.0", "top_p = 0.0")]),
+         toml=[("top_p = 0.95", "top_p = 0.0")]),
     Case("toml-bad-split", ["{toml}: environment.split: found \"validation\", expected 'train' or 'test'"],
          toml=[('split = "train"', 'split = "validation"')]),
     Case("toml-tiny-max-tokens", ["{toml}: rollout.max_token_length: found 8, expected greater than or equal to 16"],
