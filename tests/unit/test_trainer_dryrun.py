@@ -147,6 +147,49 @@ def test_held_out_evaluator_for_the_offline_task_only(env) -> None:
     assert held_out_evaluator(gpu, engine) is None
 
 
+def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> None:
+    """The torch engine's log-probs use [rollout] temperature (the distribution inference samples from), and it trains
+    in micro-batches of settings trainer.micro_batch_size."""
+    import json
+
+    from hermes_stack.trainer.__main__ import build_engine, load_config, parse_args
+    from trainer_helpers import write_configs
+
+    write_configs(env["configs"], algo="ppo", group_size=1)
+    path = env["configs"] / "settings_ppo.json"
+    settings = json.loads(path.read_text())
+    settings.setdefault("trainer", {})["micro_batch_size"] = 4
+    path.write_text(json.dumps(settings))
+    stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "embedded"]))
+    engine = build_engine(stack)
+    assert engine.temperature == stack.config.rollout.temperature == 0.7
+    assert engine.micro_batch_size == 4
+    # the critic's learning rate is value_loss_coef x the policy's
+    policy_lr, critic_lr = (g["lr"] for g in engine.optimizer.param_groups)
+    assert critic_lr == pytest.approx(policy_lr * stack.config.algorithm.value_loss_coef)
+
+
+def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_follow_it(env, monkeypatch,
+                                                                                      capsys) -> None:
+    """Tinker's built-in losses compute log-probs at temperature 1: at the shipped 0.7 the trainer says so at start.
+    The local reference uses the rollout temperature, the local critic value_loss_coef x the learning rate."""
+    from hermes_stack.trainer import engine_tinker
+    from hermes_stack.trainer.__main__ import _tinker_engine, load_config, parse_args
+    from hermes_stack.trainer.engine import AlgoParams
+    from trainer_helpers import write_configs
+
+    made = {}
+    monkeypatch.setattr(engine_tinker, "LocalCritic", lambda *a, **k: made.setdefault("critic", k))
+    monkeypatch.setattr(engine_tinker, "TinkerEngine", lambda **k: made.setdefault("engine", k))
+    write_configs(env["configs"], algo="ppo", group_size=1)
+    stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "gpu"]))
+    algo = AlgoParams.from_section(stack.config.algorithm)
+    _tinker_engine(stack, algo, embedded_model_dir(), "cpu")
+    assert made["critic"]["temperature"] == 0.7
+    assert made["critic"]["learning_rate"] == pytest.approx(0.5 * stack.settings.tinker.learning_rate)
+    assert "temperature 0.7 with the tinker engine" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_dry_run_and_weight_sync_against_the_real_inference_service(env, capsys, tmp_path, monkeypatch) -> None:
     """The builtin inference service (python -m hermes_stack.inference) answers the dry-run and loads the weights
