@@ -83,9 +83,9 @@ CASES = [
              "https://taotoken.net/api/chat/completions", "the gateway root, not an endpoint",
              "set TAOTOKEN_BASE_URL=https://taotoken.net/api; clients add /v1/chat/completions themselves"),
     # ---- non-finite and absurd numbers: every numeric field has a finite, sane range
-    toml_number("temperature-inf", "temperature = 1.0", "temperature = inf", "rollout.temperature", "inf", FINITE),
-    toml_number("temperature-nan", "temperature = 1.0", "temperature = nan", "rollout.temperature", "nan", FINITE),
-    toml_number("temperature-5", "temperature = 1.0", "temperature = 5.0", "rollout.temperature", "5.0",
+    toml_number("temperature-inf", "temperature = 0.8", "temperature = inf", "rollout.temperature", "inf", FINITE),
+    toml_number("temperature-nan", "temperature = 0.8", "temperature = nan", "rollout.temperature", "nan", FINITE),
+    toml_number("temperature-5", "temperature = 0.8", "temperature = 5.0", "rollout.temperature", "5.0",
                 "expected less than or equal to 2"),
     toml_number("kl-coef-inf", "kl_coef = 0.1", "kl_coef = inf", "algorithm.kl_coef", "inf", FINITE),
     toml_number("judge-timeout-inf", "format_weight = 0.1", "format_weight = 0.1\njudge_timeout_s = inf",
