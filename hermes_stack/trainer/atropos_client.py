@@ -194,6 +194,10 @@ class AtroposClient:
         assert self._registration is not None
         self._registration = {**self._registration, "starting_step": int(self.trainer_step)}
         self._call("POST", "/register", json=self._registration)
+        if int(self.info().get("batch_size", -1)) != int(self._registration["batch_size"]):
+            # The environment posted a group to the fresh run-api before this /register: run-api then skips
+            # initialising the run (it checks for a queue) and answers every /batch "not registered". Clear it.
+            self.clear_queue_and_reregister()
         self.on_reregister(f"atropos: registered again at step {self.trainer_step} "
                            f"(batch {self._registration['batch_size']} sequences); training continues")
 

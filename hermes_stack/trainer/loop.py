@@ -192,6 +192,10 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
             return step
         atropos.register(**registration)
     info = atropos.info()
+    if int(info.get("batch_size", -1)) == -1:
+        # A group reached a fresh run-api before this /register, so it did not initialise the run: clear, register.
+        atropos.clear_queue_and_reregister()
+        info = atropos.info()
     if int(info.get("batch_size", -1)) != settings.batch_size_sequences:
         log(f"warning: atropos keeps batch_size {info.get('batch_size')} from an earlier registration; this trainer "
             f"wants {settings.batch_size_sequences}. Restart the atropos service to change it")

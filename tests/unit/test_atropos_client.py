@@ -142,6 +142,23 @@ def test_a_restarted_atropos_gets_the_same_registration_again_at_the_trainers_ow
     assert client.status()["current_step"] == 7  # not 3: step numbers never go back
 
 
+def test_a_group_posted_to_a_restarted_atropos_before_the_trainer_registers_again_does_not_wedge_it(client, api):
+    """Seen in the stack: the environment posts to the fresh run-api first; run-api then skips initialising the run
+    on /register (it checks for a queue) and would answer every /batch "not registered"."""
+    _register(client, 8)
+    client.trainer_step = 4
+    api.restart()
+    early = Feeder(api.url, group_size=4)
+    early.env_id = 0  # the environment still has its old env_id
+    early.send(early.group([1, 2], [[3], [4], [5], [6]], [0.0, 1.0, 1.0, 0.0]))
+    said: list[str] = []
+    client.on_reregister = said.append
+    assert client.poll_batch() is None  # forgot -> registers again, sees the run uninitialised, clears, registers
+    assert client.info() == {"batch_size": 8, "max_token_len": 64}
+    assert client.poll_batch() is None and client.status()["current_step"] == 4
+    assert sum("forgot this trainer" in line for line in said) == 1, said
+
+
 def test_an_atropos_outage_is_ridden_out_and_the_trainer_registers_again_at_its_step(client, api) -> None:
     import threading
 
