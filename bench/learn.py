@@ -2,6 +2,14 @@
 
     .venv/bin/python bench/learn.py [--algo grpo|ppo|both] [--seeds 0,1,2] [--jobs N] [--steps N]
                                     [--plot docs/learning-curve.png] [--device cpu|cuda] [--model-dir DIR]
+                                    [--engine torch|tinker [--tinker-full]]
+
+`--engine tinker` trains through the real tinker SDK over loopback HTTP against the local Tinker service
+(hermes_stack.devtools.tinker_service, in this process, torch on CPU behind it) exactly as the stack's trainer does:
+TinkerEngine.train_step (forward_backward + optim_step + save_weights_for_sampler), then export_weights (the peft
+adapter, or the whole model with --tinker-full, downloaded from the service), which a local sampler loads for the
+next rollouts, as the inference service would. It also prints the SDK round trip per step: the step's wall time
+(train_step + export) minus the service's own torch time.
 
 Algorithm semantics come from the shipped configs/config_<algo>.toml ([algorithm], [rollout] group size and
 sampling, [reward] weights); the learning rate and batch sizes from the embedded profile's overrides
@@ -84,8 +92,76 @@ def collect_groups(engine, train: list[dict], rng: random.Random, batch_size: in
     return kept[:batch_size], drawn, sum(scores) / len(scores)
 
 
+class TinkerSide:
+    """The Tinker path of the stack in one process: the local Tinker service, the TinkerEngine on the real SDK, and a
+    sampler that loads each exported step the way the inference service does (adapter or full weights)."""
+
+    def __init__(self, model_dir: Path, algo: AlgoParams, learning_rate: float, lora_rank: int, seed: int,
+                 full: bool, workdir: Path, temperature: float = 1.0):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from hermes_stack.devtools.tinker_service import LocalTinker
+        from hermes_stack.trainer.engine_tinker import LocalCritic, TinkerEngine
+
+        self.torch = torch
+        # pending_polls 0: every future is ready when first asked, so the overhead measured is the SDK's own.
+        self.service = LocalTinker("tml-bench-key", model_dir=model_dir, full=full, seed=seed, pending_polls=0).start()
+        critic = (LocalCritic(str(model_dir), with_value_head=algo.uses_critic, temperature=temperature)
+                  if algo.uses_critic or algo.kl_coef > 0 else None)
+        self.engine = TinkerEngine(base_model="embedded", algo=algo, lora_rank=lora_rank, learning_rate=learning_rate,
+                                   api_key=self.service.api_key, base_url=self.service.base_url, critic=critic)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        self.policy = self.base
+        self.generator = torch.Generator().manual_seed(seed)
+        self.workdir = workdir
+        self.epochs = 1  # one forward_backward + optim_step per batch: what the Tinker engine does
+        self.wall_s = self.compute_s = 0.0
+
+    def train_step(self, groups: list[list[Sequence]]) -> dict[str, float]:
+        began, computed = time.perf_counter(), self.service.compute_s
+        metrics = self.engine.train_step(groups)
+        directory = self.engine.export_weights(self.workdir / f"step-{self.engine.step}")
+        self.wall_s += time.perf_counter() - began
+        self.compute_s += self.service.compute_s - computed
+        self.load(directory)
+        metrics.setdefault("entropy", float("nan"))
+        metrics.setdefault("kl", float("nan"))
+        return metrics
+
+    def load(self, directory: Path) -> None:
+        """The exported files as the inference service loads them (peft adapter, merged for speed; or a model dir)."""
+        import copy
+        import shutil
+
+        from transformers import AutoModelForCausalLM
+
+        if (directory / "adapter_config.json").is_file():
+            from peft import PeftModel
+
+            self.policy = PeftModel.from_pretrained(copy.deepcopy(self.base), directory).merge_and_unload().eval()
+        else:
+            self.policy = AutoModelForCausalLM.from_pretrained(directory, dtype=self.torch.float32).eval()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    def generate(self, prompts, n: int = 1, temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 16):
+        from hermes_stack.trainer.engine_torch import Completion, sample
+
+        ids = [self.tokenizer.encode(p) for p in prompts]
+        raw = sample(self.policy, ids, eos_token_id=self.tokenizer.eos_token_id,
+                     pad_token_id=self.tokenizer.pad_token_id, n=n, temperature=temperature, top_p=top_p,
+                     max_new_tokens=max_new_tokens, generator=self.generator)
+        return [[Completion(t, lp, self.tokenizer.decode(t, skip_special_tokens=True), reason)
+                 for t, lp, reason in group] for group in raw]
+
+    def close(self) -> None:
+        self.engine.close()
+        self.service.stop()
+
+
 def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_every: int,
-        lr_decay: bool = False) -> dict:
+        lr_decay: bool = False, engine_kind: str = "torch", tinker_full: bool = False) -> dict:
     import torch
 
     from hermes_stack.trainer.engine_torch import TorchEngine
@@ -99,15 +175,22 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
 
     torch.manual_seed(seed)
     # --lr-decay: cosine decay over the run to LR_FLOOR x the base rate (off by default, as in the stack).
-    engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
-                         lr_decay_steps=steps if lr_decay else None, min_lr_ratio=LR_FLOOR,
-                         temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
+    workdir = tempfile.TemporaryDirectory(prefix="learn-tinker-")
+    if engine_kind == "tinker":
+        torch.set_num_threads(1)
+        engine = TinkerSide(model_dir, params, learning_rate, stack.settings.tinker.lora_rank, seed, tinker_full,
+                            Path(workdir.name), temperature)
+    else:
+        engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
+                             lr_decay_steps=steps if lr_decay else None, min_lr_ratio=LR_FLOOR,
+                             temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)
     rng = random.Random(seed)
     print(f"[{algo} seed {seed}] estimator={params.advantage_estimator} gamma={params.gamma} lam={params.lam} "
           f"clip={params.clip_epsilon} entropy={params.entropy_coef} value={params.value_loss_coef} "
           f"kl={params.kl_coef} ({params.kl_penalty}) | temperature={temperature} top_p={top_p} prompts/step={batch_size} group={group_size} lr={learning_rate} "
-          f"epochs={engine.epochs} lr-decay={f'cosine->{LR_FLOOR}x' if lr_decay else 'none'} device={device}", flush=True)
+          f"epochs={engine.epochs} lr-decay={f'cosine->{LR_FLOOR}x' if lr_decay else 'none'} device={device} "
+          f"engine={engine_kind}{' (full weights)' if tinker_full else ''}", flush=True)
 
     start = accuracy(engine, test)
     curve = [(0, 0.0, start)]
@@ -145,6 +228,16 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     tail = [a for _, _, a in curve[-TAIL:]]
     engine.policy.load_state_dict(best_policy)  # the kept checkpoint
     kept = accuracy(engine, test)
+    tinker = {}
+    if engine_kind == "tinker":
+        per_step = engine.wall_s / steps
+        overhead = (engine.wall_s - engine.compute_s) / steps
+        tinker = {"tinker_step_s": per_step, "tinker_overhead_s": overhead}
+        print(f"[{algo} seed {seed}] tinker: train_step + export {per_step:.3f} s/step, of which the service's torch "
+              f"work {engine.compute_s / steps:.3f} s and the SDK round trips (HTTP, serialisation, future polling, "
+              f"adapter download) {overhead:.3f} s", flush=True)
+        engine.close()
+    workdir.cleanup()
     print(f"[{algo} seed {seed}] start {start:.2f}; best held-out {best[0]:.2f} at step {best[1]} ({best[2]:.1f} s; "
           f"re-evaluated {kept:.2f}); final {final:.2f} at step {steps}; mean of last {len(tail)} evaluations "
           f"{sum(tail) / len(tail):.2f}; {train_seconds:.1f} s total, {train_seconds / steps:.3f} s/step, "
@@ -152,7 +245,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     return {"algo": algo, "start": start, "best": best[0], "best_step": best[1], "best_seconds": best[2],
             "goal_step": goal[0] if goal else None, "goal_seconds": goal[1] if goal else None,
             "final": final, "moving_average": sum(tail) / len(tail), "steps": steps, "seconds": train_seconds,
-            "cpu_seconds": cpu_seconds, "curve": curve}
+            "cpu_seconds": cpu_seconds, "curve": curve, **tinker}
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -184,7 +277,7 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_decay: bool,
-            model_dir: Path | None) -> dict:
+            model_dir: Path | None, engine_kind: str = "torch", tinker_full: bool = False) -> dict:
     """A whole run in its own process: build the embedded model for the seed (unless given), then train."""
     with tempfile.TemporaryDirectory() as tmp:
         if model_dir is None:
@@ -193,7 +286,7 @@ def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_d
             print(f"[{algo} seed {seed}] embedded model built in {facts['build_seconds']} s: {facts['parameters']} "
                   f"parameters, held-out accuracy {facts['test_accuracy']:.2f}, format {facts['test_format']:.2f}",
                   flush=True)
-        result = run(algo, steps, seed, device, model_dir, eval_every, lr_decay)
+        result = run(algo, steps, seed, device, model_dir, eval_every, lr_decay, engine_kind, tinker_full)
     result["seed"] = seed
     return result
 
@@ -223,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", type=Path, default=None, help="an embedded model dir (default: build one)")
     parser.add_argument("--lr-decay", action="store_true", help="cosine learning-rate decay over the run")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves to this PNG")
+    parser.add_argument("--engine", choices=("torch", "tinker"), default="torch",
+                        help="tinker: through the tinker SDK and the local Tinker service (over loopback HTTP)")
+    parser.add_argument("--tinker-full", action="store_true", help="tinker: train every weight instead of LoRA")
     args = parser.parse_args(argv)
 
     algos = ["grpo", "ppo"] if args.algo == "both" else [args.algo]
@@ -234,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     # use one core each, and one run's wall time is what it would be alone on that core.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(one_run, a, s, args.steps or DEFAULT_STEPS[a], args.device, args.eval_every,
-                               args.lr_decay, args.model_dir) for a, s in jobs]
+                               args.lr_decay, args.model_dir, args.engine, args.tinker_full) for a, s in jobs]
         results = [f.result() for f in futures]
     print(f"{len(jobs)} run(s) on {workers} process(es) in {time.perf_counter() - began:.0f} s wall", flush=True)
     if args.plot:
@@ -243,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
         goal = (f"reached {GOAL} at step {r['goal_step']} ({r['goal_seconds']:.0f} s)" if r["goal_step"] is not None
                 else f"did not reach {GOAL}")
         print(f"  {r['algo']} seed {r['seed']}: {r['start']:.2f} -> best {r['best']:.2f} at step {r['best_step']} "
-              f"({r['best_seconds']:.0f} s), {goal}, final {r['final']:.2f}, {r['cpu_seconds']:.0f} CPU s")
+              f"({r['best_seconds']:.0f} s), {goal}, final {r['final']:.2f}, {r['cpu_seconds']:.0f} CPU s"
+              + (f", {r['tinker_step_s']:.3f} s/step train+export of which {r['tinker_overhead_s']:.3f} s SDK round "
+                 "trips" if "tinker_step_s" in r else ""))
     for algo in algos:
         print(summary(algo, [r for r in results if r["algo"] == algo]))
     return 0

@@ -41,6 +41,9 @@ from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 
 LOSSES = ("ppo", "importance_sampling")
 PROBE_PATH = "/api/v1/healthz"
+# Every wait on a Tinker future is bounded: the SDK itself polls (and retries a lost connection) for ~300 s or forever.
+TIMEOUT_ENV = "HERMES_TINKER_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 900.0  # a large batch may queue on Tinker for minutes; a stopped server must still end the run
 T = TypeVar("T")
 
 
@@ -83,15 +86,21 @@ def _detail(exc: BaseException) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
-def sdk_call(what: str, call: Callable[[], T], base_url: str | None = None) -> T:
-    """Runs one SDK call (usually a future's `.result()`); the SDK's failures become one-line StackErrors.
+def sdk_call(what: str, call: Callable[[], T], base_url: str | None = None, timeout_s: float | None = None) -> T:
+    """Runs one SDK call (usually a future's `.result(timeout)`); the SDK's failures become one-line StackErrors.
 
-    The key is never part of the message. A failed future poisons the SDK's TrainingClient, hence the resume hint."""
+    The key is never part of the message. A failed future poisons the SDK's TrainingClient, hence the resume hint.
+    `timeout_s` only names the bound in the message: the call itself must pass it to `.result(timeout=...)`."""
     import tinker
 
     where = f" at {base_url}" if base_url else ""
     try:
         return call()
+    except TimeoutError as exc:  # concurrent.futures.TimeoutError is TimeoutError since Python 3.11
+        bound = f" within {timeout_s:g} s" if timeout_s else ""
+        raise StackError(f"tinker: {what}: no answer from the Tinker API{where}{bound}. Hint: the service stopped "
+                         "answering or is overloaded; restart the trainer to resume from the last checkpoint, or "
+                         f"raise {TIMEOUT_ENV}") from exc
     except (tinker.TinkerError, ValueError) as exc:
         # The SDK reports an HTTP error met while polling a future as a ValueError caused by the APIStatusError.
         cause = exc if isinstance(exc, tinker.TinkerError) else exc.__cause__
@@ -253,7 +262,8 @@ class TinkerEngine:
                  api_key: str | None = None, base_url: str | None = None, loss: str = "ppo",
                  critic: LocalCritic | None = None, service_client: Any = None, rest_client: Any = None,
                  probe_timeout_s: float = 5.0, probe_transport: httpx.BaseTransport | None = None,
-                 download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True):
+                 download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True,
+                 timeout_s: float | None = None):
         self.algo = algo
         self.lora_rank = lora_rank
         self.learning_rate = learning_rate
@@ -267,6 +277,7 @@ class TinkerEngine:
             raise InputError(Problem("config", "[algorithm] advantage_estimator", "gae", "a critic with a value head"))
         self.critic = critic
         self.normalize_group_std = normalize_group_std
+        self.timeout_s = float(timeout_s or os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
         self.download = download or _download
         self.step = 0
         self.last_sampler_path: str | None = None
@@ -282,16 +293,17 @@ class TinkerEngine:
         self._rest_client = rest_client
         # The SDK contacts the server first here (config, session, model); a refused key surfaces at this call.
         self.training_client = self._sdk("creating the LoRA training client", lambda: service_client
-                                         .create_lora_training_client(base_model=base_model, rank=lora_rank).result())
+                                         .create_lora_training_client(base_model=base_model, rank=lora_rank)
+                                         .result(timeout=self.timeout_s))
 
     def _sdk(self, what: str, call: Callable[[], T]) -> T:
-        return sdk_call(what, call, self.base_url)
+        return sdk_call(what, call, self.base_url, self.timeout_s)
 
     def close(self, status: str = "success") -> None:
         """Ends the Tinker session (stops the SDK's heartbeats); the engine is unusable afterwards."""
         close = getattr(self.service_client, "close", None)
         if close is not None:
-            self._sdk("closing the session", lambda: close(status).result())
+            self._sdk("closing the session", lambda: close(status).result(timeout=min(self.timeout_s, 30.0)))
 
     # ------------------------------------------------------------------ one step
 
@@ -358,11 +370,12 @@ class TinkerEngine:
         # Submit both before waiting: Tinker pipelines them.
         fb_future = self.training_client.forward_backward(data, self.loss_fn, self.loss_fn_config)
         optim_future = self.training_client.optim_step(AdamParams(learning_rate=self.learning_rate))
-        fb = self._sdk("forward_backward", fb_future.result)
-        optim = self._sdk("optim_step", optim_future.result)
+        fb = self._sdk("forward_backward", lambda: fb_future.result(timeout=self.timeout_s))
+        optim = self._sdk("optim_step", lambda: optim_future.result(timeout=self.timeout_s))
         self.step += 1
         name = f"step-{self.step}"
-        saved = self._sdk("save_weights_for_sampler", self.training_client.save_weights_for_sampler(name=name).result)
+        saved = self._sdk("save_weights_for_sampler", lambda: self.training_client.save_weights_for_sampler(name=name)
+                          .result(timeout=self.timeout_s))
         self.last_sampler_path = saved.path
         trained = [t for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)
                    for t, v in zip(a.trained, adv) if t]
@@ -389,22 +402,29 @@ class TinkerEngine:
 
         directory = Path(directory)
         saved = self._sdk("save_weights_external",
-                          self.training_client.save_weights_external(name=f"step-{self.step}").result)
+                          lambda: self.training_client.save_weights_external(name=f"step-{self.step}")
+                          .result(timeout=self.timeout_s))
         # Same server and key as the session (a bare RestClient() would read TINKER_BASE_URL/TINKER_API_KEY again).
         rest = self._rest_client or tinker.RestClient(base_url=self.base_url, api_key=self._api_key)
-        urls = self._sdk("get_external_weights_urls", rest.get_external_weights_urls(saved.path).result).urls
+        urls = self._sdk("get_external_weights_urls", lambda: rest.get_external_weights_urls(saved.path)
+                         .result(timeout=self.timeout_s)).urls
         for relative, url in urls.items():
             target = (directory / relative).resolve()
             if directory.resolve() not in target.parents:
                 raise StackError(f"tinker: refusing to write {relative!r} outside {directory}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            self.download(url, target)
+            try:
+                self.download(url, target)
+            except httpx.HTTPError as exc:
+                raise StackError(f"tinker: downloading {relative} of {saved.path} failed: {type(exc).__name__}: "
+                                 f"{exc}") from exc
         return directory
 
     def state_dict(self) -> dict[str, Any]:
         # overwrite: a second save at the same step (periodic + final) is the same state, not a conflict.
         saved = self._sdk("save_state",
-                          self.training_client.save_state(name=f"state-{self.step}", overwrite=True).result)
+                          lambda: self.training_client.save_state(name=f"state-{self.step}", overwrite=True)
+                          .result(timeout=self.timeout_s))
         state: dict[str, Any] = {"engine": "tinker", "step": self.step, "tinker_state_path": saved.path,
                                  "sampler_path": self.last_sampler_path}
         if self.critic is not None and self.critic.head is not None:
@@ -420,7 +440,8 @@ class TinkerEngine:
             raise StackError("tinker: this checkpoint was not written by the tinker engine")
         path = state["tinker_state_path"]
         self.training_client = self._sdk("loading the checkpoint", lambda: self.service_client
-                                         .create_training_client_from_state_with_optimizer(path).result())
+                                         .create_training_client_from_state_with_optimizer(path)
+                                         .result(timeout=self.timeout_s))
         self.step = int(state["step"])
         self.last_sampler_path = state.get("sampler_path")
         if "critic" in state and self.critic is not None and self.critic.head is not None:
@@ -430,7 +451,8 @@ class TinkerEngine:
 
 def _download(url: str, target: Path) -> None:
     tmp = target.with_name(target.name + ".part")
-    with httpx.stream("GET", url, timeout=httpx.Timeout(600.0, connect=10.0), follow_redirects=True) as response:
+    # 60 s without a byte (not for the whole file): a stalled download ends, a large adapter still arrives.
+    with httpx.stream("GET", url, timeout=httpx.Timeout(60.0, connect=10.0), follow_redirects=True) as response:
         response.raise_for_status()
         with open(tmp, "wb") as out:
             out.writelines(response.iter_bytes())
