@@ -41,7 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from tinker import types
@@ -147,7 +147,7 @@ class LocalTinker:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self, host: str = "127.0.0.1", port: int = 0) -> LocalTinker:
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> Self:
         self._server = ThreadingHTTPServer((host, port), self.handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -161,7 +161,7 @@ class LocalTinker:
         self._server.server_close()
         self._tmp.cleanup()
 
-    def __enter__(self) -> LocalTinker:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

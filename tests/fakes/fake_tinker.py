@@ -7,4 +7,4 @@ from hermes_stack.devtools.tinker_service import API, STUB_ADAPTER, LocalTinker,
 FakeTinker = LocalTinker
 ADAPTER_FILES = STUB_ADAPTER
 
-__all__ = ["API", "ADAPTER_FILES", "FakeTinker", "LocalTinker", "decode_forward_backward"]
+__all__ = ["ADAPTER_FILES", "API", "FakeTinker", "LocalTinker", "decode_forward_backward"]

@@ -239,3 +239,201 @@ def test_state_round_trip_resumes_on_a_new_training_client(fake, engines):
     missing = dict(state, tinker_state_path=f"tinker://{engine.training_client.model_id}/weights/nope")
     with pytest.raises(StackError, match="loading the checkpoint failed on the server"):
         bounded(lambda: resumed.load_state_dict(missing))
+
+
+# ------------------------------------------------------------------ a service that really trains (torch behind the API)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    from hermes_stack.inference.fixture import build_fixture_model
+
+    return build_fixture_model(tmp_path_factory.mktemp("tinker-base"))
+
+
+@pytest.fixture
+def trainer(model_dir) -> Iterator[FakeTinker]:
+    with FakeTinker(model_dir=model_dir) as server:
+        yield server
+    assert server.errors == [], server.errors[0]
+    assert server.unknown == []
+
+
+def base_logprobs(model_dir: Path, inputs: list[int], targets: list[int]) -> list[float]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([inputs])).logits[0].float(), -1)
+    return logp[range(len(targets)), targets].tolist()
+
+
+def adapter_state(server: FakeTinker, engine: TinkerEngine) -> dict[str, Any]:
+    return server.policy(engine.training_client.model_id).trainable_state()
+
+
+@pytest.mark.parametrize("loss", ["ppo", "importance_sampling"])
+def test_each_loss_trains_the_policy_behind_the_api_by_tinkers_definition(trainer, engines, model_dir, loss):
+    import torch
+
+    from hermes_stack.devtools.tinker_policy import token_losses
+
+    engine = make_engine(trainer, engines, loss=loss, learning_rate=1e-2)
+    before = adapter_state(trainer, engine)
+    metrics = bounded(lambda: engine.train_step(GROUPS))
+    after = adapter_state(trainer, engine)
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # optim_step moved the adapter
+
+    # The loss the service reported is Tinker's, summed over every token of every datum, at the pre-step policy
+    # (LoRA starts at B = 0: the base model), from exactly the arrays the SDK sent.
+    (fb,) = trainer.bodies(f"{API}/forward_backward")
+    config = fb["loss_fn_config"] or None
+    expected = 0.0
+    for datum in fb["data"]:
+        inputs = datum["loss_fn_inputs"]
+        logp = base_logprobs(model_dir, datum["tokens"], inputs["target_tokens"]["values"])
+        expected += float(token_losses(torch.tensor(logp), torch.tensor(inputs["logprobs"]["values"]),
+                                       torch.tensor(inputs["advantages"]["values"]), loss, config).sum())
+    assert metrics["tinker/loss:sum"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    assert metrics["tinker/grad_norm:mean"] > 0
+
+
+def test_forward_backward_returns_the_policys_real_per_token_logprobs(trainer, engines, model_dir):
+    from hermes_stack.trainer.engine_tinker import build_datum, token_arrays
+
+    engine = make_engine(trainer, engines)
+    arrays = token_arrays(GROUPS[0][0])
+    datum = build_datum(arrays, [0.0] * len(arrays.targets))
+    out = bounded(lambda: engine.training_client.forward_backward([datum], "ppo").result(timeout=30))
+    got = out.loss_fn_outputs[0]["logprobs"].tolist()
+    assert got == pytest.approx(base_logprobs(model_dir, arrays.inputs, arrays.targets), abs=1e-5)
+
+
+def test_ppo_with_the_local_critic_and_reference_over_http(trainer, engines, model_dir):
+    import torch
+
+    from hermes_stack.trainer.engine_tinker import LocalCritic
+
+    ppo = AlgoParams(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01,
+                     value_loss_coef=0.5, kl_coef=0.1)
+    critic = LocalCritic(str(model_dir), learning_rate=1e-3)
+    engine = make_engine(trainer, engines, algo=ppo, critic=critic, learning_rate=1e-2)
+    groups = [[seq([1, 5, 6, 7, 8], 2, 1.0)], [seq([1, 9, 10, 11], 2, 0.0)]]
+    head_before = [p.detach().clone() for p in critic.head.parameters()]
+    metrics = bounded(lambda: engine.train_step(groups))
+    assert any(not torch.equal(a, b) for a, b in zip(critic.head.parameters(), head_before))  # critic trained here
+    assert metrics["value_loss"] > 0 and "kl" in metrics
+    (fb,) = trainer.bodies(f"{API}/forward_backward")
+    first = fb["data"][0]["loss_fn_inputs"]["advantages"]["values"]
+    assert first[0] == 0.0 and all(v != 0.0 for v in first[1:])  # GAE per completion token, none on the prompt
+
+    state = bounded(engine.state_dict)
+    for p in critic.head.parameters():
+        p.data.fill_(123.0)
+    bounded(lambda: engine.load_state_dict(state))
+    assert all(torch.equal(a, b) for a, b in zip(critic.head.state_dict().values(), state["critic"].values()))
+
+
+def test_exported_adapter_loads_with_peft_and_matches_the_trained_policy(trainer, engines, model_dir, tmp_path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    engine = make_engine(trainer, engines, learning_rate=1e-2)
+    bounded(lambda: engine.train_step(GROUPS))
+    out = bounded(lambda: engine.export_weights(tmp_path / "step-1"))
+    assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    served = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), out).eval()
+    ids = torch.tensor([[1, 5, 6, 7]])
+    with torch.no_grad():
+        trained = trainer.policy(engine.training_client.model_id).model(input_ids=ids).logits
+        base = AutoModelForCausalLM.from_pretrained(model_dir)(input_ids=ids).logits
+        assert torch.allclose(served(input_ids=ids).logits, trained, atol=1e-5)
+        assert not torch.allclose(trained, base, atol=1e-4)  # the step is in the download
+
+
+def test_resume_from_state_continues_with_the_same_adam_moments(trainer, engines):
+    import torch
+
+    first = make_engine(trainer, engines, learning_rate=1e-2)
+    bounded(lambda: first.train_step(GROUPS))
+    state = bounded(first.state_dict)
+    bounded(lambda: first.train_step(GROUPS))
+    expected = adapter_state(trainer, first)
+
+    resumed = make_engine(trainer, engines, learning_rate=1e-2)
+    bounded(lambda: resumed.load_state_dict(state))
+    bounded(lambda: resumed.train_step(GROUPS))
+    got = adapter_state(trainer, resumed)
+    assert set(got) == set(expected)
+    assert all(torch.allclose(got[k], expected[k], atol=1e-6) for k in got)  # same step 2, optimizer included
+
+
+# ------------------------------------------------------------------ a server that stops answering: bounded, one line
+
+
+@pytest.mark.parametrize("how", ["silent", "pending_forever"])
+def test_a_server_that_stops_answering_mid_run_is_one_clear_line_within_the_bound(fake, engines, how):
+    import time
+
+    engine = make_engine(fake, engines, timeout_s=2.0)
+    bounded(lambda: engine.train_step(GROUPS))  # step 1 answered
+    if how == "silent":
+        fake.silent.set()  # reads every request, answers none
+    else:
+        fake.pending_forever = True  # answers, but every future stays queued
+    began = time.monotonic()
+    with pytest.raises(StackError) as err:
+        bounded(lambda: engine.train_step(GROUPS), seconds=30)
+    message = str(err.value)
+    assert "\n" not in message and "forward_backward: no answer from the Tinker API" in message
+    assert "within 2 s" in message and "resume from the last checkpoint" in message
+    assert time.monotonic() - began < 20
+    assert engine.step == 1
+    engines.clear()
+    if how == "silent":
+        with pytest.raises(StackError, match="closing the session: no answer"):
+            bounded(engine.close, seconds=30)  # the close is bounded too
+    else:
+        bounded(engine.close)  # the session itself still answers
+
+
+def test_the_trainer_process_exits_after_the_server_goes_silent(fake, tmp_path):
+    """No thread of the SDK (heartbeats, pollers) may keep the trainer's process alive: it must end by itself."""
+    import subprocess
+    import textwrap
+
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(Path(__file__).resolve().parents[2])!r}]
+        from hermes_stack.errors import StackError
+        from hermes_stack.trainer.engine import AlgoParams
+        from hermes_stack.trainer.engine_tinker import TinkerEngine
+        from tests.unit.test_engine_tinker_sdk import GROUPS, GRPO
+        engine = TinkerEngine(base_model="m", algo=GRPO, lora_rank=8, learning_rate=1e-5, api_key={fake.api_key!r},
+                              base_url={fake.base_url!r}, timeout_s=2.0)
+        engine.train_step(GROUPS)
+        print("step 1 ok", flush=True)
+        input()  # the test makes the server silent, then says go
+        try:
+            engine.train_step(GROUPS)
+        except StackError as exc:
+            print(exc, flush=True)
+        try:
+            engine.close()
+        except StackError as exc:
+            print(exc, flush=True)
+    """))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
+    proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "step 1 ok", proc.stderr.read()
+        fake.silent.set()
+        out, _ = proc.communicate("go\n", timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert "forward_backward: no answer from the Tinker API" in out
