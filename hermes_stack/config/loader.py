@@ -293,7 +293,7 @@ def evaluate_stack(
     show both. Unreadable or mistyped files still raise InputError (there is nothing to show)."""
     config, settings, config_path, settings_path = load_files(algo, Path(config_dir))
     config, settings = fill_mirrors(config, settings)
-    overrides = profiles.overrides_for(profile, algo)
+    overrides = profiles.overrides_for(profile, algo, settings.trainer.engine)
     r_config, r_settings = resolve(config, settings, overrides)
     errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,
                                  profile=profile, unlock=unlock, keyfile=keyfile, gpu_memory_gib=gpu_memory_gib)

@@ -67,12 +67,18 @@ def choose_profile(device: str, gpu_memory_gib: float | None) -> tuple[str, floa
     return "gpu", gib, []
 
 
-def overrides_for(profile: str, algo: str) -> dict[str, object]:
+def overrides_for(profile: str, algo: str, engine: str | None = None) -> dict[str, object]:
+    """The profile's overrides. `engine` is settings' trainer.engine as written: an explicit "tinker" is kept on the
+    embedded profile (Tinker trains remotely, e.g. against the local Tinker service of the Docker tests); "auto" and
+    "torch" become the torch engine."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
     if profile == "gpu":
         return {}
-    return {**EMBEDDED, **EMBEDDED_BY_ALGO.get(algo, {})}
+    overrides = {**EMBEDDED, **EMBEDDED_BY_ALGO.get(algo, {})}
+    if engine == "tinker":
+        del overrides["trainer.engine"]
+    return overrides
 
 
 def target_of(key: str) -> tuple[str, str, str]:

@@ -68,11 +68,24 @@ def resolve_base_url(base_url: str | None = None) -> str:
 
 
 def probe(base_url: str, timeout_s: float = 5.0, transport: httpx.BaseTransport | None = None) -> None:
-    """Any HTTP answer means reachable (auth is checked later); no answer within `timeout_s` is a StackError."""
+    """Any HTTP answer means reachable (auth is checked later); no answer within `timeout_s` is a StackError.
+
+    A refused connection is retried until `timeout_s` has passed (a service started alongside the trainer may still
+    be binding its port); a silent one uses the whole `timeout_s` once."""
+    import time
+
     url = base_url.rstrip("/") + PROBE_PATH
+    deadline = time.monotonic() + timeout_s
     try:
         with httpx.Client(timeout=timeout_s, transport=transport) as client:
-            client.get(url)
+            while True:
+                try:
+                    client.get(url)
+                    return
+                except httpx.ConnectError:
+                    if time.monotonic() + 0.25 >= deadline:
+                        raise
+                    time.sleep(0.25)
     except httpx.HTTPError as exc:
         raise StackError(f"tinker: {base_url} is not reachable ({type(exc).__name__}: {exc or 'no answer'} within "
                          f"{timeout_s:.0f} s). Hint: check TINKER_BASE_URL and the VM's outbound network, or use "
