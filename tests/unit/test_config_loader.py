@@ -103,6 +103,15 @@ def test_embedded_profile_overrides_and_lists_them():
     assert stack.config_as_written.environment.dataset == "gsm8k"
 
 
+def test_embedded_profile_keeps_an_explicit_tinker_engine(cdir):
+    # Tinker trains remotely, so a CPU box can drive it (the Docker tier does, against the local Tinker service);
+    # "auto" still becomes torch there.
+    edit(cdir / "settings_grpo.json", '"engine": "auto"', '"engine": "tinker"')
+    stack = load_stack("grpo", cdir, profile="embedded")
+    assert stack.settings.trainer.engine == "tinker" and "trainer.engine" not in stack.overrides
+    assert stack.settings.inference.server == "builtin"  # the rest of the profile still applies
+
+
 def test_gpu_profile_uses_files_as_written():
     stack = load_stack("grpo", CONFIGS, profile="gpu")
     assert stack.overrides == {} and stack.config.environment.dataset == "gsm8k"
