@@ -299,8 +299,13 @@ class TinkerEngine:
             self._api_key = check_key(api_key or os.environ.get("TINKER_API_KEY"))
             self.base_url = resolve_base_url(base_url)
             probe(self.base_url, probe_timeout_s, probe_transport)
+            import logging
+
             import tinker
 
+            # "Retrying request ... because of try_again" is the SDK polling a queued future, once per poll: normal
+            # on Tinker, and it would bury the trainer's one line per step. Real failures still surface as errors.
+            logging.getLogger("tinker.lib.api_future_impl").setLevel(logging.ERROR)
             service_client = tinker.ServiceClient(base_url=self.base_url, api_key=self._api_key)
         self.service_client = service_client
         self._rest_client = rest_client
