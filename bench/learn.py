@@ -161,7 +161,8 @@ class TinkerSide:
 
 
 def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_every: int,
-        lr_decay: bool = False, engine_kind: str = "torch", tinker_full: bool = False) -> dict:
+        lr_decay: bool = False, engine_kind: str = "torch", tinker_full: bool = False,
+        learning_rate_override: float | None = None) -> dict:
     import torch
 
     from hermes_stack.trainer.engine_torch import TorchEngine
@@ -170,7 +171,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     params = AlgoParams.from_section(stack.config.algorithm)
     rollout, reward = stack.config.rollout, stack.config.reward
     group_size, batch_size = rollout.group_size, rollout.batch_size
-    learning_rate = stack.settings.tinker.learning_rate
+    learning_rate = learning_rate_override or stack.settings.tinker.learning_rate
     temperature, top_p = rollout.temperature, rollout.top_p
 
     torch.manual_seed(seed)
@@ -277,7 +278,8 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_decay: bool,
-            model_dir: Path | None, engine_kind: str = "torch", tinker_full: bool = False) -> dict:
+            model_dir: Path | None, engine_kind: str = "torch", tinker_full: bool = False,
+            learning_rate: float | None = None) -> dict:
     """A whole run in its own process: build the embedded model for the seed (unless given), then train."""
     with tempfile.TemporaryDirectory() as tmp:
         if model_dir is None:
@@ -286,7 +288,8 @@ def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_d
             print(f"[{algo} seed {seed}] embedded model built in {facts['build_seconds']} s: {facts['parameters']} "
                   f"parameters, held-out accuracy {facts['test_accuracy']:.2f}, format {facts['test_format']:.2f}",
                   flush=True)
-        result = run(algo, steps, seed, device, model_dir, eval_every, lr_decay, engine_kind, tinker_full)
+        result = run(algo, steps, seed, device, model_dir, eval_every, lr_decay, engine_kind, tinker_full,
+                     learning_rate)
     result["seed"] = seed
     return result
 
@@ -319,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("torch", "tinker"), default="torch",
                         help="tinker: through the tinker SDK and the local Tinker service (over loopback HTTP)")
     parser.add_argument("--tinker-full", action="store_true", help="tinker: train every weight instead of LoRA")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate instead of the embedded profile's (the Tinker engine takes one optimiser "
+                             "step per batch where the torch engine takes two)")
     args = parser.parse_args(argv)
 
     algos = ["grpo", "ppo"] if args.algo == "both" else [args.algo]
@@ -330,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     # use one core each, and one run's wall time is what it would be alone on that core.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(one_run, a, s, args.steps or DEFAULT_STEPS[a], args.device, args.eval_every,
-                               args.lr_decay, args.model_dir, args.engine, args.tinker_full) for a, s in jobs]
+                               args.lr_decay, args.model_dir, args.engine, args.tinker_full, args.lr)
+                   for a, s in jobs]
         results = [f.result() for f in futures]
     print(f"{len(jobs)} run(s) on {workers} process(es) in {time.perf_counter() - began:.0f} s wall", flush=True)
     if args.plot:
