@@ -414,9 +414,12 @@ def test_the_trainer_process_exits_after_the_server_goes_silent(fake, tmp_path):
         import sys
         sys.path[:0] = [{str(Path(__file__).resolve().parents[2])!r}]
         from hermes_stack.errors import StackError
-        from hermes_stack.trainer.engine import AlgoParams
+        from hermes_stack.trainer.engine import AlgoParams, Sequence
         from hermes_stack.trainer.engine_tinker import TinkerEngine
-        from tests.unit.test_engine_tinker_sdk import GROUPS, GRPO
+        GRPO = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
+                          value_loss_coef=0.0, kl_coef=0.0)
+        GROUPS = [[Sequence([1, 5, 6], [-100, 5, 6], 1.0, [1.0, -0.5, -0.5]),
+                   Sequence([1, 5, 7], [-100, 5, 7], 0.0, [1.0, -0.5, -0.5])]]
         engine = TinkerEngine(base_model="m", algo=GRPO, lora_rank=8, learning_rate=1e-5, api_key={fake.api_key!r},
                               base_url={fake.base_url!r}, timeout_s=2.0)
         engine.train_step(GROUPS)
