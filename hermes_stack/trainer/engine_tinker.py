@@ -322,8 +322,22 @@ class TinkerEngine:
     def close(self, status: str = "success") -> None:
         """Ends the Tinker session (stops the SDK's heartbeats); the engine is unusable afterwards."""
         close = getattr(self.service_client, "close", None)
-        if close is not None:
+        if close is None:
+            return
+        try:
             self._sdk("closing the session", lambda: close(status).result(timeout=min(self.timeout_s, 30.0)))
+        except StackError:
+            self._stop_sdk_threads()
+            raise
+
+    def _stop_sdk_threads(self) -> None:
+        """A close the server never confirmed leaves the SDK's heartbeat and future pollers running (and logging every
+        10 s) for the life of the process: stop them locally. tinker 0.38 keeps them on its client holders (private
+        names, hence getattr: a later SDK without them is left as it is)."""
+        for name in ("_session_holder", "_rest_holder"):
+            holder = getattr(self.service_client, name, None)
+            if holder is not None and callable(getattr(holder, "close", None)):
+                holder.close()
 
     # ------------------------------------------------------------------ one step
 

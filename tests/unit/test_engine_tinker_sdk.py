@@ -397,6 +397,8 @@ def test_a_server_that_stops_answering_mid_run_is_one_clear_line_within_the_boun
     if how == "silent":
         with pytest.raises(StackError, match="closing the session: no answer"):
             bounded(engine.close, seconds=30)
+        # ... and the SDK's heartbeat stops with it: it would log "Session heartbeat failed" into later output.
+        assert engine.service_client._session_holder._closed
     else:
         try:
             bounded(engine.close, seconds=30)
