@@ -117,14 +117,18 @@ class TinkerSide:
         self.generator = torch.Generator().manual_seed(seed)
         self.workdir = workdir
         self.epochs = 1  # one forward_backward + optim_step per batch: what the Tinker engine does
-        self.wall_s = self.compute_s = 0.0
+        self.wall_s = self.compute_s = self.cpu_s = self.compute_cpu_s = 0.0
 
     def train_step(self, groups: list[list[Sequence]]) -> dict[str, float]:
         began, computed = time.perf_counter(), self.service.compute_s
+        began_cpu, computed_cpu = time.process_time(), self.service.compute_cpu_s
         metrics = self.engine.train_step(groups)
         directory = self.engine.export_weights(self.workdir / f"step-{self.engine.step}")
         self.wall_s += time.perf_counter() - began
         self.compute_s += self.service.compute_s - computed
+        # CPU seconds of the whole process (SDK threads, HTTP server threads, torch) minus the service's torch work.
+        self.cpu_s += time.process_time() - began_cpu
+        self.compute_cpu_s += self.service.compute_cpu_s - computed_cpu
         self.load(directory)
         metrics.setdefault("entropy", float("nan"))
         metrics.setdefault("kl", float("nan"))
@@ -233,10 +237,12 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     if engine_kind == "tinker":
         per_step = engine.wall_s / steps
         overhead = (engine.wall_s - engine.compute_s) / steps
-        tinker = {"tinker_step_s": per_step, "tinker_overhead_s": overhead}
+        overhead_cpu = (engine.cpu_s - engine.compute_cpu_s) / steps
+        tinker = {"tinker_step_s": per_step, "tinker_overhead_s": overhead, "tinker_overhead_cpu_s": overhead_cpu}
         print(f"[{algo} seed {seed}] tinker: train_step + export {per_step:.3f} s/step, of which the service's torch "
               f"work {engine.compute_s / steps:.3f} s and the SDK round trips (HTTP, serialisation, future polling, "
-              f"adapter download) {overhead:.3f} s", flush=True)
+              f"adapter download) {overhead:.3f} s; in CPU time {engine.cpu_s / steps:.3f} s/step, of which the "
+              f"round trips {overhead_cpu:.3f} s", flush=True)
         engine.close()
     workdir.cleanup()
     print(f"[{algo} seed {seed}] start {start:.2f}; best held-out {best[0]:.2f} at step {best[1]} ({best[2]:.1f} s; "

@@ -138,7 +138,8 @@ class LocalTinker:
         self.pending_forever = False
         self.sessions: dict[str, str] = {}  # session id -> finish reason ("" while open)
         self.models: dict[str, Model] = {}
-        self.compute_s = 0.0  # torch time spent on requests (benches: the SDK round trip is the rest)
+        self.compute_s = 0.0  # torch time spent on requests, wall (benches: the SDK round trip is the rest)
+        self.compute_cpu_s = 0.0  # the same in CPU seconds of the handling thread (meaningful on a busy machine)
         self._exports: dict[str, Path] = {}  # signed token -> export directory
         self._futures: dict[str, Pending] = {}
         self._ids = itertools.count(1)
@@ -201,13 +202,14 @@ class LocalTinker:
         failure becomes the future's RequestFailedResponse, as on Tinker."""
         if self.fail_futures.get(request_type):
             return self._future(request_type, None, model_id)
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         try:
             result = compute()
         except Exception as exc:  # noqa: BLE001 - the client sees it as a failed request, like Tinker's own
             return self._future(request_type, None, model_id, failed=f"{type(exc).__name__}: {exc}")
         finally:
             self.compute_s += time.perf_counter() - began
+            self.compute_cpu_s += time.thread_time() - began_cpu
         return self._future(request_type, result, model_id)
 
     def _retrieve(self, request: types.FutureRetrieveRequest) -> tuple[int, Any]:
