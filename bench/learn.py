@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/learn.py [--algo grpo|ppo|both] [--seeds 0,1,2] [--jobs N] [--steps N]
                                     [--plot docs/learning-curve.png] [--device cpu|cuda] [--model-dir DIR]
-                                    [--engine torch|tinker [--tinker-full]]
+                                    [--engine torch|tinker [--tinker-full]] [--lr LR]
 
 `--engine tinker` trains through the real tinker SDK over loopback HTTP against the local Tinker service
 (hermes_stack.devtools.tinker_service, in this process, torch on CPU behind it) exactly as the stack's trainer does:
