@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -56,6 +57,9 @@ FINISH = re.compile(rf"^{API}/sessions/(?P<session>[^/]+)/finish$")
 # Without a model: the files of a minimal adapter, so export paths can be exercised with no torch model at all.
 STUB_ADAPTER = {"adapter_config.json": b'{"peft_type": "LORA", "r": 8}', "adapter_model.safetensors": b"\0" * 16}
 FIXED_LOGPROB = -0.5
+# Sampler weights and downloads are written every step: a long run keeps only the newest few of each per model (the
+# cloud keeps them with a TTL; here memory and /tmp are the limit). Training state (save_state) is always kept.
+KEEP_PER_KIND = 4
 
 
 @dataclass
@@ -241,12 +245,20 @@ class LocalTinker:
         policy = self.models[model_id].policy
         state = policy.state(with_optimizer) if policy is not None else None
         self.models[model_id].checkpoints[path] = state
+        if kind == "sampler_weights":
+            self._prune(model_id, kind)
         if self.state_dir is not None and state is not None and kind == "weights":
             import torch
 
             self.state_dir.mkdir(parents=True, exist_ok=True)
             torch.save(state, self.state_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", path) + ".pt"))
         return path
+
+    def _prune(self, model_id: str, kind: str) -> list[Any]:
+        """Forget all but the newest KEEP_PER_KIND checkpoints of `kind`; returns what they held."""
+        checkpoints = self.models[model_id].checkpoints
+        paths = [p for p in checkpoints if p.startswith(f"tinker://{model_id}/{kind}/")]
+        return [checkpoints.pop(p) for p in paths[:-KEEP_PER_KIND]]
 
     def _find_checkpoint(self, path: str) -> Any:
         for model in self.models.values():
@@ -293,6 +305,8 @@ class LocalTinker:
             policy.export(directory)
         self._exports[token] = directory
         self.models[model_id].checkpoints[path] = token
+        for old in self._prune(model_id, "external_weights"):
+            shutil.rmtree(self._exports.pop(old, ""), ignore_errors=True)
         size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
         return types.SaveWeightsExternalResponseInternal(path=path, size_bytes=size)
 

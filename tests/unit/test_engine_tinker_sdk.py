@@ -447,3 +447,17 @@ def test_the_trainer_process_exits_after_the_server_goes_silent(fake, tmp_path):
         proc.kill()
     assert proc.returncode == 0
     assert "forward_backward: no answer from the Tinker API" in out
+
+
+def test_a_long_run_keeps_only_the_newest_sampler_weights_and_downloads(fake, engines, tmp_path):
+    from hermes_stack.devtools.tinker_service import KEEP_PER_KIND
+
+    engine = make_engine(fake, engines)
+    for step in range(KEEP_PER_KIND + 2):
+        bounded(lambda: engine.train_step(GROUPS[:1]))
+        bounded(lambda: engine.export_weights(tmp_path / f"step-{step}"))
+    kept = fake.models[engine.training_client.model_id].checkpoints
+    samplers = sorted(p for p in kept if "/sampler_weights/" in p)
+    assert len(samplers) == KEEP_PER_KIND and samplers[-1].endswith(f"step-{KEEP_PER_KIND + 2}")
+    assert sum("/external_weights/" in p for p in kept) == KEEP_PER_KIND
+    assert len(fake._exports) == KEEP_PER_KIND  # the pruned downloads' files are gone too
