@@ -455,7 +455,7 @@ def test_a_long_run_keeps_only_the_newest_sampler_weights_and_downloads(fake, en
     engine = make_engine(fake, engines)
     for step in range(KEEP_PER_KIND + 2):
         bounded(lambda: engine.train_step(GROUPS[:1]))
-        bounded(lambda: engine.export_weights(tmp_path / f"step-{step}"))
+        bounded(lambda step=step: engine.export_weights(tmp_path / f"step-{step}"))
     kept = fake.models[engine.training_client.model_id].checkpoints
     samplers = sorted(p for p in kept if "/sampler_weights/" in p)
     assert len(samplers) == KEEP_PER_KIND and samplers[-1].endswith(f"step-{KEEP_PER_KIND + 2}")
