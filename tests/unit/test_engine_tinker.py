@@ -24,8 +24,8 @@ from hermes_stack.trainer.engine_tinker import (
     check_key,
     loss_config,
     probe,
-    token_rewards,
     token_arrays,
+    token_rewards,
 )
 
 GRPO = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
