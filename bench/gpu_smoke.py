@@ -79,7 +79,7 @@ def inference(model: Path) -> None:
 
     backend = BuiltinBackend(str(model), served_model="mid", device=DEVICE, seed=0)
     auth = {"Authorization": "Bearer smoke"}
-    with TestClient(create_app(backend, "smoke")) as client:
+    with TestClient(create_app(backend, "smoke", data_dir=model.parent)) as client:  # reloads only from there
         print("inference /v1/models:", client.get("/v1/models", headers=auth).json()["data"][0]["id"])
         t0 = time.perf_counter()
         out = client.post("/generate", headers=auth, json={"text": "3+4=", "return_logprob": True,

@@ -257,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m hermes_stack.gateway check", file=sys.stderr)
         return 2
     try:
+        from hermes_stack.service_env import load_secrets
+
+        load_secrets()  # in the gateway-check container the key is the Compose secret taotoken_api_key
         settings = settings_from()
         if settings is None:
             print("offline mode: gateway checks skipped (no .env.taotoken and no TAOTOKEN_* variables)")

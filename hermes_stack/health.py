@@ -189,6 +189,9 @@ def main(argv: list[str]) -> int:
               f"got {' '.join(argv)}", file=sys.stderr)
         return 1  # Docker reserves exit 2 in healthchecks
     env = dict(os.environ)
+    from hermes_stack.service_env import load_secrets
+
+    load_secrets(env)  # the inference key arrives as a Compose secret file, not as a variable
     try:
         print(wait_for(lambda: check(service, env, url=options.get("--url")), wait_s))
     except NotReady as exc:

@@ -37,6 +37,9 @@ ALGO_OPT = typer.Option("grpo", "--algo", help="ppo or grpo: picks compose.<algo
 DEVICE_OPT = typer.Option("auto", "--device", help="auto (GPU only when the NVIDIA runtime is usable), cpu or gpu")
 TIMEOUT_OPT = typer.Option(900, "--wait-timeout", help="Seconds `up --wait` may take before failing")
 FILE_OPT = typer.Option(None, "--file", "-f", help="Extra compose override file, layered last (repeatable)")
+KEYFILE_OPT = typer.Option(None, "--keyfile", help="Key file (default: $HERMES_KEYFILE or .env.taotoken); the "
+                                                   "services get their variables from it, through the controller")
+UNLOCK_OPT = typer.Option(False, "--unlock", help="Allow changing the locked tinker fields (the services too)")
 
 
 @dataclass(frozen=True)
@@ -185,8 +188,16 @@ def _script(name: str, *args: str) -> str:
     return lines[-1] if lines else ""
 
 
-def compose_env(stack, key: str, base_image: str | None) -> dict[str, str]:
-    env = {"HERMES_INFERENCE_KEY": key}
+def compose_env(stack, key: str, base_image: str | None, unlock: bool = False) -> dict[str, str]:
+    """Compose's process environment: the key file's variables for the services that need them (secrets become
+    Compose secrets, see hermes_stack.service_env), the inference key, HERMES_UNLOCK, ports and names."""
+    from hermes_stack.service_env import compose_environment
+
+    keyfile = getattr(stack, "keyfile", None)
+    values = {} if keyfile is None or keyfile.offline else dict(keyfile.values)
+    if keyfile is not None and keyfile.tinker_key_defaulted:
+        values.pop("TINKER_API_KEY", None)  # the default is a validation aid; the gateway key stays out of the trainer
+    env = compose_environment(values, key, unlock)
     if stack is not None:
         env["HERMES_ATROPOS_PORT"] = str(stack.config.atropos.api_port)
         env["HERMES_INFERENCE_PORT"] = str(stack.settings.inference.port)
@@ -197,24 +208,26 @@ def compose_env(stack, key: str, base_image: str | None) -> dict[str, str]:
     return env
 
 
-def _validate(algo: str, device: str, unlock: bool):
+def _validate(algo: str, device: str, unlock: bool, keyfile: Path | None = None):
     from hermes_stack.commands.validate import validated_stack
 
-    return validated_stack(algo, Path("configs"), unlock=unlock, device=device)
+    return validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device)
 
 
 def _key_from(stack) -> str | None:
+    """The inference key the user set explicitly: the key-file line named by inference.api_key_env (by default
+    HERMES_INFERENCE_KEY, usually absent: then `inference_key` generates one)."""
     keyfile = getattr(stack, "keyfile", None)
     if keyfile is None or keyfile.offline:
         return None
     return keyfile.get(stack.settings.inference.api_key_env)
 
 
-def _validated_with_key(algo: str, device: str, unlock: bool):
+def _validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None):
     """The validated stack and the inference key `up` gives the services (registered for redaction)."""
     from hermes_stack.keyfile import register_secrets
 
-    stack = _validate(algo, device, unlock)
+    stack = _validate(algo, device, unlock, keyfile)
     key = inference_key(_root() / STATE_DIR, _key_from(stack))
     register_secrets({"HERMES_INFERENCE_KEY": key})
     return stack, key
@@ -306,7 +319,7 @@ class DryRunAlongside:
 
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
-             stop_after_dry_run: bool, build: bool = True) -> Plan:
+             stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None) -> Plan:
     from hermes_stack.compose import build_argv, printable, run_argv, stack_files
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
 
@@ -317,7 +330,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     resolved = resolve_device(device, probe)
 
     t = _stage(1, total, f"validate {algo} configs and key file (device {resolved})")
-    stack, key = _validated_with_key(algo, resolved, unlock)
+    stack, key = _validated_with_key(algo, resolved, unlock, keyfile)
     _done(t, f"profile {getattr(stack, 'profile', '?')}")
 
     t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
@@ -334,7 +347,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     if build:
         base_image = _script("base-image.sh")
         _script("wheelhouse.sh")
-    compose = _compose(plan, compose_env(stack, key, base_image))
+    compose = _compose(plan, compose_env(stack, key, base_image, unlock))
     if build:
         _stream(compose, build_argv(compose.params))
     _done(t)
@@ -394,20 +407,18 @@ def where_to_look(algo: str, params, dotenv: bool) -> list[str]:
 
 @app.command()
 def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
-       unlock: bool = typer.Option(False, "--unlock", help="Allow changing the locked tinker fields"),
-       file: list[str] = FILE_OPT,
+       unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT,
        no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
     """Validate, preflight, build, start the stack, run the dry-run stage, then start training."""
-    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build)
+    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build, keyfile=keyfile)
 
 
 @app.command("dry-run")
 def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
-            unlock: bool = typer.Option(False, "--unlock", help="Allow changing the locked tinker fields"),
-            file: list[str] = FILE_OPT,
+            unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT,
             no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
     """Everything `up` does up to and including the dry-run stage; no training starts."""
-    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build)
+    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build, keyfile=keyfile)
 
 
 @app.command()
@@ -510,7 +521,7 @@ def redact_config(text: str) -> str:
 
 @app.command()
 def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT,
-           unlock: bool = typer.Option(False, "--unlock", help="Allow changed LOCKED_FIELDS, as for up")) -> None:
+           unlock: bool = UNLOCK_OPT, keyfile: Path = KEYFILE_OPT) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
     from hermes_stack.compose import printable, stack_files, up_argv
     from hermes_stack.preflight import SystemProbe, resolve_device
@@ -519,9 +530,9 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     _check_device(device)
     resolved = resolve_device(device, SystemProbe())
     # The same validation, key and compose environment as `up`, so what is printed is what `up` runs.
-    stack, key = _validated_with_key(algo, resolved, unlock)
+    stack, key = _validated_with_key(algo, resolved, unlock, keyfile)
     plan = Plan(algo, resolved, stack_files(algo, resolved, file or ()))
-    compose = _compose(plan, compose_env(stack, key, None), echo=False)
+    compose = _compose(plan, compose_env(stack, key, None, unlock), echo=False)
     console.info("# " + printable(up_argv(compose.params, SERVING)))
     console.info("# " + printable(up_argv(compose.params, TRAINING)))
     console.info(redact_config(compose.config()))

@@ -15,6 +15,7 @@ from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import Problem
 from hermes_stack.keyfile import KeyFile, check_tinker_key, is_keyfile_secret
+from hermes_stack.service_env import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,8 @@ def keyfile_names(i: Inputs) -> list[Problem]:
     out = []
     for key in ("api_key_env", "base_url_env"):
         name = getattr(i.settings.inference, key)
+        if key == "api_key_env" and name == INFERENCE_KEY_ENV:
+            continue  # optional: without the line, the controller generates the inference key
         if not kf.values.get(name):
             present = ", ".join(sorted(kf.values)) or "nothing"
             out.append(Problem(i.settings_file, f"inference.{key}", repr(name),
@@ -260,8 +263,19 @@ def keyfile_names(i: Inputs) -> list[Problem]:
         # The value would become the inference key although every log and `validate` print it in clear.
         out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
                            "the name of a secret variable (a key, not a URL or a model name)",
-                           "use TAOTOKEN_API_KEY, or add a key of its own to the key file and name it here"))
+                           f"leave it at {INFERENCE_KEY_ENV} (generated unless the key file sets it), or name "
+                           "another key of the key file"))
     return out
+
+
+def inference_key_is_not_the_gateway_key(i: Inputs) -> list[Problem]:
+    """The paid gateway key must not double as the local inference service's key (it would reach its container)."""
+    name = i.settings.inference.api_key_env
+    if name != "TAOTOKEN_API_KEY":
+        return []
+    return [Caution(i.settings_file, "inference.api_key_env", repr(name),
+                    f"{INFERENCE_KEY_ENV!r} (a key of its own, generated unless the key file sets it)",
+                    "the paid gateway key would also protect the local inference service and reach its container")]
 
 
 def tinker_key(i: Inputs) -> list[Problem]:
@@ -383,6 +397,7 @@ RULES: tuple[Rule, ...] = (
     inference_base_url_v1,
     locked_fields,
     keyfile_names,
+    inference_key_is_not_the_gateway_key,
     tinker_key,
     checkpoint_dir_on_volume,
     model_path_local,

@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("evaluate", help="greedy accuracy on held-out prompts")
     args = parser.parse_args(argv)
     setup_logging()
+    from hermes_stack.service_env import load_secrets
+
+    load_secrets()  # /run/secrets -> environment: the inference key, the gateway key (judge), WANDB_API_KEY
     # docker stop sends SIGTERM: turn it into SystemExit so `finally` removes the readiness marker.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:

@@ -184,9 +184,11 @@ def build_configs(
 
 
 def stack_from_environ(environ: Mapping[str, str] | None = None):
-    """The StackConfig a service container runs with: HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE."""
+    """The StackConfig a service container runs with: HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, HERMES_UNLOCK."""
     from hermes_stack.config.loader import load_stack
+    from hermes_stack.service_env import unlock_from
 
     environ = os.environ if environ is None else environ
     algo = environ.get("HERMES_ALGO", "grpo")
-    return load_stack(algo, Path(environ.get("HERMES_CONFIG_DIR", "configs")), environ.get("HERMES_PROFILE", "gpu"))
+    return load_stack(algo, Path(environ.get("HERMES_CONFIG_DIR", "configs")), environ.get("HERMES_PROFILE", "gpu"),
+                      unlock=unlock_from(environ))

@@ -14,6 +14,9 @@ def main() -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local model dirs only: a hub lookup would hang offline
     try:
+        from hermes_stack.service_env import load_secrets
+
+        load_secrets()  # /run/secrets/hermes_inference_key -> HERMES_INFERENCE_KEY
         from hermes_stack.inference.server import create_app
         from hermes_stack.inference.service_config import build_backend, load_service_config
 

@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from hermes_stack.errors import InputError, Problem
 from hermes_stack.inference.backend import Backend, BackendReply
 from hermes_stack.inference.sampling import RequestError
 
@@ -67,7 +68,27 @@ async def load_newest_weights(backend: Backend, data_dir: Path) -> Path | None:
     return path
 
 
+def outside_data_volume(field: str, path: Any, data_dir: Path | None) -> str | None:
+    """Why a client's weight or adapter path is refused (None: it lies inside the data volume). Symlinks and `..` are
+    resolved first, so neither leads out. The trainer writes every path it sends under $HERMES_DATA_DIR/weights."""
+    if not isinstance(path, str) or not path:
+        return None  # the backend names a missing or non-string path itself
+    if data_dir is None:
+        return f"{field} {path!r} refused: no data volume (HERMES_DATA_DIR) is configured to load from"
+    root = os.path.realpath(data_dir)
+    real = os.path.realpath(path)
+    if os.path.commonpath([root, real]) != root:
+        return f"{field} {path!r} is outside the data volume {data_dir}; weights and adapters load only from there"
+    return None
+
+
 def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = None) -> FastAPI:
+    if not api_key:
+        # Without a key every route, /update_weights_from_disk included, would be open to anyone who can reach it.
+        raise InputError(Problem("(environment)", "HERMES_INFERENCE_KEY", "no value",
+                                 "the key that protects the inference service",
+                                 "start the stack with `hermes-stack up`, which generates one; by hand, set the "
+                                 "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)"))
     marker_path = data_dir / "ready" / "inference" if data_dir is not None else None
 
     async def start_backend() -> None:
@@ -75,8 +96,7 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
         if data_dir is not None:
             await load_newest_weights(backend, data_dir)
             write_ready_marker(data_dir, backend)
-        log.info("inference ready: backend %s, model %s, auth %s", backend.name, backend.served_model,
-                 "on" if api_key else "OFF (no HERMES_INFERENCE_KEY)")
+        log.info("inference ready: backend %s, model %s, auth on", backend.name, backend.served_model)
 
     async def start_in_background() -> None:
         try:
@@ -102,11 +122,11 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
             await backend.stop()
 
     app = FastAPI(title="hermes-stack inference", lifespan=lifespan, docs_url=None, redoc_url=None)
-    expected = f"Bearer {api_key}".encode() if api_key else None
+    expected = f"Bearer {api_key}".encode()
 
     @app.middleware("http")
     async def require_key(request: Request, call_next):
-        if expected is not None and request.url.path not in OPEN_PATHS:
+        if request.url.path not in OPEN_PATHS:
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return _error(401, "missing or wrong API key (Authorization: Bearer <HERMES_INFERENCE_KEY>)",
@@ -163,14 +183,24 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
     async def chat(request: Request):
         return await backend.chat_completions(await body_of(request))
 
+    def refused(message: str) -> JSONResponse:
+        log.warning("%s", message)
+        return JSONResponse({"success": False, "message": message}, status_code=403)
+
     @app.post("/update_weights_from_disk")
     async def update_weights(request: Request):
-        answer = await backend.update_weights_from_disk(await body_of(request))
+        body = await body_of(request)
+        if why := outside_data_volume("model_path", body.get("model_path"), data_dir):
+            return refused(why)
+        answer = await backend.update_weights_from_disk(body)
         return JSONResponse(answer, status_code=200 if answer.get("success") else 400)
 
     @app.post("/load_lora_adapter")
     async def load_lora(request: Request):
-        answer = await backend.load_lora_adapter(await body_of(request))
+        body = await body_of(request)
+        if why := outside_data_volume("lora_path", body.get("lora_path"), data_dir):
+            return refused(why)
+        answer = await backend.load_lora_adapter(body)
         return JSONResponse(answer, status_code=200 if answer.get("success") else 400)
 
     @app.post("/unload_lora_adapter")

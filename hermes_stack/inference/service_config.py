@@ -1,8 +1,8 @@
 """What the inference service needs from the environment and the config files (docs/architecture.md, Runtime).
 
-Reads HERMES_CONFIG_DIR, HERMES_ALGO, HERMES_PROFILE, HERMES_INFERENCE_KEY, HERMES_EMBEDDED_MODEL, HERMES_DATA_DIR
-(and HERMES_INFERENCE_PORT / HERMES_INFERENCE_DEVICE / HERMES_SGLANG_* to override). The key is read from the
-environment only and never printed: `describe()` says whether it is set, not what it is.
+Reads HERMES_CONFIG_DIR, HERMES_ALGO, HERMES_PROFILE, HERMES_UNLOCK, HERMES_INFERENCE_KEY (required: the service
+refuses to start without it), HERMES_EMBEDDED_MODEL, HERMES_DATA_DIR (and HERMES_INFERENCE_PORT /
+HERMES_INFERENCE_DEVICE / HERMES_SGLANG_* to override). The key is never printed.
 """
 
 from __future__ import annotations
@@ -41,9 +41,11 @@ class ServiceConfig:
 def _settings_dict(env: Mapping[str, str]) -> tuple[dict, str]:
     """Resolved settings (profile overrides applied, through the one config loader) as a plain dict, and their file."""
     from hermes_stack.config.loader import load_stack
+    from hermes_stack.service_env import unlock_from
 
+    # HERMES_UNLOCK: the same locked-field rule as the controller (`up --unlock`), not a blanket unlock.
     stack = load_stack(env.get("HERMES_ALGO", "grpo"), Path(env.get("HERMES_CONFIG_DIR", "configs")),
-                       profile=env.get("HERMES_PROFILE", "gpu"), unlock=True)
+                       profile=env.get("HERMES_PROFILE", "gpu"), unlock=unlock_from(env))
     return stack.settings.model_dump(), str(stack.settings_path)
 
 
@@ -58,6 +60,12 @@ def _int_env(env: Mapping[str, str], key: str, default: int) -> int:
 
 
 def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
+    if not env.get("HERMES_INFERENCE_KEY"):
+        # Refused before the model loads: a service without a key would leave every route open.
+        raise InputError(Problem("(environment)", "HERMES_INFERENCE_KEY", "no value",
+                                 "the key that protects the inference service",
+                                 "start the stack with `hermes-stack up`, which generates one; by hand, set the "
+                                 "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)"))
     settings, source = _settings_dict(env)
     inference = settings.get("inference", {})
     server = env.get("HERMES_INFERENCE_SERVER") or inference.get("server", "builtin")

@@ -53,9 +53,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def load_config(args: argparse.Namespace) -> Any:
     from hermes_stack.config.loader import load_stack
+    from hermes_stack.service_env import unlock_from
 
     try:
-        return load_stack(args.algo, args.config_dir, profile=args.profile)
+        # --unlock reaches the services as HERMES_UNLOCK: they accept what the controller accepted.
+        return load_stack(args.algo, args.config_dir, profile=args.profile, unlock=unlock_from(os.environ))
     except InputError as exc:
         raise LayerFailure("config", "; ".join(exc.lines()), exit_code=2) from exc
     except ValueError as exc:  # e.g. an unknown profile name
@@ -319,6 +321,9 @@ def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_e
 
 
 def main(argv: list[str] | None = None, engine_factory: Callable[[Any], Any] = build_engine) -> int:
+    from hermes_stack.service_env import load_secrets
+
+    load_secrets()  # /run/secrets -> environment: the inference key, TINKER_API_KEY, WANDB_API_KEY
     args = parse_args(argv)
     try:
         return run(args, engine_factory)

@@ -104,10 +104,54 @@ def test_dependencies_follow_the_protocol_order_and_wait_for_health(service, nee
 
 
 @pytest.mark.parametrize("service", sorted(ONE_SHOT | LONG_RUNNING))
-def test_every_service_reads_the_optional_key_file_and_runs_under_init(service):
-    svc = BASE[service]
-    assert svc["env_file"] == [{"path": ".env.taotoken", "required": False}]
-    assert svc["init"] is True
+def test_no_service_reads_a_key_file_itself_and_every_one_runs_under_init(service):
+    # The controller reads the one key file ($HERMES_KEYFILE / --keyfile) and hands each service its variables.
+    assert "env_file" not in BASE[service]
+    assert BASE[service]["init"] is True
+
+
+@pytest.mark.parametrize("files", [("compose.grpo.yml",), ("compose.ppo.yml", "compose.cpu.yml")], ids=" ".join)
+def test_each_service_receives_exactly_the_key_file_variables_it_needs(files):
+    from hermes_stack.service_env import PLAIN, RECEIVERS, SECRETS
+
+    config = compose_config(*files)
+    by_variable = {name: set() for name in RECEIVERS}
+    for service, svc in config["services"].items():
+        for ref in svc.get("secrets") or []:
+            by_variable[SECRETS[ref["source"]]].add(service)
+            # Owned by the service user and readable by it alone; never an environment variable as well.
+            assert (ref["uid"], ref["gid"], ref["mode"], ref["target"]) == (
+                "10001", "10001", "0400", f"/run/secrets/{ref['source']}"), (service, ref)
+        for name in svc["environment"]:
+            if name in RECEIVERS:
+                assert name in PLAIN, f"{service}: the secret {name} is an environment variable (docker inspect)"
+                by_variable[name].add(service)
+    assert by_variable == {name: set(services) for name, services in RECEIVERS.items()}
+    assert "atropos" not in set().union(*by_variable.values())  # Atropos calls neither the gateway nor inference
+    # Every secret's value comes from compose's process environment (the controller's), none from a file.
+    assert {name: s["environment"] for name, s in config["secrets"].items()} == SECRETS
+
+
+def test_the_algo_files_declare_the_same_secrets_as_the_base_file():
+    base = load("compose.base.yml")["secrets"]
+    for name in ALGO_FILES:
+        assert load(name)["secrets"] == base, name
+
+
+def test_the_readme_key_file_table_names_the_services_receiving_each_variable():
+    from hermes_stack.service_env import RECEIVERS
+
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) >= 4:
+            rows[cells[0].strip("`")] = cells
+    header = next(line for line in (ROOT / "README.md").read_text().splitlines()
+                  if line.startswith("| variable | secret |"))
+    column = [c.strip() for c in header.strip().strip("|").split("|")].index("received by")
+    for name, services in RECEIVERS.items():
+        listed = {s.strip().strip("`") for s in rows[name][column].split(",")}
+        assert listed == set(services), (name, listed)
 
 
 def _all_services():
@@ -158,7 +202,7 @@ def _normalised(config: dict) -> dict:
         config.pop(key)
     for svc in config["services"].values():
         svc["environment"].pop("HERMES_ALGO")
-    for section in ("volumes", "networks"):
+    for section in ("volumes", "networks", "secrets"):
         for item in (config.get(section) or {}).values():
             item.pop("name", None)
     return config
@@ -192,10 +236,13 @@ def test_merged_config_keeps_healthchecks_init_and_loopback_ports_for_gpu_too():
             assert port["host_ip"] == "127.0.0.1", name
 
 
-def test_inference_key_reaches_containers_from_the_controller_environment_not_the_file():
-    config = compose_config("compose.grpo.yml", env={"HERMES_INFERENCE_KEY": "generated-in-test"})
-    assert config["services"]["trainer"]["environment"]["HERMES_INFERENCE_KEY"] == "generated-in-test"
-    assert "${HERMES_INFERENCE_KEY" in (ROOT / "compose.base.yml").read_text()
+def test_no_secret_value_appears_in_the_merged_config_even_when_compose_has_them():
+    from hermes_stack.service_env import SECRETS
+
+    values = {variable: f"value-of-{variable.lower()}-0123456789" for variable in SECRETS.values()}
+    text = json.dumps(compose_config("compose.grpo.yml", env={**values, "HERMES_UNLOCK": "1"}))
+    assert not [v for v in values.values() if v in text]
+    assert '"HERMES_UNLOCK": "1"' in text  # while the plain variables do arrive
 
 
 # ---- Dockerfiles -------------------------------------------------------------------------------------------------

@@ -150,7 +150,8 @@ def test_weight_reload_changes_outputs_and_bad_path_fails(client, tmp_path_facto
     request = {"text": "9+9=", "sampling_params": {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True},
                "return_logprob": True}
     before = client.post("/generate", json=request, headers=AUTH).json()
-    other = fixture_model(tmp_path_factory, name="fixture-model-seed1", seed=1)
+    other = client.data_dir / "weights" / "step-1"  # where the trainer writes: inside the data volume
+    build_fixture_model(other, seed=1)
     answer = client.post("/update_weights_from_disk", json={"model_path": str(other)}, headers=AUTH).json()
     assert answer["success"] is True
     after = client.post("/generate", json=request, headers=AUTH).json()
@@ -158,8 +159,51 @@ def test_weight_reload_changes_outputs_and_bad_path_fails(client, tmp_path_facto
     lp_after = [e[0] for e in after["meta_info"]["output_token_logprobs"]]
     assert lp_before != lp_after
     assert after["meta_info"]["weight_version"] != before["meta_info"]["weight_version"]
-    failed = client.post("/update_weights_from_disk", json={"model_path": "/nonexistent"}, headers=AUTH)
+    missing = client.data_dir / "weights" / "step-99"
+    failed = client.post("/update_weights_from_disk", json={"model_path": str(missing)}, headers=AUTH)
     assert failed.status_code == 400 and failed.json()["success"] is False
+
+
+def test_weight_and_adapter_paths_outside_the_data_volume_are_refused_and_nothing_loads(client, model_dir):
+    data = client.data_dir
+    (data / "weights").mkdir(exist_ok=True)
+    link = data / "weights" / "link-out"
+    if not link.is_symlink():
+        link.symlink_to(model_dir)  # inside by name, outside in fact
+    version, weights = client.backend.weight_version, client.backend.weights_path
+    outside = [str(model_dir), "/etc", f"{data}/../{model_dir.name}", str(link), "relative/dir"]
+    for path in outside:
+        answer = client.post("/update_weights_from_disk", json={"model_path": path}, headers=AUTH)
+        assert answer.status_code == 403, (path, answer.text)
+        assert answer.json() == {"success": False, "message": f"model_path {path!r} is outside the data volume "
+                                                             f"{data}; weights and adapters load only from there"}
+        adapter = client.post("/load_lora_adapter", json={"lora_name": "x", "lora_path": path}, headers=AUTH)
+        assert adapter.status_code == 403 and "lora_path" in adapter.json()["message"], (path, adapter.text)
+    assert (client.backend.weight_version, client.backend.weights_path) == (version, weights)
+
+
+def test_without_a_data_volume_no_path_is_loadable(model_dir, tmp_path):
+    from hermes_stack.inference.server import outside_data_volume
+
+    assert outside_data_volume("model_path", str(model_dir), None) == (
+        f"model_path {str(model_dir)!r} refused: no data volume (HERMES_DATA_DIR) is configured to load from")
+    assert outside_data_volume("model_path", str(tmp_path / "a" / "b"), tmp_path) is None
+    assert outside_data_volume("model_path", str(tmp_path), tmp_path) is None
+    assert outside_data_volume("model_path", str(tmp_path) + "-sibling", tmp_path) is not None  # not a prefix test
+
+
+@pytest.mark.parametrize("key", [None, ""])
+def test_the_service_refuses_to_start_without_a_key(model_dir, key):
+    from hermes_stack.errors import InputError
+
+    backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
+    with pytest.raises(InputError) as caught:
+        create_app(backend, key)
+    assert caught.value.exit_code == 2
+    assert caught.value.lines() == [
+        "(environment): HERMES_INFERENCE_KEY: found no value, expected the key that protects the inference service. "
+        "Hint: start the stack with `hermes-stack up`, which generates one; by hand, set the Compose secret "
+        "hermes_inference_key (variable HERMES_INFERENCE_KEY)"]
 
 
 def test_lora_adapter_load_serves_requests(client, tmp_path):
@@ -168,11 +212,12 @@ def test_lora_adapter_load_serves_requests(client, tmp_path):
 
     base = AutoModelForCausalLM.from_pretrained(client.backend.weights_path)
     peft_model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
-    peft_model.save_pretrained(tmp_path / "adapter")
+    adapter = client.data_dir / "weights" / "adapter-1"
+    peft_model.save_pretrained(adapter)
     request = {"text": "1+2=", "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True},
                "return_logprob": True}
     before = client.post("/generate", json=request, headers=AUTH).json()
-    answer = client.post("/load_lora_adapter", json={"lora_name": "step-1", "lora_path": str(tmp_path / "adapter")},
+    answer = client.post("/load_lora_adapter", json={"lora_name": "step-1", "lora_path": str(adapter)},
                          headers=AUTH).json()
     assert answer["success"] is True
     after = client.post("/generate", json=request, headers=AUTH).json()
