@@ -59,11 +59,12 @@ def compose_environment(values: Mapping[str, str], inference_key: str, unlock: b
     return env
 
 
-def load_secrets(environ: MutableMapping[str, str] | None = None, directory: Path = SECRETS_DIR) -> list[str]:
+def load_secrets(environ: MutableMapping[str, str] | None = None, directory: Path | None = None) -> list[str]:
     """Copy this container's secret files into `environ` (os.environ by default); the names copied.
 
     A value already in the environment wins (tests and host runs set variables directly)."""
     environ = os.environ if environ is None else environ
+    directory = SECRETS_DIR if directory is None else directory
     loaded = []
     for name, variable in SECRETS.items():
         path = directory / name

@@ -172,6 +172,21 @@ def test_keyfile_names_must_exist_in_key_file():
                           "to .env.taotoken or name one of its variables")]
 
 
+def test_the_inference_key_line_is_optional_by_default_a_key_is_generated():
+    assert rules.keyfile_names(inputs("grpo", keyfile=KEYS)) == []  # KEYS has no HERMES_INFERENCE_KEY line
+    assert rules.inference_key_is_not_the_gateway_key(inputs("grpo", keyfile=KEYS)) == []
+
+
+def test_the_gateway_key_as_inference_key_is_allowed_with_a_warning():
+    got = rules.inference_key_is_not_the_gateway_key(
+        inputs("grpo", settings={"inference.api_key_env": "TAOTOKEN_API_KEY"}, keyfile=KEYS))
+    assert [type(p) for p in got] == [rules.Caution]
+    assert lines(got) == [("settings_grpo.json: inference.api_key_env: found 'TAOTOKEN_API_KEY', expected "
+                           "'HERMES_INFERENCE_KEY' (a key of its own, generated unless the key file sets it). Hint: "
+                           "the paid gateway key would also protect the local inference service and reach its "
+                           "container")]
+
+
 def test_keyfile_names_skipped_offline():
     offline = KeyFile(path=Path(".env.taotoken"), offline=True)
     assert rules.keyfile_names(inputs("grpo", settings={"inference.api_key_env": "MY_KEY"}, keyfile=offline)) == []
