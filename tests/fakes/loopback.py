@@ -32,8 +32,9 @@ class LoopbackServer:
     def handler(self) -> type[BaseHTTPRequestHandler]:
         raise NotImplementedError
 
-    def start(self, port: int = 0) -> Self:
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self.handler())
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> Self:
+        # host "0.0.0.0" only inside a container of the project (the Docker tier's fake gateway)
+        self._server = ThreadingHTTPServer((host, port), self.handler())
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
         self._thread.start()

@@ -200,10 +200,10 @@ def test_the_service_refuses_to_start_without_a_key(model_dir, key):
     with pytest.raises(InputError) as caught:
         create_app(backend, key)
     assert caught.value.exit_code == 2
-    assert caught.value.lines() == [
+    assert caught.value.lines() == [(
         "(environment): HERMES_INFERENCE_KEY: found no value, expected the key that protects the inference service. "
         "Hint: start the stack with `hermes-stack up`, which generates one; by hand, set the Compose secret "
-        "hermes_inference_key (variable HERMES_INFERENCE_KEY)"]
+        "hermes_inference_key (variable HERMES_INFERENCE_KEY)")]
 
 
 def test_lora_adapter_load_serves_requests(client, tmp_path):

@@ -72,8 +72,8 @@ def test_unlock_values(value, expected):
 def test_unlock_refuses_anything_else_with_one_line():
     with pytest.raises(InputError) as caught:
         unlock_from({"HERMES_UNLOCK": "yes"})
-    assert caught.value.lines() == ["(environment): HERMES_UNLOCK: found 'yes', expected 0 or 1. Hint: hermes-stack "
-                                    "up sets it: 1 with --unlock, else 0"]
+    assert caught.value.lines() == [("(environment): HERMES_UNLOCK: found 'yes', expected 0 or 1. Hint: hermes-stack "
+                                     "up sets it: 1 with --unlock, else 0")]
 
 
 # ---- --unlock reaches every service's config loading ------------------------------------------------------------
@@ -138,7 +138,7 @@ NO_KEY = ("inference: (environment): HERMES_INFERENCE_KEY: found no value, expec
 def test_inference_service_with_an_empty_key_refuses_to_start_before_loading_anything(key, monkeypatch, capsys,
                                                                                      tmp_path):
     import hermes_stack.inference.__main__ as entry
-    import hermes_stack.inference.service_config as service_config
+    from hermes_stack.inference import service_config
 
     env = _env(CONFIGS, "0")
     env.pop("HERMES_INFERENCE_KEY")
