@@ -159,7 +159,8 @@ def explain_up_failure(compose: Compose, exc: CommandFailed) -> StackError:
         bad = failing(service_states(compose.ps()))
     except CommandFailed:
         bad = []
-    if not bad:
+    if not bad or all(s.state == "created" for s in bad):
+        # Nothing started (the engine refused to create or start a container): compose's own error is the cause.
         return exc
     lines = []
     for s in bad:

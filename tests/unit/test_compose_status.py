@@ -74,3 +74,13 @@ def test_up_failure_names_each_unready_service_with_its_healthcheck_reason():
     compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=runner)
     err = explain_up_failure(compose, CommandFailed(["docker", "compose", "up"], 1, "dependency failed"))
     assert err.lines() == ["service inference is unhealthy: port 9 refused"]
+
+
+def test_up_failure_where_nothing_started_shows_composes_own_error():
+    # e.g. the engine refused to create a container: every service is only "created", compose's stderr is the cause
+    ps = "\n".join(json.dumps(r) for r in [_row("atropos", state="created", health=""),
+                                           _row("inference", state="created", health="")])
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: ps)
+    cause = CommandFailed(["docker", "compose", "up"], 1, "Error response from daemon: getent unable to find entry")
+    err = explain_up_failure(compose, cause)
+    assert err is cause and err.lines()[0].endswith("exited 1: Error response from daemon: getent unable to find entry")
