@@ -189,9 +189,12 @@ def main(argv: list[str]) -> int:
               f"got {' '.join(argv)}", file=sys.stderr)
         return 1  # Docker reserves exit 2 in healthchecks
     env = dict(os.environ)
-    from hermes_stack.service_env import load_secrets
+    if service in ("inference", "trainer"):
+        # Their checks call inference with its key, a Compose secret file. (Not imported for atropos: its image
+        # carries only this module, and it holds no secret.)
+        from hermes_stack.service_env import load_secrets
 
-    load_secrets(env)  # the inference key arrives as a Compose secret file, not as a variable
+        load_secrets(env)
     try:
         print(wait_for(lambda: check(service, env, url=options.get("--url")), wait_s))
     except NotReady as exc:
