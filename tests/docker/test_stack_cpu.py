@@ -68,14 +68,17 @@ def hs(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def compose(algo: str, *args: str) -> subprocess.CompletedProcess:
-    """Plain `docker compose`, as a user would type it: no key file, no secrets' variables."""
+def compose(algo: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Plain `docker compose`, as a user would type it: no key file, no secrets' variables (unless `env` has some)."""
+    from hermes_stack.service_env import RECEIVERS
+
     where = HERE.get(algo, Where())
     files = [f"compose.{algo}.yml", "compose.cpu.yml", *where.extra_files]
+    plain = {k: v for k, v in os.environ.items() if k not in RECEIVERS}
     return subprocess.run(["docker", "compose", "--project-name", PROJECT.format(algo=algo),
                            "--project-directory", str(where.root),
                            *[a for f in files for a in ("-f", str(where.root / f))], *args],
-                          capture_output=True, text=True, check=False, timeout=300)
+                          capture_output=True, text=True, check=False, timeout=300, env={**plain, **(env or {})})
 
 
 def containers(project: str) -> list[str]:
@@ -236,3 +239,32 @@ def test_broken_inference_healthcheck_fails_up_naming_the_service_within_the_tim
     finally:
         hs("down", "--algo", "grpo", "--volumes")
     assert containers(PROJECT.format(algo="grpo")) == []
+
+
+def test_plain_compose_up_without_the_controller_leaves_no_inference_service_open():
+    """Without the controller the secrets' variables are unset: compose refuses to start anything. With an empty
+    key (a secret that is set but empty gives no file) the inference service itself refuses, exit 2, one line."""
+    project = PROJECT.format(algo="ppo")
+    hs("down", "--algo", "ppo", "--volumes")
+    try:
+        unset = compose("ppo", "up", "--detach", "--no-build", "--no-deps", "inference")
+        assert unset.returncode != 0
+        assert 'environment variable "HERMES_INFERENCE_KEY" required by secret' in unset.stderr, unset.stderr
+        running = subprocess.run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={project}"],
+                                 capture_output=True, text=True, check=True).stdout.split()
+        assert running == []
+        empty = {"HERMES_INFERENCE_KEY": "", "TAOTOKEN_API_KEY": "", "TINKER_API_KEY": "", "WANDB_API_KEY": ""}
+        up = compose("ppo", "up", "--detach", "--no-build", "--no-deps", "--wait", "--wait-timeout", "120",
+                     "inference", env=empty)
+        assert up.returncode != 0, up.stdout + up.stderr
+        state = compose("ppo", "ps", "--all", "--format", "json")
+        rows = parse_ps(state.stdout)
+        # restart: on-failure restarts it, and it refuses again each time
+        assert [(r["Service"], r["ExitCode"]) for r in rows] == [("inference", 2)], rows
+        assert rows[0]["State"] in ("exited", "restarting"), rows
+        logs = compose("ppo", "logs", "--no-log-prefix", "inference").stdout
+        assert ("inference: (environment): HERMES_INFERENCE_KEY: found no value, expected the key that protects the "
+                "inference service.") in logs, logs
+    finally:
+        compose("ppo", "down", "--volumes", "--remove-orphans")
+    assert containers(project) == []
