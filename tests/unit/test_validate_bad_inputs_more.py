@@ -205,12 +205,14 @@ CASES = [
          json_text=lambda text: text.replace('"port": 8001,', '"port": 8001,\n    "port": 8002,'),
          line_of='"port": 8002', col_after=""),
     Case("api-key-env-is-the-url", [("{json}: inference.api_key_env: found 'TAOTOKEN_BASE_URL', expected the name of a "
-                                     "secret variable (a key, not a URL or a model name). Hint: use TAOTOKEN_API_KEY, "
-                                     "or add a key of its own to the key file and name it here")],
+                                     "secret variable (a key, not a URL or a model name). Hint: leave it at "
+                                     "HERMES_INFERENCE_KEY (generated unless the key file sets it), or name another "
+                                     "key of the key file")],
          json={"inference.api_key_env": "TAOTOKEN_BASE_URL"}, keyfile=GOOD_KEYFILE),
     Case("api-key-env-is-the-model", [("{json}: inference.api_key_env: found 'TAOTOKEN_MODEL', expected the name of a "
-                                       "secret variable (a key, not a URL or a model name). Hint: use "
-                                       "TAOTOKEN_API_KEY, or add a key of its own to the key file and name it here")],
+                                       "secret variable (a key, not a URL or a model name). Hint: leave it at "
+                                       "HERMES_INFERENCE_KEY (generated unless the key file sets it), or name "
+                                       "another key of the key file")],
          json={"inference.api_key_env": "TAOTOKEN_MODEL"}, keyfile=GOOD_KEYFILE),
     # ---- keys a real key never is (issue 15): the blog's placeholder, non-ASCII, spaces
     Case("blog-placeholder-key", [("{kf}:1: TAOTOKEN_API_KEY: found the example's placeholder, not a key, expected "
