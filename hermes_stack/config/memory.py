@@ -210,7 +210,26 @@ def find_shape(model_path: str, base_dir: Path | None = None) -> ModelShape | No
         config = directory / "config.json"
         if config.is_file():
             return read_model_config(config)[0]
-    return KNOWN_SHAPES.get(model_path.lower())
+    known = KNOWN_SHAPES.get(model_path.lower())
+    if known is not None:
+        return known
+    cached = _cached_hub_config(model_path, base_dir)
+    return read_model_config(cached)[0] if cached else None
+
+
+def _cached_hub_config(model_path: str, base_dir: Path | None) -> Path | None:
+    """config.json of a hub id from this machine's Hugging Face cache, without any network call (e.g. after
+    `huggingface-cli download <id> config.json`); None when it is not there."""
+    from hermes_stack.hub import is_hub_id
+
+    if not is_hub_id(model_path, base_dir):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(model_path, "config.json")
+    return Path(found) if isinstance(found, str) else None
 
 
 def detect_gpu_memory_gib() -> float | None:

@@ -379,7 +379,8 @@ def memory_budget(i: Inputs) -> list[Problem]:
         return [Caution(i.settings_file, "inference.model_path", repr(model),
                         "a local model directory with config.json, or a known model "
                         f"({', '.join(sorted(k for k in memory.KNOWN_SHAPES if not k.endswith('-instruct')))})",
-                        "the GPU memory budget was not checked")]
+                        "the GPU memory budget was not checked; for a hub model, `huggingface-cli download "
+                        f"{model} config.json` puts its shape in this machine's cache")]
     refused = memory.split_refusal(split, _configured_micro_batch(i.settings))
     if refused is None:
         return []
