@@ -76,7 +76,7 @@ def resolve_model(repo_id: str, *, who: str, download: bool = True, log=print) -
     log(f"{who}: downloading {repo_id} from {endpoint} into {cache_dir()} (once; shared with the other services)")
     try:
         path = Path(snapshot_download(repo_id))
-    except Exception as exc:  # noqa: BLE001 - every hub failure becomes one line naming the model
+    except Exception as exc:
         raise LookupError(f"downloading {repo_id} failed: {type(exc).__name__}: {exc}") from exc
     log(f"{who}: model {repo_id} downloaded to {path}")
     return path

@@ -162,9 +162,10 @@ def auto_device(probe: Probe) -> tuple[str, list[str]]:
     if not driver.ok:
         return "cpu", []
     if not toolkit.ok:
-        return "cpu", [f"a GPU is present ({driver.detail}) but Docker cannot use it: NVIDIA Container Toolkit "
-                       f"{toolkit.detail}; using the CPU stack (embedded profile). Hint: {toolkit.hint.split('; or')[0]}"
-                       ", or pass --device gpu to check the GPU configuration"]
+        line = (f"a GPU is present ({driver.detail}) but Docker cannot use it: NVIDIA Container Toolkit "
+                f"{toolkit.detail}; using the CPU stack (embedded profile). Hint: {toolkit.hint.split('; or')[0]}"
+                ", or pass --device gpu to check the GPU configuration")
+        return "cpu", [line]
     return "gpu", []
 
 

@@ -318,18 +318,17 @@ class GpuSplit:
 
     def lines(self) -> list[str]:
         g = _gib
-        return [
-            f"GPU memory split ({g(self.gpu_bytes)} GiB, one GPU shared by SGLang and the trainer):",
-            f"  SGLang --mem-fraction-static {self.mem_fraction_static:.2f} = {g(self.sglang_static_bytes)} GiB: weights "
-            f"{g(self.weights_bytes)} + KV cache {g(self.kv_pool_bytes)} GiB (~{self.concurrent_sequences} of the "
-            f"{self.sequences} sequences x {self.tokens} tokens of a step at once; the rest queue)",
-            f"  trainer {g(self.trainer_bytes)} GiB: weights {g(self.weights_bytes)} + LoRA with gradients and AdamW "
-            f"{g(self.trainer_fixed_bytes - self.weights_bytes)} + micro_batch_size {self.micro_batch} x "
-            f"{g(self.activation_bytes)} GiB activations ({self.tokens} tokens each; "
-            f"{-(-self.sequences // max(self.micro_batch, 1))} micro-batches a step, gradients accumulated)",
-            f"  reserve {g(self.reserve_bytes)} GiB: SGLang's runtime outside its static pool, the trainer's CUDA "
-            "context and allocator slack",
-        ]
+        sglang = (f"  SGLang --mem-fraction-static {self.mem_fraction_static:.2f} = {g(self.sglang_static_bytes)} GiB: "
+                  f"weights {g(self.weights_bytes)} + KV cache {g(self.kv_pool_bytes)} GiB (~{self.concurrent_sequences} "
+                  f"of the {self.sequences} sequences x {self.tokens} tokens of a step at once; the rest queue)")
+        trainer = (f"  trainer {g(self.trainer_bytes)} GiB: weights {g(self.weights_bytes)} + LoRA with gradients and "
+                   f"AdamW {g(self.trainer_fixed_bytes - self.weights_bytes)} + micro_batch_size {self.micro_batch} x "
+                   f"{g(self.activation_bytes)} GiB activations ({self.tokens} tokens each; "
+                   f"{-(-self.sequences // max(self.micro_batch, 1))} micro-batches a step, gradients accumulated)")
+        reserve = (f"  reserve {g(self.reserve_bytes)} GiB: SGLang's runtime outside its static pool, the trainer's "
+                   "CUDA context and allocator slack")
+        return [f"GPU memory split ({g(self.gpu_bytes)} GiB, one GPU shared by SGLang and the trainer):", sglang,
+                trainer, reserve]
 
 
 def plan_split(shape: ModelShape, *, group_size: int, batch_size: int, tokens: int, lora_rank: int,
@@ -358,9 +357,10 @@ def split_refusal(s: GpuSplit, configured_micro_batch: int | None = None) -> tup
     head = f"this GPU has {g(s.gpu_bytes)} GiB"
     both = s.weights_bytes + s.trainer_fixed_bytes + s.reserve_bytes
     if both >= s.gpu_bytes:
-        return ("inference.model_path", f"the model twice (SGLang's copy {g(s.weights_bytes)} GiB, the trainer's with "
-                f"its LoRA state {g(s.trainer_fixed_bytes)} GiB) plus {g(s.reserve_bytes)} GiB reserve needs "
-                f"~{g(both)} GiB; {head}: use a smaller model, a bigger GPU, or the Tinker engine")
+        line = (f"the model twice (SGLang's copy {g(s.weights_bytes)} GiB, the trainer's with its LoRA state "
+                f"{g(s.trainer_fixed_bytes)} GiB) plus {g(s.reserve_bytes)} GiB reserve needs ~{g(both)} GiB; "
+                f"{head}: use a smaller model, a bigger GPU, or the Tinker engine")
+        return "inference.model_path", line
     group_kv = s.kv_bytes_per_sequence * s.group_size
     if s.micro_batch < 1 or s.kv_pool_bytes < group_kv:
         what = (f"micro_batch_size {configured_micro_batch}" if configured_micro_batch
@@ -368,10 +368,10 @@ def split_refusal(s: GpuSplit, configured_micro_batch: int | None = None) -> tup
         fits = _largest_micro_batch(s)
         hint = f"try micro_batch_size {fits}" if configured_micro_batch and fits >= 1 else \
             "lower max_token_length or group_size, or use a bigger GPU"
-        return ("trainer.micro_batch_size" if configured_micro_batch else "rollout.max_token_length",
-                f"{what} x {s.tokens} tokens needs ~{g(max(s.micro_batch, 1) * s.activation_bytes)} GiB of "
+        line = (f"{what} x {s.tokens} tokens needs ~{g(max(s.micro_batch, 1) * s.activation_bytes)} GiB of "
                 f"activations and one group's KV cache (group_size {s.group_size} x {s.tokens} tokens) "
                 f"~{g(group_kv)} GiB, next to {g(both)} GiB of weights, LoRA state and reserve; {head}; {hint}")
+        return ("trainer.micro_batch_size" if configured_micro_batch else "rollout.max_token_length"), line
     return None
 
 

@@ -84,8 +84,8 @@ def test_gpu_profile_rehearsal_on_cpu_fetches_by_hub_id_splits_memory_serves_lor
         hub = compose(env, "up", "--detach", "--wait", "--wait-timeout", "300", "hub")
         assert hub.returncode == 0, hub.stderr[-3000:]
         # The model's shape for the split, as a user gets it: its config.json in this machine's hub cache.
-        shape = subprocess.run([sys.executable, "-c", "from huggingface_hub import hf_hub_download; "
-                                f"print(hf_hub_download('{MODEL}', 'config.json'))"], env=env, capture_output=True,
+        fetch = f"from huggingface_hub import hf_hub_download; print(hf_hub_download('{MODEL}', 'config.json'))"
+        shape = subprocess.run([sys.executable, "-c", fetch], env=env, capture_output=True,
                                text=True, timeout=120, check=False)
         assert shape.returncode == 0, shape.stderr[-2000:]
 

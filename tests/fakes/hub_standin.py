@@ -73,10 +73,10 @@ def handler_for(hub: Hub) -> type[BaseHTTPRequestHandler]:
             repo_id = "/".join(parts[:2])
             return repo_id, hub.repos.get(repo_id)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             self._route(head=False)
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self._route(head=True)
 
         def _route(self, head: bool) -> None:

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.fakes.hub_standin import Repo, serve
-from tests.fakes.stack_files import write_stack
 
 from hermes_stack.config import memory
 from hermes_stack.errors import InputError
 from hermes_stack.hub import OFFLINE_FLAGS
 from hermes_stack.inference.service_config import load_service_config
-from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch, launch_argv, redact_child_line
+from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch, launch_argv
+from tests.fakes.hub_standin import Repo, serve
+from tests.fakes.stack_files import write_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -86,7 +86,7 @@ def hub(tmp_path):
 def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in OFFLINE_FLAGS}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**base, **env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_inference_downloads_a_hub_id_once_and_the_trainer_loads_the_same_folder(hub, tmp_path):
@@ -264,6 +264,8 @@ def test_sglang_child_output_never_shows_the_key(tmp_path, capfd):
 
 
 def test_redaction_masks_key_fields_even_for_a_key_it_was_not_told():
+    from hermes_stack.inference.sglang import redact_child_line
+
     line = redact_child_line("ServerArgs(api_key='other-secret-123', hf_token=\"hf_abcdef\", tp_size=1)", None)
     assert "other-secret-123" not in line and "hf_abcdef" not in line and "tp_size=1" in line
 
