@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "hermes-test-gpu-rehearsal"
 OVERRIDE = "tests/docker/fixtures/gpu-rehearsal.yml"
+REHEARSAL = "tests/docker/fixtures/gpu-rehearsal"  # its configs/ (mounted at /app/configs by the override)
 REPO = os.environ.get("HERMES_IMAGE_REPO", "hermes-stack")
 IMAGES = (f"{REPO}/trainer:gpu-rehearsal", f"{REPO}/sglang-standin:rehearsal")
 HUB_PORT = "8090"
@@ -49,8 +50,10 @@ def compose(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.C
 
 
 def hs(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hermes_stack", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    # Run from the rehearsal's folder, as a user with their own configs/ would: the controller validates
+    # ./configs; HERMES_ROOT keeps the compose project, scripts and .hermes/ state at the repository.
+    return subprocess.run([sys.executable, "-m", "hermes_stack", *args], cwd=ROOT / REHEARSAL, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def metrics(env: dict[str, str]) -> list[dict]:
@@ -66,7 +69,7 @@ def env(tmp_path, base_image):
     (tools / "nvidia-container-runtime-hook").write_text("#!/bin/sh\nexit 0\n")
     for tool in tools.iterdir():
         tool.chmod(0o755)
-    return {**os.environ, "HERMES_ROOT": str(ROOT), "HERMES_PROJECT_NAME": PROJECT, "HERMES_HUB_PORT": HUB_PORT,
+    return {**os.environ, "HERMES_ROOT": str(ROOT), "PYTHONPATH": str(ROOT), "HERMES_PROJECT_NAME": PROJECT, "HERMES_HUB_PORT": HUB_PORT,
             "PATH": f"{tools}:{os.environ['PATH']}", "HF_HOME": str(tmp_path / "hf"), "HERMES_BASE_IMAGE": base_image,
             "HERMES_KEYFILE": str(tmp_path / "no-keyfile"), "HERMES_IMAGE_REPO": REPO,
             # the host-side config.json fetch talks to the hub stand-in on loopback only
