@@ -30,6 +30,7 @@ from tests.fakes.stack_files import write_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
+QWEN3_CONFIG = ROOT / "tests" / "fixtures" / "models" / "qwen3-8b" / "config.json"  # a model folder's config.json
 KEY = "hs-internal-0123456789abcdefXYZ"
 GIB = memory.GIB
 
@@ -133,7 +134,7 @@ def test_trainer_resolves_a_relative_model_folder_against_the_config_folder_pare
     from hermes_stack.trainer.__main__ import load_config, model_dir
 
     (tmp_path / "models" / "mine").mkdir(parents=True)
-    (tmp_path / "models" / "mine" / "config.json").write_text("{}")
+    (tmp_path / "models" / "mine" / "config.json").write_text(QWEN3_CONFIG.read_text())
     configs = write_stack(tmp_path / "configs", dataset="offline-arith", model_path="./models/mine")
     monkeypatch.setenv("HERMES_CONFIG_DIR", str(configs))
     monkeypatch.chdir("/")
@@ -171,11 +172,12 @@ def test_split_refusals_name_the_model_or_the_micro_batch():
     assert line.endswith("try micro_batch_size 7")  # the largest next to one group's KV cache
 
 
-def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path):
+def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, monkeypatch):
     from hermes_stack.cli import main
 
-    args = ["validate", "--algo", "grpo", "--config-dir", str(CONFIGS), "--keyfile", str(tmp_path / "none"),
-            "--device", "gpu", "--gpu-memory"]
+    monkeypatch.chdir(tmp_path)  # no key file here: offline
+    monkeypatch.delenv("HERMES_KEYFILE", raising=False)
+    args = ["validate", "--algo", "grpo", "--config-dir", str(CONFIGS), "--device", "gpu", "--gpu-memory"]
     assert main([*args, "80"]) == 0
     out = capsys.readouterr().out
     assert "GPU memory split (80 GiB" in out and "SGLang --mem-fraction-static 0.53" in out
@@ -351,6 +353,7 @@ def test_environment_goes_online_only_for_hub_data_on_the_gpu_profile(tmp_path, 
 
     for name in OFFLINE_FLAGS:
         monkeypatch.setenv(name, "1")  # what the old image baked in
+    (tmp_path / "config.json").write_text(QWEN3_CONFIG.read_text())  # a local model folder (the tokenizer's)
     configs = write_stack(tmp_path / "configs", dataset=dataset, model_path=str(tmp_path))
     stack = load_stack("grpo", configs, profile)
     environ = {"HERMES_KEYFILE": str(tmp_path / "none"), "TAOTOKEN_API_KEY": "sk-" + "k" * 30,
