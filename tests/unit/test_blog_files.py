@@ -10,7 +10,6 @@ Each file is accepted, or refused only for a real problem: the memory budget of 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
