@@ -314,7 +314,8 @@ class GpuSplit:
 
     @property
     def concurrent_sequences(self) -> int:
-        return self.kv_pool_bytes // self.kv_bytes_per_sequence if self.kv_bytes_per_sequence else 0
+        held = self.kv_pool_bytes // self.kv_bytes_per_sequence if self.kv_bytes_per_sequence else 0
+        return min(held, self.sequences)
 
     def lines(self) -> list[str]:
         g = _gib

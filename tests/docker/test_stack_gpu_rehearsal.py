@@ -69,9 +69,11 @@ def env(tmp_path, base_image):
     (tools / "nvidia-container-runtime-hook").write_text("#!/bin/sh\nexit 0\n")
     for tool in tools.iterdir():
         tool.chmod(0o755)
-    return {**os.environ, "HERMES_ROOT": str(ROOT), "PYTHONPATH": str(ROOT), "HERMES_PROJECT_NAME": PROJECT, "HERMES_HUB_PORT": HUB_PORT,
+    # Offline: no key file in the rehearsal folder (the controller's working directory), none named.
+    inherited = {k: v for k, v in os.environ.items() if k != "HERMES_KEYFILE" and not k.startswith("TAOTOKEN_")}
+    return {**inherited, "HERMES_ROOT": str(ROOT), "PYTHONPATH": str(ROOT), "HERMES_PROJECT_NAME": PROJECT, "HERMES_HUB_PORT": HUB_PORT,
             "PATH": f"{tools}:{os.environ['PATH']}", "HF_HOME": str(tmp_path / "hf"), "HERMES_BASE_IMAGE": base_image,
-            "HERMES_KEYFILE": str(tmp_path / "no-keyfile"), "HERMES_IMAGE_REPO": REPO,
+            "HERMES_IMAGE_REPO": REPO,
             # the host-side config.json fetch talks to the hub stand-in on loopback only
             "HF_ENDPOINT": f"http://127.0.0.1:{HUB_PORT}"}
 
