@@ -122,8 +122,8 @@ def test_gpu_profile_rehearsal_on_cpu_fetches_by_hub_id_splits_memory_serves_lor
         stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{HUB_PORT}/_stats", timeout=10).read())
         fetched = {k.removeprefix(MODEL + "/"): n for k, n in stats["downloads"].items()}
         assert "model.safetensors" in fetched and "tokenizer_config.json" in fetched, fetched
-        assert fetched["config.json"] == 2  # the host's shape lookup, then the inference service
-        assert all(n == 1 for name, n in fetched.items() if name != "config.json"), fetched
+        assert 1 <= fetched["config.json"] <= 2  # the host's shape lookup may have fetched it too
+        assert all(n == 1 for name, n in fetched.items() if name != "config.json"), fetched  # weights etc.: once
         trainer_logs = compose(env, "logs", "trainer").stdout
         assert f"trainer: model {MODEL} from the shared cache" in trainer_logs, trainer_logs[-2000:]
 
