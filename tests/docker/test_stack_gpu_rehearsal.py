@@ -134,6 +134,7 @@ def test_gpu_profile_rehearsal_on_cpu_fetches_by_hub_id_splits_memory_serves_lor
         lines = owners.stdout.split()
         assert owners.returncode == 0 and lines[0] == "10001" and len(lines) == 2 and int(lines[1]) > 0, owners
     finally:
+        hs(env, "down", "--algo", "grpo", "--volumes")  # also removes the .env `up` wrote for plain compose commands
         compose(env, "down", "--volumes", "--remove-orphans")
         for image in IMAGES:
             subprocess.run(["docker", "image", "rm", "-f", image], capture_output=True, check=False)
