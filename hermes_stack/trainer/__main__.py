@@ -107,6 +107,16 @@ def engine_kind(stack: Any) -> str:
     return "tinker" if torch.cuda.is_available() else "torch"
 
 
+def micro_batch_size(stack: Any) -> int | None:
+    """trainer.micro_batch_size as written; unset: the GPU memory split's value that `up` passed in
+    HERMES_MICRO_BATCH_SIZE (gpu profile); neither: None (the whole minibatch at once)."""
+    configured = stack.settings.trainer.micro_batch_size
+    if configured is not None:
+        return configured
+    derived = os.environ.get("HERMES_MICRO_BATCH_SIZE", "")
+    return int(derived) if derived.isdigit() and int(derived) >= 1 else None
+
+
 def build_engine(stack: Any) -> Any:
     from hermes_stack.trainer.engine import AlgoParams
 
@@ -128,7 +138,7 @@ def build_engine(stack: Any) -> Any:
         return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
                            lora_rank=stack.settings.tinker.lora_rank,
                            temperature=stack.config.rollout.temperature,
-                           micro_batch_size=stack.settings.trainer.micro_batch_size)
+                           micro_batch_size=micro_batch_size(stack))
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:

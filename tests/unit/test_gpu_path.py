@@ -361,3 +361,20 @@ def test_environment_goes_online_only_for_hub_data_on_the_gpu_profile(tmp_path, 
     build_configs(stack, environ)
     assert all((os.environ.get(name) is None) is online for name in OFFLINE_FLAGS), {
         n: os.environ.get(n) for n in OFFLINE_FLAGS}
+
+
+def test_the_trainer_takes_the_split_micro_batch_unless_the_settings_name_one(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.__main__ import micro_batch_size
+
+    def stack(value):
+        return SimpleNamespace(settings=SimpleNamespace(trainer=SimpleNamespace(micro_batch_size=value)))
+
+    monkeypatch.delenv("HERMES_MICRO_BATCH_SIZE", raising=False)
+    assert micro_batch_size(stack(None)) is None
+    monkeypatch.setenv("HERMES_MICRO_BATCH_SIZE", "16")  # what `up` passes from the split
+    assert micro_batch_size(stack(None)) == 16
+    assert micro_batch_size(stack(4)) == 4
+    monkeypatch.setenv("HERMES_MICRO_BATCH_SIZE", "0")  # a refused split's 0 is never used
+    assert micro_batch_size(stack(None)) is None
