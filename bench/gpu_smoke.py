@@ -5,8 +5,18 @@
    settings.json on CUDA in bf16: rollout, train_step, adapter export; step time and peak GPU memory.
 3. The built-in inference server on CUDA through its HTTP front: /v1/models, /generate with logprobs, and a weight
    reload from the adapter-free export.
+4. (--split) The GPU memory split's trainer figures against CUDA: a Qwen3-8B-shaped model cut to 4 layers (its real
+   hidden, intermediate, heads and 151,936-token vocabulary, random weights, bf16, LoRA rank 32) trains micro-batches
+   of m sequences x T tokens; the measured peak over the loaded model is printed next to
+   hermes_stack/config/memory.py's activation estimate (what `validate` sizes micro_batch_size with).
+5. (--stack, on a GPU VM that reaches a registry and the hub) what the CPU rehearsal could not run: the real SGLang
+   image and kernels. `hermes-stack up --algo grpo --device gpu` with the shipped configs, then one line per check:
+   SGLang started with the split's --mem-fraction-static and --enable-lora, the model fetched by hub id into the
+   hermes-models volume owned by uid 10001 (and flashinfer's JIT cache there), the trainer loaded the same files,
+   a LoRA adapter accepted by /load_lora_adapter, training steps, no key in `docker compose logs inference`, and the
+   GPU memory each process holds (nvidia-smi) against the split.
 
-    python bench/gpu_smoke.py [--steps 150]
+    python bench/gpu_smoke.py [--steps 150] [--split] [--stack [--stack-steps 3]]
 """
 
 from __future__ import annotations
@@ -91,20 +101,143 @@ def inference(model: Path) -> None:
         print("inference reload:", reload)
 
 
+def split(workdir: Path, layers: int = 4) -> None:
+    """Measured trainer memory per micro-batch against the split's estimate (config/memory.py)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hermes_stack.config import memory
+    from hermes_stack.inference.fixture import build_tokenizer
+    from hermes_stack.trainer.engine import AlgoParams, Sequence
+    from hermes_stack.trainer.engine_torch import TorchEngine
+
+    directory = workdir / "qwen3-8b-shaped"
+    directory.mkdir(parents=True)
+    tokenizer = build_tokenizer(directory)
+    config = LlamaConfig(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=layers,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=4096,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, torch_dtype="bfloat16")
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
+    shape = memory.ModelShape.from_config(config.to_dict())
+    params = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
+                        kl_coef=0.1)
+    engine = TorchEngine(directory, params, 4e-5, device=DEVICE, lora_rank=32)
+    fixed = memory.trainer_fixed_bytes(shape, 32)
+    loaded = torch.cuda.memory_allocated() if DEVICE == "cuda" else 0
+    print(f"split: {layers}-layer Qwen3-8B-shaped model, params {memory.param_count(shape):,}; loaded "
+          f"{loaded / 2**30:.2f} GiB on the GPU, estimate for weights + LoRA state {fixed / 2**30:.2f} GiB", flush=True)
+    gen = torch.Generator().manual_seed(0)
+    for tokens in (1024, 2048):
+        for micro in (1, 2):
+            prompt = 32
+            group = []
+            for i in range(max(micro, 2)):
+                ids = torch.randint(10, 151000, (tokens,), generator=gen).tolist()
+                group.append(Sequence(tokens=ids, mask=[-100] * prompt + ids[prompt:], score=float(i % 2),
+                                      logprobs=[1.0] * prompt + [-2.0] * (tokens - prompt)))
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated() if DEVICE == "cuda" else 0
+            t0 = time.perf_counter()
+            engine.minibatch_size = micro  # one forward/backward over `micro` sequences at a time
+            engine.train_step([group[:max(micro, 2)]])
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+            peak = (torch.cuda.max_memory_allocated() - base) if DEVICE == "cuda" else 0
+            estimate = micro * memory.activation_bytes_per_sequence(shape, tokens)
+            print(f"split: micro-batch {micro} x {tokens} tokens: measured peak over the loaded model "
+                  f"{peak / 2**30:.2f} GiB, estimate {estimate / 2**30:.2f} GiB (ratio "
+                  f"{peak / estimate if estimate else 0:.2f}), {time.perf_counter() - t0:.2f} s", flush=True)
+
+
+def stack(steps: int) -> None:
+    """The real gpu stack: up, a few steps, one line per check (PASS/FAIL), then down. Needs a registry, the hub
+    (or a local model path in settings) and the NVIDIA Container Toolkit."""
+    env = {**os.environ}
+
+    def run(*argv: str, timeout: int = 3600) -> subprocess.CompletedProcess:
+        return subprocess.run(list(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+
+    def check(name: str, ok: bool, detail: str = "") -> None:
+        print(f"stack: {'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+
+    hs = [sys.executable, "-m", "hermes_stack"]
+    validate = run(*hs, "validate", "--algo", "grpo", "--device", "gpu")
+    fraction = next((line.split("--mem-fraction-static ")[1].split()[0] for line in validate.stdout.splitlines()
+                     if "--mem-fraction-static" in line), None)
+    check("validate prints the GPU memory split", fraction is not None, validate.stdout[-400:] if not fraction else
+          f"fraction {fraction}")
+    t0 = time.perf_counter()
+    up = run(*hs, "up", "--algo", "grpo", "--device", "gpu", "--wait-timeout", "3000")
+    check("up --device gpu: healthy, dry-run passed", up.returncode == 0 and "dry-run passed" in up.stdout,
+          f"{time.perf_counter() - t0:.0f} s" if up.returncode == 0 else (up.stdout + up.stderr)[-1500:])
+    if up.returncode != 0:
+        return
+    compose = ["docker", "compose", "-f", "compose.grpo.yml"]
+    try:
+        deadline = time.monotonic() + 3600
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            lines = [ln for ln in run(*compose, "exec", "-T", "trainer", "cat", "/data/metrics.jsonl").stdout
+                     .splitlines() if ln.startswith("{")]
+            if len(lines) >= steps:
+                break
+            time.sleep(20)
+        check(f"{steps} training steps", len(lines) >= steps, f"{len(lines)} in metrics.jsonl")
+        logs = run(*compose, "logs", "inference").stdout
+        key = (ROOT / ".hermes" / "inference.key")
+        secret = key.read_text().strip() if key.is_file() else ""
+        from hermes_stack.keyfile import load_keyfile
+
+        keyfile = load_keyfile(None, register=False)
+        secrets = [v for v in ([secret] + list(keyfile.values.values() if not keyfile.offline else [])) if len(v) > 8]
+        check("no key in `docker compose logs inference`", not any(s in logs for s in secrets))
+        check("SGLang logged server_args, key masked", "server_args=" in logs and "<redacted>" in logs)
+        check("SGLang launched with the split's fraction and LoRA", f"--mem-fraction-static {fraction}" in logs
+              and "--enable-lora" in logs)
+        import httpx
+
+        info = httpx.get("http://127.0.0.1:8001/get_model_info", headers={"Authorization": f"Bearer {secret}"},
+                         timeout=30).json()
+        check("a LoRA adapter loaded by SGLang", bool(info.get("lora_adapters")), str(info.get("lora_adapters")))
+        owners = run(*compose, "exec", "-T", "inference", "sh", "-c",
+                     "find /home/hermes/.cache ! -user 10001 | wc -l; ls /home/hermes/.cache | tr '\\n' ' '")
+        not_ours, _, folders = owners.stdout.strip().partition("\n")
+        check("model cache (and flashinfer's JIT cache) owned by uid 10001", not_ours.strip() == "0",
+              f"{not_ours.strip()} entries not owned by 10001; folders: {folders}")
+        smi = run("nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader")
+        check("GPU memory per process (SGLang, trainer)", smi.returncode == 0, " | ".join(smi.stdout.split("\n")))
+    finally:
+        run(*hs, "down", "--algo", "grpo")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--split", action="store_true", help="only the memory split's measurement (part 4)")
+    ap.add_argument("--stack", action="store_true", help="only the real gpu stack (part 5; registry + hub needed)")
+    ap.add_argument("--stack-steps", type=int, default=3)
     args = ap.parse_args()
     global DEVICE
     DEVICE = args.device
+    if args.stack:
+        stack(args.stack_steps)
+        return
     import torch
 
     print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, "
           f"{torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-'}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
+        if args.split:
+            split(Path(tmp))
+            return
         model = lora(Path(tmp))
         inference(model)
+        split(Path(tmp))
     learn(args.steps)
 
 

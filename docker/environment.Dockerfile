@@ -17,10 +17,10 @@ RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
 FROM ${BASE_IMAGE} AS runtime
 RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd \
  && echo 'hermes:x:10001:' >> /etc/group \
- && mkdir -p /home/hermes /data /app/hermes_stack && chown 10001:10001 /home/hermes /data
-# Offline by design: the tokenizer is a local path, never a hub download (a hub lookup hangs ~49 s here).
-ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes \
-    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
+ && mkdir -p /home/hermes/.cache/huggingface /data /app/hermes_stack && chown -R 10001:10001 /home/hermes /data
+# No HF_*_OFFLINE here: the environment decides at start (hermes_stack.hub via runtime.build_configs): offline
+# unless the gpu profile needs the hub (gsm8k, a hub tokenizer) and a key file is present.
+ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes WANDB_MODE=offline
 COPY --from=deps /opt/venv /opt/venv
 # Code last: a code-only change rebuilds just this layer; compiled now, /app is read-only to the service.
 COPY hermes_stack /app/hermes_stack

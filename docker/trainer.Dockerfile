@@ -33,7 +33,8 @@ RUN chmod -R a+rX /opt/hermes/embedded-model
 FROM ${BASE_IMAGE} AS cpu
 RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd \
  && echo 'hermes:x:10001:' >> /etc/group \
- && mkdir -p /home/hermes /data /app/hermes_stack && chown 10001:10001 /home/hermes /data
+ && mkdir -p /home/hermes/.cache/huggingface /home/hermes/.cache/flashinfer /data /app/hermes_stack \
+ && chown -R 10001:10001 /home/hermes /data
 ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=offline \
     HERMES_EMBEDDED_MODEL=/opt/hermes/embedded-model OMP_NUM_THREADS=2
@@ -62,9 +63,13 @@ RUN --mount=type=cache,target=/root/.cache/pip --mount=type=bind,source=.cache/w
     python3 /src/requirements.py /src/pyproject.toml base trainer \
         --exclude torch transformers tokenizers safetensors fastapi uvicorn > /src/trainer.txt \
  && python3 -m pip install -q --find-links /wheels -r /src/trainer.txt
+# The cache folders exist, owned by uid 10001, BEFORE the hermes-models volume is mounted on the first: Docker then
+# gives a new volume the folder's owner; a folder the image lacks is created root-owned (no model download, no
+# flashinfer JIT cache under $HOME/.cache/flashinfer).
 RUN (getent passwd 10001 || echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd) \
  && (getent group 10001 || echo 'hermes:x:10001:' >> /etc/group) \
- && mkdir -p /home/hermes /data /app/hermes_stack && chown 10001:10001 /home/hermes /data \
+ && mkdir -p /home/hermes/.cache/huggingface /home/hermes/.cache/flashinfer /data /app/hermes_stack \
+ && chown -R 10001:10001 /home/hermes /data \
  && (command -v python >/dev/null || ln -s "$(command -v python3)" /usr/local/bin/python)
 ENV PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes
 COPY hermes_stack /app/hermes_stack

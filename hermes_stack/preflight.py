@@ -92,16 +92,53 @@ def check_docker(probe: Probe) -> list[Finding]:
     return found
 
 
-def check_gpu(probe: Probe) -> list[Finding]:
-    """What `deploy.resources.reservations.devices: nvidia` needs on the host."""
+# The SGLang image's CUDA needs at least this driver (upstream-facts: since v0.5.11 the default tags are CUDA 13
+# builds, R580+; the `-cu129`-style tags are CUDA 12.9 builds, which run on R525+ through CUDA's minor-version
+# compatibility). Keep in step with compose.base.yml's default HERMES_SGLANG_IMAGE.
+SGLANG_IMAGE_DEFAULT = "lmsysorg/sglang:v0.5.18"
+DRIVER_FOR_CUDA13 = 580
+DRIVER_FOR_CUDA12 = 525
+
+
+def min_driver_for(image: str) -> int:
+    tag = image.rsplit(":", 1)[-1]
+    return DRIVER_FOR_CUDA12 if "-cu12" in tag else DRIVER_FOR_CUDA13
+
+
+def check_driver_version(version: str, image: str) -> Finding:
+    """One clear line when the host driver is too old for the SGLang image's CUDA (else SGLang fails at its first
+    kernel with `CUDA driver version is insufficient`)."""
+    need = min_driver_for(image)
+    found = parse_version(version)
+    if not found:
+        return Finding("NVIDIA driver version", False, f"unreadable ({version!r} from nvidia-smi)",
+                       "check `nvidia-smi --query-gpu=driver_version --format=csv`")
+    if found[0] >= need:
+        return Finding("NVIDIA driver version", True, f"{version} (>= {need} for {image})")
+    cu129 = image.rsplit(":", 1)[0] + ":" + image.rsplit(":", 1)[-1] + "-cu129"
+    return Finding("NVIDIA driver version", False, f"{version} is older than {need}, which {image} (CUDA "
+                   f"{'12' if need == DRIVER_FOR_CUDA12 else '13'}) needs",
+                   f"upgrade the driver to R{need} or newer, or set HERMES_SGLANG_IMAGE={cu129} (a CUDA 12.9 build, "
+                   f"driver R{DRIVER_FOR_CUDA12}+)" if need == DRIVER_FOR_CUDA13 else
+                   f"upgrade the driver to R{need} or newer")
+
+
+def check_gpu(probe: Probe, image: str | None = None) -> list[Finding]:
+    """What `deploy.resources.reservations.devices: nvidia` and the SGLang image need on the host."""
+    import os
+
+    image = image or os.environ.get("HERMES_SGLANG_IMAGE") or SGLANG_IMAGE_DEFAULT
     found = []
-    rc, out, err = probe.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"]) \
+    rc, out, err = probe.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]) \
         if probe.which("nvidia-smi") else (127, "", "nvidia-smi not found")
     if rc != 0 or not out:
         found.append(Finding("NVIDIA driver", False, f"no GPU visible ({(err or 'nvidia-smi printed nothing')})",
                              "install the NVIDIA driver, or use --device cpu"))
     else:
-        found.append(Finding("NVIDIA driver", True, out.splitlines()[0]))
+        first = out.splitlines()[0]
+        fields = [f.strip() for f in first.split(",")]
+        found.append(Finding("NVIDIA driver", True, ", ".join(fields[:2])))
+        found.append(check_driver_version(fields[2] if len(fields) > 2 else "", image))
     rc, out, _ = probe.run(["docker", "info", "--format", "{{json .Runtimes}}"])
     runtime = rc == 0 and "nvidia" in out
     hook = any(probe.which(n) for n in ("nvidia-container-runtime-hook", "nvidia-container-toolkit",
@@ -116,15 +153,41 @@ def check_gpu(probe: Probe) -> list[Finding]:
     return found
 
 
+def auto_device(probe: Probe) -> tuple[str, list[str]]:
+    """`auto`: gpu only when a GPU is visible AND Docker can hand it to containers. A GPU that Docker cannot use
+    is said out loud (the CPU stack would otherwise start silently on a GPU VM). The driver's version does not
+    decide the device: `up` refuses an old one in preflight, with its fix."""
+    findings = {f.what: f for f in check_gpu(probe)}
+    driver, toolkit = findings["NVIDIA driver"], findings["NVIDIA Container Toolkit"]
+    if not driver.ok:
+        return "cpu", []
+    if not toolkit.ok:
+        line = (f"a GPU is present ({driver.detail}) but Docker cannot use it: NVIDIA Container Toolkit "
+                f"{toolkit.detail}; using the CPU stack (embedded profile). Hint: {toolkit.hint.split('; or')[0]}"
+                ", or pass --device gpu to check the GPU configuration")
+        return "cpu", [line]
+    return "gpu", []
+
+
 def gpu_usable(probe: Probe) -> bool:
-    return all(f.ok for f in check_gpu(probe))
+    return auto_device(probe)[0] == "gpu"
 
 
-def resolve_device(requested: str, probe: Probe) -> str:
-    """`auto` picks gpu only when the driver and the container toolkit are both usable."""
+def resolve_device(requested: str, probe: Probe, notify=None) -> str:
+    """`auto` picks gpu only when the driver and the container toolkit are both usable (auto_device); `notify`
+    receives the notice when a GPU is present but unusable."""
     if requested in ("cpu", "gpu"):
         return requested
-    return "gpu" if gpu_usable(probe) else "cpu"
+    device, notes = auto_device(probe)
+    for line in notes:
+        (notify or _notice)(line)
+    return device
+
+
+def _notice(text: str) -> None:
+    from hermes_stack import console
+
+    console.notice(text)
 
 
 def preflight(device: str, probe: Probe | None = None) -> list[Finding]:

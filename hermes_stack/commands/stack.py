@@ -203,9 +203,22 @@ def compose_env(stack, key: str, base_image: str | None, unlock: bool = False) -
         env["HERMES_INFERENCE_PORT"] = str(stack.settings.inference.port)
         # One name for the inference service, its healthcheck and the trainer's dry-run.
         env["HERMES_SERVED_MODEL_NAME"] = stack.settings.inference.model_path
+        env.update(split_env(stack))
     if base_image:
         env["HERMES_BASE_IMAGE"] = base_image
     return env
+
+
+def split_env(stack) -> dict[str, str]:
+    """The GPU memory split `validate` printed, for the services: SGLang's --mem-fraction-static and the torch
+    engine's micro-batch size (empty off the gpu profile or when the GPU size is unknown)."""
+    from hermes_stack.commands.validate import gpu_split
+
+    split = gpu_split(stack)
+    if split is None:
+        return {}
+    return {"HERMES_SGLANG_MEM_FRACTION": f"{split.mem_fraction_static:.2f}",
+            "HERMES_MICRO_BATCH_SIZE": str(split.micro_batch)}
 
 
 def _validate(algo: str, device: str, unlock: bool, keyfile: Path | None = None):

@@ -78,10 +78,33 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
 
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
                     unlock: bool = False, gpu_memory: float | None = None, device: str = "auto"):
-    """For `up`/`dry-run`: the StackConfig, printing warnings and notices; InputError with every problem."""
+    """For `up`/`dry-run`: the StackConfig, printing the GPU memory split, warnings and notices; InputError with
+    every problem."""
+    from hermes_stack import console
+
     outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device)
+    for line in split_lines(outcome.stack):
+        console.info(line)
     _report(outcome)
     return outcome.stack
+
+
+def gpu_split(stack):
+    """The GPU memory split the stack runs with (config/memory.py), or None (embedded profile, GPU size or model
+    shape unknown). `up` passes its SGLang fraction and micro-batch size to the services."""
+    if stack is None or stack.profile != "gpu" or stack.gpu_memory_gib is None:
+        return None
+    from hermes_stack.config import rules
+
+    return rules.gpu_split(rules.Inputs(
+        algo=stack.algo, config=stack.config, settings=stack.settings, config_file=str(stack.config_path),
+        settings_file=str(stack.settings_path), profile=stack.profile, gpu_memory_gib=stack.gpu_memory_gib,
+        base_dir=stack.config_path.parent.parent))
+
+
+def split_lines(stack) -> list[str]:
+    split = gpu_split(stack)
+    return split.lines() if split is not None else []
 
 
 # ---------------------------------------------------------------- printing
@@ -131,7 +154,7 @@ def summary_lines(stack, keyfile_invalid: Path | None = None) -> list[str]:
     if stack.overrides:
         lines.append(f"  * = set by profile {stack.profile}: "
                      + ", ".join(f"{k}={_fmt(v)}" for k, v in stack.overrides.items()))
-    return lines
+    return lines + split_lines(stack)
 
 
 @app.command("validate")

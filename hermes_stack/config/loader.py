@@ -40,6 +40,7 @@ class StackConfig:
     keyfile: KeyFile | None = None
     warnings: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
+    gpu_memory_gib: float | None = None  # the GPU the memory split is planned for (gpu profile)
 
 
 def paths(algo: str, config_dir: Path) -> tuple[Path, Path]:
@@ -304,7 +305,7 @@ def evaluate_stack(
         algo=algo, config=r_config, settings=r_settings, config_path=config_path, settings_path=settings_path,
         profile=profile, overrides=overrides, config_as_written=config, settings_as_written=settings,
         keyfile=keyfile, warnings=tuple(keyfile.warnings if keyfile else ()) + tuple(p.line() for p in cautions),
-        notices=tuple(notices),
+        notices=tuple(notices), gpu_memory_gib=gpu_memory_gib if profile == "gpu" else None,
     )
     return stack, errors
 

@@ -210,7 +210,26 @@ def find_shape(model_path: str, base_dir: Path | None = None) -> ModelShape | No
         config = directory / "config.json"
         if config.is_file():
             return read_model_config(config)[0]
-    return KNOWN_SHAPES.get(model_path.lower())
+    known = KNOWN_SHAPES.get(model_path.lower())
+    if known is not None:
+        return known
+    cached = _cached_hub_config(model_path, base_dir)
+    return read_model_config(cached)[0] if cached else None
+
+
+def _cached_hub_config(model_path: str, base_dir: Path | None) -> Path | None:
+    """config.json of a hub id from this machine's Hugging Face cache, without any network call (e.g. after
+    `huggingface-cli download <id> config.json`); None when it is not there."""
+    from hermes_stack.hub import is_hub_id
+
+    if not is_hub_id(model_path, base_dir):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(model_path, "config.json")
+    return Path(found) if isinstance(found, str) else None
 
 
 def detect_gpu_memory_gib() -> float | None:
@@ -230,3 +249,134 @@ def detect_gpu_memory_gib() -> float | None:
         return float(lines[0]) / 1024  # MiB
     except ValueError:
         return None
+
+
+# ---------------------------------------------------------------- one GPU shared by SGLang and the torch trainer
+#
+# SGLang pre-allocates `--mem-fraction-static` of the GPU for its weights and KV cache, and needs more outside that
+# for its activations and CUDA graphs. Its default fraction leaves only ~10 GiB, less than an 8B model's bf16 weights,
+# so the trainer's model load then hits CUDA OOM. The split below gives the trainer what it needs first:
+#   trainer  = weights (bf16, frozen base) + LoRA adapter with its gradients and two AdamW moments
+#              + one micro-batch's activations (saved for backward) + its float32 log-softmax over the vocabulary
+#   SGLang   = weights + KV cache (at least one group: group_size x max_token_length)   <- the static fraction
+#   reserve  = SGLang's runtime outside the static pool + the trainer's CUDA context and allocator slack
+# The KV cache does not have to hold the whole batch: SGLang queues requests that do not fit (throughput, not OOM).
+# Activation constants are estimates for a Llama/Qwen decoder without gradient checkpointing (per token per layer:
+# ~10 hidden-sized and 4 intermediate-sized tensors kept for backward); bench/gpu_smoke.py measures the real peak.
+
+SGLANG_RUNTIME_BYTES = 4 * GIB  # activations, CUDA graphs, sampler buffers outside the static pool
+TRAINER_RUNTIME_BYTES = 2 * GIB  # CUDA context, cuBLAS workspace, allocator fragmentation
+ACT_HIDDEN_TENSORS = 10
+ACT_INTERMEDIATE_TENSORS = 4
+LOGIT_BYTES = 2 + 4 + 4  # bf16 logits, their float32 copy for the log-softmax, its gradient
+MAX_MICRO_BATCH = 16  # beyond this, larger micro-batches buy little speed and cost the KV cache a lot
+
+
+def activation_bytes_per_sequence(s: ModelShape, tokens: int) -> int:
+    per_token_layer = s.dtype_bytes * (ACT_HIDDEN_TENSORS * s.hidden_size + ACT_INTERMEDIATE_TENSORS * s.intermediate_size)
+    return tokens * (s.num_layers * per_token_layer + s.vocab_size * LOGIT_BYTES)
+
+
+def trainer_fixed_bytes(s: ModelShape, lora_rank: int) -> int:
+    """Frozen base weights + LoRA adapter, its gradients and AdamW's two moments (all in the base dtype)."""
+    return param_count(s) * s.dtype_bytes + 4 * lora_param_count(s, lora_rank) * s.dtype_bytes
+
+
+@dataclass(frozen=True)
+class GpuSplit:
+    gpu_bytes: int
+    sequences: int  # per training step (batch_size x group_size)
+    group_size: int
+    tokens: int
+    weights_bytes: int  # one copy
+    trainer_fixed_bytes: int
+    activation_bytes: int  # per sequence
+    kv_bytes_per_sequence: int
+    micro_batch: int  # 0: not even one sequence fits
+    kv_pool_bytes: int
+
+    @property
+    def reserve_bytes(self) -> int:
+        return SGLANG_RUNTIME_BYTES + TRAINER_RUNTIME_BYTES
+
+    @property
+    def trainer_bytes(self) -> int:
+        return self.trainer_fixed_bytes + self.micro_batch * self.activation_bytes
+
+    @property
+    def sglang_static_bytes(self) -> int:
+        return self.weights_bytes + self.kv_pool_bytes
+
+    @property
+    def mem_fraction_static(self) -> float:
+        """SGLang's --mem-fraction-static, rounded down to 0.01 (never more than planned)."""
+        return int(self.sglang_static_bytes * 100 // self.gpu_bytes) / 100 if self.gpu_bytes else 0.0
+
+    @property
+    def concurrent_sequences(self) -> int:
+        held = self.kv_pool_bytes // self.kv_bytes_per_sequence if self.kv_bytes_per_sequence else 0
+        return min(held, self.sequences)
+
+    def lines(self) -> list[str]:
+        g = _gib
+        sglang = (f"  SGLang --mem-fraction-static {self.mem_fraction_static:.2f} = {g(self.sglang_static_bytes)} GiB: "
+                  f"weights {g(self.weights_bytes)} + KV cache {g(self.kv_pool_bytes)} GiB (~{self.concurrent_sequences} "
+                  f"of the {self.sequences} sequences x {self.tokens} tokens of a step at once; the rest queue)")
+        trainer = (f"  trainer {g(self.trainer_bytes)} GiB: weights {g(self.weights_bytes)} + LoRA with gradients and "
+                   f"AdamW {g(self.trainer_fixed_bytes - self.weights_bytes)} + micro_batch_size {self.micro_batch} x "
+                   f"{g(self.activation_bytes)} GiB activations ({self.tokens} tokens each; "
+                   f"{-(-self.sequences // max(self.micro_batch, 1))} micro-batches a step, gradients accumulated)")
+        reserve = (f"  reserve {g(self.reserve_bytes)} GiB: SGLang's runtime outside its static pool, the trainer's "
+                   "CUDA context and allocator slack")
+        return [f"GPU memory split ({g(self.gpu_bytes)} GiB, one GPU shared by SGLang and the trainer):", sglang,
+                trainer, reserve]
+
+
+def plan_split(shape: ModelShape, *, group_size: int, batch_size: int, tokens: int, lora_rank: int,
+               gpu_gib: float, micro_batch: int | None = None) -> GpuSplit:
+    """The split for this model and batch on one GPU. `micro_batch` None: the largest that fits while the KV cache
+    keeps at least half of what is left (capped at MAX_MICRO_BATCH and the step's sequences); given: exactly it."""
+    gpu = int(gpu_gib * GIB)
+    sequences = group_size * batch_size
+    weights = param_count(shape) * shape.dtype_bytes
+    fixed = trainer_fixed_bytes(shape, lora_rank)
+    act = activation_bytes_per_sequence(shape, tokens)
+    kv_seq = kv_bytes_per_token(shape) * tokens
+    free = gpu - SGLANG_RUNTIME_BYTES - TRAINER_RUNTIME_BYTES - weights - fixed  # for KV and activations
+    if micro_batch is None:
+        micro_batch = max(0, min(free // 2 // act if act else 0, MAX_MICRO_BATCH, sequences))
+        if micro_batch == 0 and free - act >= kv_seq * group_size:
+            micro_batch = 1  # half is not enough, but one sequence still fits next to one group's KV cache
+    return GpuSplit(gpu_bytes=gpu, sequences=sequences, group_size=group_size, tokens=tokens, weights_bytes=weights,
+                    trainer_fixed_bytes=fixed, activation_bytes=act, kv_bytes_per_sequence=kv_seq,
+                    micro_batch=micro_batch, kv_pool_bytes=max(free - micro_batch * act, 0))
+
+
+def split_refusal(s: GpuSplit, configured_micro_batch: int | None = None) -> tuple[str, str] | None:
+    """(key, one line) when the split cannot work; None when it fits. The key names what to change."""
+    g = _gib
+    head = f"this GPU has {g(s.gpu_bytes)} GiB"
+    both = s.weights_bytes + s.trainer_fixed_bytes + s.reserve_bytes
+    if both >= s.gpu_bytes:
+        line = (f"the model twice (SGLang's copy {g(s.weights_bytes)} GiB, the trainer's with its LoRA state "
+                f"{g(s.trainer_fixed_bytes)} GiB) plus {g(s.reserve_bytes)} GiB reserve needs ~{g(both)} GiB; "
+                f"{head}: use a smaller model, a bigger GPU, or the Tinker engine")
+        return "inference.model_path", line
+    group_kv = s.kv_bytes_per_sequence * s.group_size
+    if s.micro_batch < 1 or s.kv_pool_bytes < group_kv:
+        what = (f"micro_batch_size {configured_micro_batch}" if configured_micro_batch
+                else "micro_batch_size 1")
+        fits = _largest_micro_batch(s)
+        hint = f"try micro_batch_size {fits}" if configured_micro_batch and fits >= 1 else \
+            "lower max_token_length or group_size, or use a bigger GPU"
+        line = (f"{what} x {s.tokens} tokens needs ~{g(max(s.micro_batch, 1) * s.activation_bytes)} GiB of "
+                f"activations and one group's KV cache (group_size {s.group_size} x {s.tokens} tokens) "
+                f"~{g(group_kv)} GiB, next to {g(both)} GiB of weights, LoRA state and reserve; {head}; {hint}")
+        return ("trainer.micro_batch_size" if configured_micro_batch else "rollout.max_token_length"), line
+    return None
+
+
+def _largest_micro_batch(s: GpuSplit) -> int:
+    free = s.kv_pool_bytes + s.micro_batch * s.activation_bytes
+    room = free - s.kv_bytes_per_sequence * s.group_size
+    return max(room // s.activation_bytes, 0) if s.activation_bytes else 0

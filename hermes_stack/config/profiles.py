@@ -53,17 +53,22 @@ DEVICES = ("auto", "cpu", "gpu")
 def choose_profile(device: str, gpu_memory_gib: float | None) -> tuple[str, float | None, list[str]]:
     """--device (+ --gpu-memory) -> (profile, GPU memory in GiB or None, notices). Asks nvidia-smi only when needed.
 
-    auto: gpu when --gpu-memory is given or nvidia-smi reports a GPU, else embedded. cpu: embedded. gpu: gpu.
+    auto: gpu when --gpu-memory is given, or by `up`'s own rule (preflight.auto_device: a GPU visible AND usable by
+    Docker, so `validate` and `up` always agree), else embedded. cpu: embedded. gpu: gpu.
     """
     from hermes_stack.config.memory import detect_gpu_memory_gib
 
     if device == "cpu":
         return "embedded", None, []
+    if device == "auto" and gpu_memory_gib is None:
+        gib = detect_gpu_memory_gib()
+        if gib is None:
+            return "embedded", None, ["no GPU found (no nvidia-smi): using the embedded CPU profile"]
+        from hermes_stack.preflight import SystemProbe, auto_device
+
+        resolved, notes = auto_device(SystemProbe())
+        return ("gpu", gib, notes) if resolved == "gpu" else ("embedded", None, notes)
     gib = gpu_memory_gib if gpu_memory_gib is not None else detect_gpu_memory_gib()
-    if device == "gpu":
-        return "gpu", gib, []
-    if gib is None:
-        return "embedded", None, ["no GPU found (no nvidia-smi): using the embedded CPU profile"]
     return "gpu", gib, []
 
 

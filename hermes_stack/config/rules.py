@@ -356,8 +356,31 @@ def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 
+def gpu_split(i: Inputs):
+    """The GPU memory split (config/memory.py: SGLang's static fraction, the trainer's weights, LoRA state and one
+    micro-batch's activations) for this configuration; None off the gpu profile, without a GPU size, or for a model
+    whose shape is unknown."""
+    if i.profile != "gpu" or i.gpu_memory_gib is None:
+        return None
+    from hermes_stack.config import memory
+
+    shape = memory.find_shape(i.settings.inference.model_path, i.base_dir)
+    if shape is None:
+        return None
+    r = i.config.rollout
+    return memory.plan_split(shape, group_size=r.group_size, batch_size=r.batch_size, tokens=r.max_token_length,
+                             lora_rank=i.settings.tinker.lora_rank, gpu_gib=i.gpu_memory_gib,
+                             micro_batch=_configured_micro_batch(i.settings))
+
+
+def _configured_micro_batch(settings: Settings) -> int | None:
+    # trainer.micro_batch_size (the torch engine's micro-batches); null: validate derives it from the split.
+    return getattr(settings.trainer, "micro_batch_size", None)
+
+
 def memory_budget(i: Inputs) -> list[Problem]:
-    """KV cache + weights for batch_size x group_size sequences must fit the GPU (the seed's pitfall 2)."""
+    """SGLang's weights and KV cache, the trainer's weights, LoRA state and one micro-batch must share the GPU (the
+    seed's pitfall 2: CUDA OOM). The split itself is printed by `validate` (config/memory.py)."""
     if i.profile != "gpu" or i.gpu_memory_gib is None:
         return []
     from hermes_stack.config import memory
@@ -365,19 +388,21 @@ def memory_budget(i: Inputs) -> list[Problem]:
     model = i.settings.inference.model_path
     if model_path_local(i):
         return []  # model_path_local says what is wrong with the folder; there is no shape to budget
-    shape = memory.find_shape(model, i.base_dir)
-    if shape is None:
+    split = gpu_split(i)
+    if split is None:
         return [Caution(i.settings_file, "inference.model_path", repr(model),
                         "a local model directory with config.json, or a known model "
                         f"({', '.join(sorted(k for k in memory.KNOWN_SHAPES if not k.endswith('-instruct')))})",
-                        "the GPU memory budget was not checked")]
-    r = i.config.rollout
-    budget = memory.estimate(shape, group_size=r.group_size, batch_size=r.batch_size, tokens=r.max_token_length,
-                             lora_rank=i.settings.tinker.lora_rank, gpu_gib=i.gpu_memory_gib)
-    line = memory.refusal(budget)
-    if line is None:
+                        "the GPU memory budget was not checked; for a hub model, `huggingface-cli download "
+                        f"{model} config.json` puts its shape in this machine's cache")]
+    refused = memory.split_refusal(split, _configured_micro_batch(i.settings))
+    if refused is None:
         return []
-    return [Problem(i.config_file, "rollout.batch_size", str(r.batch_size), "a batch that fits the GPU", line)]
+    key, line = refused
+    found = {"inference.model_path": repr(model), "trainer.micro_batch_size": str(split.micro_batch),
+             "rollout.max_token_length": str(split.tokens)}[key]
+    where = i.config_file if key.startswith("rollout.") else i.settings_file
+    return [Problem(where, key, found, "a model and batch that fit the GPU next to SGLang", line)]
 
 
 RULES: tuple[Rule, ...] = (

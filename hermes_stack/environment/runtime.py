@@ -5,8 +5,9 @@ Decisions (see docs/architecture.md for the variables):
   back to the config files' URLs when run outside compose), server_type "sglang": atroposlib then POSTs
   `<base_url without /v1>/generate` and gets token ids and logprobs back.
 - tokenizer_name is a LOCAL path: $HERMES_EMBEDDED_MODEL for the embedded tiny model, inference.model_path when it
-  is a directory. A hub name is accepted only online (offline it would hang ~49 s), and HF_HUB_OFFLINE=1 is set
-  whenever we are offline (no key file and no TAOTOKEN_* variables).
+  is a directory, the shared models cache's folder for a hub id the inference service downloaded. A hub name is
+  accepted only online (offline it would hang ~49 s). The Hugging Face libraries are online only for the gpu profile
+  with a hub tokenizer or gsm8k and a key file (hermes_stack.hub); HF_HUB_OFFLINE=1 etc. otherwise.
 - Atropos counts sequences: BaseEnvConfig.batch_size = [rollout] batch_size (prompts) x group_size.
 - ensure_scores_are_not_same: off for group_size 1 (PPO: a "group" of one always has equal scores and would be
   dropped every time); on for GRPO (a group whose completions all score the same has zero advantage), and the
@@ -81,6 +82,10 @@ def resolve_tokenizer(stack, environ: Mapping[str, str], offline: bool, override
         return str(embedded_tokenizer_dir())
     if Path(model_path).is_dir():
         return model_path
+    from hermes_stack.hub import cached_model, is_hub_id
+
+    if is_hub_id(model_path) and (cached := cached_model(model_path)) is not None:
+        return str(cached)  # the inference service downloaded it into the shared cache (hermes-models)
     if offline:
         raise InputError(Problem(
             str(stack.settings_path), "inference.model_path", repr(model_path), "a local model directory offline",
@@ -126,11 +131,13 @@ def build_configs(
     """(env config, inference server config) for `stack` (a hermes_stack.config.loader.StackConfig)."""
     environ = os.environ if environ is None else environ
     offline = is_offline(environ) if offline is None else offline
-    if offline:
-        # Before any Hugging Face library reads them: fail fast instead of retrying an unreachable hub.
-        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-            os.environ[name] = "1"
     cfg, settings = stack.config, stack.settings
+    # Before any Hugging Face library reads them. Online only when the gpu profile needs the hub (a hub tokenizer, or
+    # gsm8k); offline otherwise: fail fast instead of retrying an unreachable hub. The image bakes neither.
+    from hermes_stack.hub import needs_hub, set_hub_access
+
+    hub_dataset = "openai/gsm8k" if cfg.environment.dataset == "gsm8k" else None
+    set_hub_access(not offline and needs_hub(stack.profile, settings.inference.model_path, hub_dataset))
     rollout = cfg.rollout
     tokenizer_path = resolve_tokenizer(stack, environ, offline, tokenizer)
     use_wandb = bool(settings.wandb.enabled and environ.get("WANDB_API_KEY"))

@@ -12,15 +12,19 @@ from hermes_stack.errors import HermesError
 def main() -> int:
     logging.basicConfig(level=os.environ.get("HERMES_LOG_LEVEL", "INFO").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local model dirs only: a hub lookup would hang offline
     try:
         from hermes_stack.service_env import load_secrets
 
         load_secrets()  # /run/secrets/hermes_inference_key -> HERMES_INFERENCE_KEY
-        from hermes_stack.inference.server import create_app
+        from hermes_stack.hub import set_hub_access
         from hermes_stack.inference.service_config import build_backend, load_service_config
 
         cfg = load_service_config(os.environ)
+        # Before any Hugging Face import: online only for the gpu profile with a hub id (the SGLang child inherits
+        # it); offline otherwise, where a hub lookup would hang ~49 s before failing.
+        set_hub_access(cfg.online)
+        from hermes_stack.inference.server import create_app
+
         logging.getLogger("hermes.inference").info("inference: %s", cfg.describe())
         backend = build_backend(cfg)
         app = create_app(backend, cfg.api_key, data_dir=cfg.data_dir)

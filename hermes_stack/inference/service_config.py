@@ -32,6 +32,7 @@ class ServiceConfig:
     sglang_tp: int = 1
     sglang_mem_fraction: float | None = None
     context_length: int | None = None
+    online: bool = False  # the gpu profile with a hub id: Hugging Face access on (hermes_stack.hub)
 
     def describe(self) -> str:
         return (f"backend {self.server}, model {self.model_path} (served as {self.served_model}), port {self.port}, "
@@ -77,6 +78,8 @@ def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
     engine = settings.get("trainer", {}).get("engine", "auto")
     tinker = settings.get("tinker", {})
     data_dir = env.get("HERMES_DATA_DIR")
+    from hermes_stack.hub import needs_hub
+
     return ServiceConfig(
         server=server,
         port=_int_env(env, "HERMES_INFERENCE_PORT", int(inference.get("port", 8001))),
@@ -86,12 +89,38 @@ def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
         data_dir=Path(data_dir) if data_dir else None,
         device=env.get("HERMES_INFERENCE_DEVICE", "cpu"),
         engine=engine,
-        # LoRA serving only when the trainer may push adapters (Tinker trains LoRA).
-        lora_rank=int(tinker.get("lora_rank", 32)) if engine in ("tinker", "auto") and server == "sglang" else None,
+        # LoRA serving enabled at launch whenever the trainer pushes adapters: SGLang refuses /load_lora_adapter
+        # otherwise, and the flag cannot be turned on later.
+        lora_rank=int(tinker.get("lora_rank", 32)) if server == "sglang" and policy_is_lora(engine, model_path) else None,
         sglang_port=_int_env(env, "HERMES_SGLANG_PORT", 30000),
         sglang_tp=_int_env(env, "HERMES_SGLANG_TP", 1),
-        sglang_mem_fraction=float(env["HERMES_SGLANG_MEM_FRACTION"]) if env.get("HERMES_SGLANG_MEM_FRACTION") else None,
+        sglang_mem_fraction=_fraction_env(env, "HERMES_SGLANG_MEM_FRACTION"),
+        online=needs_hub(env.get("HERMES_PROFILE", "gpu"), model_path),
     )
+
+
+def policy_is_lora(engine: str, model_path: str) -> bool:
+    """Tinker always trains a LoRA adapter; the torch engine does for every model but the embedded tiny one (it
+    is fully fine-tuned: hermes_stack.trainer.engine_torch, `use_lora`). `auto` may become either: LoRA."""
+    if engine in ("tinker", "auto"):
+        return True
+    from hermes_stack.trainer.embedded import MARKER_FILE
+
+    return not (Path(model_path) / MARKER_FILE).is_file()
+
+
+def _fraction_env(env: Mapping[str, str], key: str) -> float | None:
+    value = env.get(key)
+    if not value:
+        return None
+    try:
+        fraction = float(value)
+    except ValueError:
+        fraction = -1.0
+    if not 0 < fraction < 1:
+        raise InputError(Problem("(environment)", key, repr(value), "a fraction between 0 and 1",
+                                 "hermes-stack validate computes it from the GPU memory"))
+    return fraction
 
 
 def build_backend(cfg: ServiceConfig):

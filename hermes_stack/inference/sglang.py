@@ -14,9 +14,11 @@ sglang itself is never imported here: it is only on GPU images, and we only need
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -76,6 +78,22 @@ def child_env(environ: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k not in SECRET_ENV and k not in LOGPROB_ENV}
 
 
+# SGLang logs `server_args=ServerArgs(..., api_key='...', ...)` at start (upstream issue #37457): every key-like field
+# of a child line is masked, and the key itself wherever else it appears, before the line reaches our stdout.
+_KEY_FIELD = re.compile(r"""((?:api[_-]?key|admin[_-]?api[_-]?key|token|secret)\s*[=:]\s*)(['"]?)([^'",)\s]+)\2""",
+                        re.IGNORECASE)
+
+
+def redact_child_line(line: str, api_key: str | None) -> str:
+    from hermes_stack.keyfile import redact_known_secrets
+
+    if api_key:
+        line = line.replace(api_key, "<redacted>")
+    line = _KEY_FIELD.sub(lambda m: m.group(1) + m.group(2) + ("<redacted>" if m.group(3) not in ("None", "null")
+                                                               else m.group(3)) + m.group(2), line)
+    return redact_known_secrets(line)
+
+
 def write_key_config(directory: Path, api_key: str | None) -> Path:
     """SGLang YAML config holding only the api key (a JSON string is valid YAML). 0600 in a 0700 directory."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -129,7 +147,23 @@ class SGLangBackend:
         if self.spawn:
             self._monitor = asyncio.create_task(self._supervise())
 
+    async def _fetch_model(self) -> None:
+        """A hub id is downloaded once into the shared cache (progress in our log) and SGLang gets the folder: the
+        trainer then loads the very same files, and SGLang needs no hub access of its own."""
+        from hermes_stack.hub import is_hub_id, resolve_model
+
+        if not is_hub_id(self.spec.model_path):
+            return
+        try:
+            path = await asyncio.to_thread(resolve_model, self.spec.model_path, who="inference",
+                                           log=lambda text: log.info("%s", text))
+        except LookupError as exc:
+            raise StackError(f"inference: model {self.spec.model_path}: {exc}. Hint: check the name, the network "
+                             "and HF_TOKEN for gated models") from None
+        self.spec = dataclasses.replace(self.spec, model_path=str(path))
+
     async def _launch(self) -> None:
+        await self._fetch_model()
         self._secret_dir = Path(tempfile.mkdtemp(prefix="hermes-sglang-"))
         config_file = write_key_config(self._secret_dir, self.api_key)
         argv = launch_argv(self.spec, config_file)
@@ -144,7 +178,7 @@ class SGLangBackend:
         # Child output goes to our stdout (docker compose logs inference) and a tail kept for error messages.
         assert child.process.stdout is not None
         async for raw in child.process.stdout:
-            line = raw.decode(errors="replace").rstrip()
+            line = redact_child_line(raw.decode(errors="replace").rstrip(), self.api_key)
             child.tail.append(line)
             print(f"[sglang] {line}", flush=True)
 
@@ -250,14 +284,22 @@ class SGLangBackend:
         try:
             return await self._forward("POST", path, body)
         except BackendReply as reply:
-            message = reply.body.get("message") if isinstance(reply.body, dict) else None
+            body = reply.body if isinstance(reply.body, dict) else {}
+            # SGLang's LoRA routes answer errors in `error_message`; the weight routes in `message`.
+            message = body.get("error_message") or body.get("message")
             return {"success": False, "message": message or json.dumps(reply.body)[:500]}
+
+    async def _admin_answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await self._admin(path, body)
+        if answer.get("success") is False and not answer.get("message") and answer.get("error_message"):
+            answer = {**answer, "message": answer["error_message"]}
+        return answer
 
     async def update_weights_from_disk(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._admin("/update_weights_from_disk", body)
 
     async def load_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
-        answer = await self._admin("/load_lora_adapter", body)
+        answer = await self._admin_answer("/load_lora_adapter", body)
         if answer.get("success"):
             name = body["lora_name"]
             previous = [a for a in self.adapters if a != name]
@@ -270,7 +312,7 @@ class SGLangBackend:
         return answer
 
     async def unload_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
-        answer = await self._admin("/unload_lora_adapter", body)
+        answer = await self._admin_answer("/unload_lora_adapter", body)
         if answer.get("success") and body.get("lora_name") in self.adapters:
             self.adapters.remove(body["lora_name"])
             if self.default_adapter == body.get("lora_name"):

@@ -75,11 +75,25 @@ def model_dir(stack: Any) -> Path:
             raise LayerFailure("model", "inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL is unset. "
                                         "Hint: build it with `python -m hermes_stack.trainer.embedded build <dir>`")
         configured = path
+    from hermes_stack.hub import is_hub_id, needs_hub, resolve_model
+
+    if needs_hub(stack.profile, configured) and is_hub_id(configured):
+        # The inference service downloads a hub id once into the shared cache (hermes-models) before it is healthy,
+        # and the trainer starts after it: the files are normally there. Downloading here too is the fallback (a
+        # dry-run on its own), into the same cache.
+        try:
+            return resolve_model(configured, who="trainer", log=lambda text: print(text, flush=True))
+        except LookupError as exc:
+            raise LayerFailure("model", f"inference.model_path {configured!r} (a hub id): {exc}") from None
     directory = Path(configured)
+    if not directory.is_absolute() and not directory.is_dir():
+        # A relative folder is the config's, i.e. the repository's, not the container's working directory.
+        directory = Path(os.environ.get("HERMES_CONFIG_DIR", "configs")).parent / configured
     if not (directory / "config.json").is_file():
         raise LayerFailure("model", f"{directory} is not a model directory (no config.json). Hint: "
-                                    "inference.model_path must be a local Hugging Face checkpoint directory "
-                                    "(no hub downloads in the containers)")
+                                    "inference.model_path is a hub id (org/name, downloaded once into the shared "
+                                    "models cache on the gpu profile) or a model folder the containers can see "
+                                    "(an absolute path mounted into inference and trainer)")
     return directory
 
 
@@ -93,6 +107,16 @@ def engine_kind(stack: Any) -> str:
     import torch
 
     return "tinker" if torch.cuda.is_available() else "torch"
+
+
+def micro_batch_size(stack: Any) -> int | None:
+    """trainer.micro_batch_size as written; unset: the GPU memory split's value that `up` passed in
+    HERMES_MICRO_BATCH_SIZE (gpu profile); neither: None (the whole minibatch at once)."""
+    configured = stack.settings.trainer.micro_batch_size
+    if configured is not None:
+        return configured
+    derived = os.environ.get("HERMES_MICRO_BATCH_SIZE", "")
+    return int(derived) if derived.isdigit() and int(derived) >= 1 else None
 
 
 def build_engine(stack: Any) -> Any:
@@ -116,7 +140,7 @@ def build_engine(stack: Any) -> Any:
         return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
                            lora_rank=stack.settings.tinker.lora_rank,
                            temperature=stack.config.rollout.temperature,
-                           micro_batch_size=stack.settings.trainer.micro_batch_size)
+                           micro_batch_size=micro_batch_size(stack))
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
@@ -277,14 +301,18 @@ def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_engine) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local model dirs only: a hub lookup would hang offline
-    from hermes_stack.trainer.atropos_client import AtroposClient
-    from hermes_stack.trainer.loop import StopFlag, run_training
-    from hermes_stack.trainer.metrics import MetricsSink
+    from hermes_stack.hub import needs_hub, set_hub_access
+    from hermes_stack.trainer.loop import StopFlag
 
     stop = StopFlag()
     stop.install()  # before the slow model load: a SIGTERM then still exits cleanly
     stack = load_config(args)
+    # Before any Hugging Face import: online only for the gpu profile with a hub id (hermes_stack.hub).
+    set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
+    from hermes_stack.trainer.atropos_client import AtroposClient
+    from hermes_stack.trainer.loop import run_training
+    from hermes_stack.trainer.metrics import MetricsSink
+
     for line in (*stack.notices, *stack.warnings):
         print(f"config: {line}", flush=True)
     if stack.overrides:

@@ -125,7 +125,8 @@ def test_embedded_profile_still_checks_locked_fields_on_files(cdir):
 
 def test_embedded_profile_skips_memory_budget(cdir):
     assert load_stack("grpo", cdir, profile="embedded", gpu_memory_gib=8).profile == "embedded"
-    assert any("rollout.batch_size" in l for l in problems("grpo", cdir, profile="gpu", gpu_memory_gib=8))
+    assert any("inference.model_path" in l and "this GPU has 8 GiB" in l
+               for l in problems("grpo", cdir, profile="gpu", gpu_memory_gib=8))
 
 
 def test_profile_keys_all_resolve_to_a_field():

@@ -200,9 +200,9 @@ def test_tinker_engine_needs_tinker_key():
 
 def test_memory_budget_refuses_with_suggestion():
     got = rules.memory_budget(inputs("grpo", gpu_memory_gib=24))
-    assert [p.key for p in got] == ["rollout.batch_size"]
-    assert "group_size 8 × batch_size 32 = 256 sequences × 2048 tokens needs ~87.4 GiB; this GPU has 24 GiB" in \
-        got[0].line() and "try batch_size" in got[0].line()
+    assert [p.key for p in got] == ["inference.model_path"]
+    assert "needs ~37.2 GiB; this GPU has 24 GiB: use a smaller model, a bigger GPU, or the Tinker engine" in \
+        got[0].line()
 
 
 def test_memory_budget_only_on_gpu_profile():

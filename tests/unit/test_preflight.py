@@ -60,7 +60,7 @@ def test_compose_v1_old_or_missing_is_refused(answer, detail):
 
 def test_gpu_without_toolkit_names_the_toolkit_not_the_driver():
     probe = FakeProbe(tools=("docker", "nvidia-smi"), answers={
-        **ENGINE, ("nvidia-smi",): (0, "NVIDIA H100, 81559 MiB", ""), ("docker", "info"): (0, '{"runc":{}}', "")})
+        **ENGINE, ("nvidia-smi",): (0, "NVIDIA H100, 81559 MiB, 580.65.06", ""), ("docker", "info"): (0, '{"runc":{}}', "")})
     with pytest.raises(PreflightError) as err:
         preflight("gpu", probe)
     assert len(err.value.lines()) == 1
@@ -77,7 +77,7 @@ def test_gpu_without_driver_and_toolkit_lists_both():
 def test_auto_picks_gpu_only_when_driver_and_runtime_are_usable():
     cpu_host = FakeProbe(answers=ENGINE)
     gpu_host = FakeProbe(tools=("docker", "nvidia-smi"), answers={
-        **ENGINE, ("nvidia-smi",): (0, "NVIDIA H100, 81559 MiB", ""),
+        **ENGINE, ("nvidia-smi",): (0, "NVIDIA H100, 81559 MiB, 580.65.06", ""),
         ("docker", "info"): (0, '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{}}', "")})
     assert resolve_device("auto", cpu_host) == "cpu"
     assert resolve_device("auto", gpu_host) == "gpu"

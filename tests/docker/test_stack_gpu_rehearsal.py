@@ -1,0 +1,143 @@
+"""The GPU rehearsal on CPU (issue 16): the controller's own `up --device gpu` brings up the gpu profile with the
+trainer image's `gpu` target, built FROM a stand-in for the SGLang image (its `sglang.launch_server` speaks SGLang's
+command line, logs `server_args` with the key as SGLang does, and serves SGLang's API over the built-in backend),
+and a stand-in of the hub's file API in the project's network. The host's GPU tools are stand-ins too (nvidia-smi
+stating a 16 GiB GPU and a recent driver, the container runtime hook): preflight, the driver check and the memory
+split run as on a VM. Only the CUDA kernels differ from a real GPU VM (bench/gpu_smoke.py --stack checks those).
+
+Checked: the split `validate` computes reaches SGLang's --mem-fraction-static; the model comes by hub id through
+the hub stand-in, downloaded once into the shared cache volume, written by uid 10001, then loaded by inference,
+trainer and environment; LoRA serving is on and the stand-in loads the trainer's adapters; two training steps;
+`docker compose logs inference` never shows the key although SGLang's stand-in prints it.
+Sorted after test_stack_cpu.py on purpose: the hub stand-in runs in the trainer's cached `cpu` image."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = "hermes-test-gpu-rehearsal"
+OVERRIDE = "tests/docker/fixtures/gpu-rehearsal.yml"
+REHEARSAL = "tests/docker/fixtures/gpu-rehearsal"  # its configs/ (mounted at /app/configs by the override)
+REPO = os.environ.get("HERMES_IMAGE_REPO", "hermes-stack")
+IMAGES = (f"{REPO}/trainer:gpu-rehearsal", f"{REPO}/sglang-standin:rehearsal")
+HUB_PORT = "8090"
+MODEL = "hermes-test/tiny-arith"
+GPU_MIB = 16384  # the stated GPU: 16 GiB
+NVIDIA_SMI = f"""#!/bin/sh
+# Stand-in for the host's nvidia-smi: one 16 GiB GPU, a driver new enough for the CUDA 13 SGLang image.
+case "$*" in
+  *driver_version*) echo "NVIDIA Rehearsal GPU, {GPU_MIB} MiB, 580.65.06" ;;
+  *memory.total*) echo "{GPU_MIB}" ;;
+  *) echo "NVIDIA Rehearsal GPU" ;;
+esac
+"""
+
+
+def compose(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    files = ["-f", str(ROOT / "compose.grpo.yml"), "-f", str(ROOT / OVERRIDE)]
+    return subprocess.run(["docker", "compose", "--project-name", PROJECT, "--project-directory", str(ROOT), *files,
+                           *args], env=env, capture_output=True, text=True, check=False, timeout=timeout)
+
+
+def hs(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    # Run from the rehearsal's folder, as a user with their own configs/ would: the controller validates
+    # ./configs; HERMES_ROOT keeps the compose project, scripts and .hermes/ state at the repository.
+    return subprocess.run([sys.executable, "-m", "hermes_stack", *args], cwd=ROOT / REHEARSAL, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def metrics(env: dict[str, str]) -> list[dict]:
+    out = compose(env, "exec", "-T", "trainer", "cat", "/data/metrics.jsonl").stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture()
+def env(tmp_path, base_image):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text(NVIDIA_SMI)
+    (tools / "nvidia-container-runtime-hook").write_text("#!/bin/sh\nexit 0\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    # Offline: no key file in the rehearsal folder (the controller's working directory), none named.
+    inherited = {k: v for k, v in os.environ.items() if k != "HERMES_KEYFILE" and not k.startswith("TAOTOKEN_")}
+    return {**inherited, "HERMES_ROOT": str(ROOT), "PYTHONPATH": str(ROOT), "HERMES_PROJECT_NAME": PROJECT, "HERMES_HUB_PORT": HUB_PORT,
+            "PATH": f"{tools}:{os.environ['PATH']}", "HF_HOME": str(tmp_path / "hf"), "HERMES_BASE_IMAGE": base_image,
+            "HERMES_IMAGE_REPO": REPO,
+            # the host-side config.json fetch talks to the hub stand-in on loopback only
+            "HF_ENDPOINT": f"http://127.0.0.1:{HUB_PORT}"}
+
+
+def test_gpu_profile_rehearsal_on_cpu_fetches_by_hub_id_splits_memory_serves_lora_and_trains(env):
+    compose(env, "down", "--volumes", "--remove-orphans")
+    try:
+        wheels = subprocess.run(["bash", str(ROOT / "scripts" / "wheelhouse.sh")], capture_output=True, text=True,
+                                timeout=900, check=False)
+        assert wheels.returncode == 0, wheels.stderr[-2000:]
+        built = compose(env, "--profile", "build-only", "build", "sglang-standin")  # the gpu target builds FROM it
+        assert built.returncode == 0, built.stderr[-3000:]
+        hub = compose(env, "up", "--detach", "--wait", "--wait-timeout", "300", "hub")
+        assert hub.returncode == 0, hub.stderr[-3000:]
+        # The model's shape for the split, as a user gets it: its config.json in this machine's hub cache.
+        fetch = f"from huggingface_hub import hf_hub_download; print(hf_hub_download('{MODEL}', 'config.json'))"
+        shape = subprocess.run([sys.executable, "-c", fetch], env=env, capture_output=True,
+                               text=True, timeout=120, check=False)
+        assert shape.returncode == 0, shape.stderr[-2000:]
+
+        up = hs(env, "up", "--algo", "grpo", "--device", "gpu", "--wait-timeout", "600", "-f", OVERRIDE)
+        assert up.returncode == 0, f"up failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}"
+        assert "dry-run passed" in up.stdout and "NVIDIA driver version 580.65.06" in up.stdout
+
+        # The split validate computed for the stated 16 GiB GPU, printed, and handed to SGLang.
+        split = [line for line in up.stdout.splitlines() if "--mem-fraction-static" in line]
+        assert "GPU memory split (16 GiB" in up.stdout and split, up.stdout[-3000:]
+        fraction = split[0].split("--mem-fraction-static ")[1].split()[0]
+        assert 0 < float(fraction) < 1
+
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and len(metrics(env)) < 2:
+            time.sleep(5)
+        assert len(metrics(env)) >= 2, compose(env, "logs", "--tail", "60", "trainer", "inference").stdout[-4000:]
+
+        logs = compose(env, "logs", "inference").stdout
+        key = (ROOT / ".hermes" / "inference.key").read_text().strip()
+        assert len(key) > 16 and key not in logs, "the inference key leaked into `docker compose logs inference`"
+        assert "server_args=ServerArgs(" in logs and "api_key='<redacted>'" in logs  # printed, and masked
+        assert f"mem_fraction_static={fraction}" in logs
+        assert "enable_lora=True, max_lora_rank=32, lora_target_modules=['all']" in logs
+        assert "sglang-standin: loaded LoRA adapter step-1 (rank 32)" in logs, logs[-3000:]
+
+        # The model came through the hub path, once, into the shared cache, and every service used that copy.
+        assert f"inference: downloading {MODEL} from http://hub:8080" in logs
+        stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{HUB_PORT}/_stats", timeout=10).read())
+        fetched = {k.removeprefix(MODEL + "/"): n for k, n in stats["downloads"].items()}
+        assert "model.safetensors" in fetched and "tokenizer_config.json" in fetched, fetched
+        assert 1 <= fetched["config.json"] <= 2  # the host's shape lookup may have fetched it too
+        assert all(n == 1 for name, n in fetched.items() if name != "config.json"), fetched  # weights etc.: once
+        trainer_logs = compose(env, "logs", "trainer").stdout
+        assert f"trainer: model {MODEL} from the shared cache" in trainer_logs, trainer_logs[-2000:]
+
+        # The cache volume was written by the service user (the image created the folder owned by uid 10001).
+        cache = "/home/hermes/.cache/huggingface"
+        owners = compose(env, "exec", "-T", "inference", "sh", "-c",
+                         f"stat -c %u {cache} && find {cache} ! -user 10001 | head -5 && find {cache}/hub -type f | wc -l")
+        lines = owners.stdout.split()
+        assert owners.returncode == 0 and lines[0] == "10001" and len(lines) == 2 and int(lines[1]) > 0, owners
+    finally:
+        hs(env, "down", "--algo", "grpo", "--volumes")  # also removes the .env `up` wrote for plain compose commands
+        compose(env, "down", "--volumes", "--remove-orphans")
+        for image in IMAGES:
+            subprocess.run(["docker", "image", "rm", "-f", image], capture_output=True, check=False)
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert left == []

@@ -1,0 +1,380 @@
+"""Issue 16: the breaks a GPU VM's first `make up ALGO=grpo` hit, one test (or more) each, without a GPU.
+
+1 online hub access (inference)     3 the trainer takes hub ids      5 the GPU memory split       7 LoRA serving
+8 SGLang's output redacted          + LoRA errors in error_message, the driver check, the GPU-unusable notice.
+(2 and 4 are image facts: tests/static/test_images.py; all of them together: tests/docker/test_stack_gpu_rehearsal.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hermes_stack.config import memory
+from hermes_stack.errors import InputError
+from hermes_stack.hub import OFFLINE_FLAGS
+from hermes_stack.inference.service_config import load_service_config
+from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch, launch_argv
+from tests.fakes.hub_standin import Repo, serve
+from tests.fakes.stack_files import write_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "configs"
+QWEN3_CONFIG = ROOT / "tests" / "fixtures" / "models" / "qwen3-8b" / "config.json"  # a model folder's config.json
+KEY = "hs-internal-0123456789abcdefXYZ"
+GIB = memory.GIB
+
+
+def service_env(config_dir: Path = CONFIGS, profile: str = "gpu", **extra) -> dict[str, str]:
+    return {"HERMES_CONFIG_DIR": str(config_dir), "HERMES_ALGO": "grpo", "HERMES_PROFILE": profile,
+            "HERMES_INFERENCE_KEY": KEY, **extra}
+
+
+# ---------------------------------------------------------------- 1: online model access on the gpu profile
+
+
+@pytest.mark.parametrize("profile, online", [("gpu", True), ("embedded", False)])
+def test_inference_service_is_online_exactly_for_a_hub_id_on_the_gpu_profile(monkeypatch, profile, online):
+    """The image or a parent may set HF_HUB_OFFLINE=1; with the shipped Qwen/Qwen3-8B on the gpu profile the
+    service (and so the SGLang child, which inherits its environment) must be online, and offline otherwise."""
+    import hermes_stack.inference.__main__ as entry
+    from hermes_stack.inference import service_config
+
+    for name, value in service_env(profile=profile).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    seen = {}
+
+    def stop_here(cfg):
+        seen.update({name: os.environ.get(name) for name in OFFLINE_FLAGS})
+        seen["child"] = {k: v for k, v in __import__("hermes_stack.inference.sglang", fromlist=["child_env"])
+                         .child_env(dict(os.environ)).items() if k in OFFLINE_FLAGS}
+        raise InputError([])
+
+    monkeypatch.setattr(service_config, "build_backend", stop_here)
+    entry.main()
+    if online:
+        assert seen["HF_HUB_OFFLINE"] is None and seen["child"] == {}
+    else:
+        assert seen["HF_HUB_OFFLINE"] == "1" and seen["child"]["HF_HUB_OFFLINE"] == "1"
+
+
+# ---------------------------------------------------------------- 3: one download, used by inference and trainer
+
+
+@pytest.fixture()
+def hub(tmp_path):
+    """The embedded-style tiny repo on a loopback stand-in of the hub's file API."""
+    from hermes_stack.inference.fixture import build_fixture_model
+
+    model = build_fixture_model(tmp_path / "src-model", hidden=16, layers=1)
+    server, state = serve({"hermes-test/tiny": Repo(Path(model))})
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+
+
+def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in OFFLINE_FLAGS}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**base, **env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_inference_downloads_a_hub_id_once_and_the_trainer_loads_the_same_folder(hub, tmp_path):
+    """The SGLang backend fetches the hub id into the shared cache before launching SGLang with the folder; the
+    trainer (gpu profile, same HF_HOME = the hermes-models volume) then resolves the id without downloading."""
+    endpoint, state = hub
+    configs = write_stack(tmp_path / "configs", dataset="offline-arith", model_path="hermes-test/tiny")
+    env = {**service_env(configs), "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf")}
+    inference = _python("""
+        import asyncio, sys
+        from hermes_stack.hub import set_hub_access
+        from hermes_stack.inference.service_config import load_service_config, build_backend
+        import os
+        cfg = load_service_config(os.environ)
+        set_hub_access(cfg.online)
+        backend = build_backend(cfg)
+        asyncio.run(backend._fetch_model())
+        print("SGLANG-MODEL-PATH", backend.spec.model_path)
+    """, env)
+    assert inference.returncode == 0, inference.stderr[-3000:]
+    fetched = inference.stdout.split("SGLANG-MODEL-PATH ")[1].strip()
+    assert fetched.startswith(str(tmp_path / "hf")) and (Path(fetched) / "config.json").is_file()
+    downloads = dict(state.downloads)
+    assert downloads and set(downloads.values()) == {1}
+
+    trainer = _python("""
+        import argparse
+        from hermes_stack.trainer.__main__ import load_config, model_dir
+        from hermes_stack.hub import needs_hub, set_hub_access
+        args = argparse.Namespace(algo="grpo", config_dir=__import__("pathlib").Path(__import__("os").environ["HERMES_CONFIG_DIR"]), profile="gpu")
+        stack = load_config(args)
+        set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
+        print("TRAINER-MODEL-DIR", model_dir(stack))
+    """, env)
+    assert trainer.returncode == 0, trainer.stderr[-3000:]
+    assert trainer.stdout.split("TRAINER-MODEL-DIR ")[1].strip() == fetched
+    assert "trainer: model hermes-test/tiny from the shared cache" in trainer.stdout
+    assert state.downloads == downloads  # nothing fetched twice
+
+
+def test_trainer_resolves_a_relative_model_folder_against_the_config_folder_parent(tmp_path, monkeypatch):
+    from argparse import Namespace
+
+    from hermes_stack.trainer.__main__ import load_config, model_dir
+
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    (tmp_path / "models" / "mine" / "config.json").write_text(QWEN3_CONFIG.read_text())
+    configs = write_stack(tmp_path / "configs", dataset="offline-arith", model_path="./models/mine")
+    monkeypatch.setenv("HERMES_CONFIG_DIR", str(configs))
+    monkeypatch.chdir("/")
+    stack = load_config(Namespace(algo="grpo", config_dir=configs, profile="gpu"))
+    assert model_dir(stack) == tmp_path / "models" / "mine"
+
+
+# ---------------------------------------------------------------- 5: the GPU memory split
+
+
+def test_split_reference_figures_for_qwen3_8b_on_80_gib():
+    shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
+    split = memory.plan_split(shape, group_size=8, batch_size=32, tokens=2048, lora_rank=32, gpu_gib=80)
+    # bf16 weights, from Qwen3-8B's config.json shapes (untied embeddings; its q/k norms, 9,216 parameters, left out)
+    per_layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096
+    assert split.weights_bytes == 2 * (2 * 151_936 * 4096 + 36 * per_layer + 4096) == 16_381_452_288
+    # activations of one 2048-token sequence: 36 layers x 2 B x (10 x 4096 + 4 x 12288) + 151,936 x 10 B, per token
+    assert split.activation_bytes == 2048 * (36 * 2 * (10 * 4096 + 4 * 12288) + 151_936 * 10)
+    assert split.micro_batch == 1
+    assert split.mem_fraction_static == 0.53
+    assert split.trainer_bytes + split.sglang_static_bytes + split.reserve_bytes <= 80 * GIB
+    assert split.kv_pool_bytes >= split.kv_bytes_per_sequence * 8  # at least one group at once
+    assert memory.split_refusal(split) is None
+
+
+def test_split_refusals_name_the_model_or_the_micro_batch():
+    shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
+    small = memory.plan_split(shape, group_size=8, batch_size=32, tokens=2048, lora_rank=32, gpu_gib=24)
+    key, line = memory.split_refusal(small)
+    assert key == "inference.model_path" and "the model twice" in line and "this GPU has 24 GiB" in line
+    forced = memory.plan_split(shape, group_size=8, batch_size=32, tokens=2048, lora_rank=32, gpu_gib=141,
+                               micro_batch=8)
+    key, line = memory.split_refusal(forced, 8)
+    assert key == "trainer.micro_batch_size" and line.startswith("micro_batch_size 8 x 2048 tokens")
+    assert line.endswith("try micro_batch_size 7")  # the largest next to one group's KV cache
+
+
+def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, monkeypatch):
+    from hermes_stack.cli import main
+
+    monkeypatch.chdir(tmp_path)  # no key file here: offline
+    monkeypatch.delenv("HERMES_KEYFILE", raising=False)
+    args = ["validate", "--algo", "grpo", "--config-dir", str(CONFIGS), "--device", "gpu", "--gpu-memory"]
+    assert main([*args, "80"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU memory split (80 GiB" in out and "SGLang --mem-fraction-static 0.53" in out
+    assert "trainer 31.2 GiB" in out and "micro_batch_size 1 x 15.3 GiB activations" in out
+    assert main([*args, "40"]) == 2
+    err = capsys.readouterr().err
+    assert ("config_grpo.toml: rollout.max_token_length: found 2048, expected a model and batch that fit the GPU "
+            "next to SGLang. Hint: micro_batch_size 1 x 2048 tokens needs ~15.3 GiB") in err
+
+
+def test_up_passes_the_split_to_the_services(tmp_path):
+    from hermes_stack.commands.stack import compose_env
+    from hermes_stack.config.loader import evaluate_stack
+
+    stack, errors = evaluate_stack("grpo", CONFIGS, "gpu", gpu_memory_gib=80)
+    assert errors == []
+    env = compose_env(stack, KEY, None)
+    assert env["HERMES_SGLANG_MEM_FRACTION"] == "0.53" and env["HERMES_MICRO_BATCH_SIZE"] == "1"
+    cfg = load_service_config(service_env(HERMES_SGLANG_MEM_FRACTION=env["HERMES_SGLANG_MEM_FRACTION"]))
+    argv = launch_argv(SGLangLaunch(model_path="/m", served_model="m", mem_fraction_static=cfg.sglang_mem_fraction),
+                       Path("/c"))
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.53"
+    with pytest.raises(InputError):
+        load_service_config(service_env(HERMES_SGLANG_MEM_FRACTION="1.5"))
+
+
+# ---------------------------------------------------------------- 7: LoRA serving whenever the policy is an adapter
+
+
+@pytest.mark.parametrize("engine", ["torch", "tinker", "auto"])
+def test_sglang_launches_with_lora_whenever_the_trainer_pushes_adapters(tmp_path, engine):
+    settings = json.loads((CONFIGS / "settings_grpo.json").read_text())
+    settings["trainer"]["engine"] = engine
+    (tmp_path / "settings_grpo.json").write_text(json.dumps(settings))
+    (tmp_path / "config_grpo.toml").write_text((CONFIGS / "config_grpo.toml").read_text())
+    cfg = load_service_config(service_env(tmp_path))
+    argv = launch_argv(SGLangLaunch(model_path="/m", served_model="m", max_lora_rank=cfg.lora_rank), Path("/c"))
+    assert "--enable-lora" in argv and argv[argv.index("--max-lora-rank") + 1] == "32"
+    assert argv[argv.index("--lora-target-modules") + 1] == "all"
+
+
+# ---------------------------------------------------------------- 8: SGLang's output redacted
+
+SERVER_ARGS_CHILD = textwrap.dedent("""
+    import json, sys
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    args = sys.argv[1:]
+    key = json.loads(open(args[args.index("--config") + 1]).read().split(":", 1)[1])
+    print(f"[2026-12-01 10:00:00] server_args=ServerArgs(model_path='/m', api_key='{key}', admin_api_key=None, "
+          f"mem_fraction_static=0.53, enable_lora=True)", flush=True)
+    print(f"Bearer {key} seen", flush=True)
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers()
+        def log_message(self, *a):
+            pass
+    HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), H).serve_forever()
+""")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sglang_child_output_never_shows_the_key(tmp_path, capfd):
+    stub = tmp_path / "child.py"
+    stub.write_text(SERVER_ARGS_CHILD)
+    spec = SGLangLaunch(model_path="/m", served_model="m", port=_port(), launcher=(sys.executable, str(stub)),
+                        start_timeout_s=30)
+    backend = SGLangBackend(spec, KEY)
+
+    async def run():
+        await backend.start()
+        await asyncio.sleep(0.2)
+        tail = list(backend._child.tail)
+        await backend.stop()
+        return tail
+
+    tail = asyncio.run(run())
+    out = capfd.readouterr().out
+    assert "server_args=ServerArgs(model_path='/m', api_key='<redacted>', admin_api_key=None" in out
+    assert "mem_fraction_static=0.53" in out
+    assert KEY not in out and not any(KEY in line for line in tail)
+
+
+def test_redaction_masks_key_fields_even_for_a_key_it_was_not_told():
+    from hermes_stack.inference.sglang import redact_child_line
+
+    line = redact_child_line("ServerArgs(api_key='other-secret-123', hf_token=\"hf_abcdef\", tp_size=1)", None)
+    assert "other-secret-123" not in line and "hf_abcdef" not in line and "tp_size=1" in line
+
+
+# ---------------------------------------------------------------- SGLang's LoRA errors come in error_message
+
+
+def test_lora_errors_are_read_from_error_message():
+    def upstream(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/load_lora_adapter":
+            return httpx.Response(400, json={"success": False, "error_message": "LoRA is not enabled"})
+        return httpx.Response(200, json={"success": False, "error_message": "rank 64 > max_lora_rank 32"})
+
+    backend = SGLangBackend(SGLangLaunch(model_path="/m", served_model="m", port=1), KEY,
+                            transport=httpx.MockTransport(upstream), spawn=False)
+
+    async def run():
+        return (await backend.load_lora_adapter({"lora_name": "a", "lora_path": "/x"}),
+                await backend.unload_lora_adapter({"lora_name": "a"}))
+
+    loaded, unloaded = asyncio.run(run())
+    assert loaded == {"success": False, "message": "LoRA is not enabled"}
+    assert unloaded["message"] == "rank 64 > max_lora_rank 32"
+
+
+# ---------------------------------------------------------------- driver check, and auto agreeing with up
+
+
+class Probe:
+    def __init__(self, smi: str | None, runtimes: str):
+        self.smi, self.runtimes = smi, runtimes
+
+    def which(self, name):
+        return "/usr/bin/nvidia-smi" if name == "nvidia-smi" and self.smi else None
+
+    def run(self, argv):
+        if argv[0] == "nvidia-smi":
+            return (0, self.smi, "") if self.smi else (127, "", "not found")
+        return 0, self.runtimes, ""
+
+
+@pytest.mark.parametrize("image, version, ok, hint", [
+    ("lmsysorg/sglang:v0.5.18", "580.65.06", True, ""),
+    ("lmsysorg/sglang:v0.5.18", "550.54.15", False, "HERMES_SGLANG_IMAGE=lmsysorg/sglang:v0.5.18-cu129"),
+    ("lmsysorg/sglang:v0.5.18-cu129", "550.54.15", True, ""),
+    ("lmsysorg/sglang:v0.5.18-cu129", "470.1", False, "R525"),
+])
+def test_driver_version_is_checked_against_the_sglang_image(image, version, ok, hint):
+    from hermes_stack.preflight import check_gpu
+
+    findings = {f.what: f for f in check_gpu(Probe(f"NVIDIA H100 80GB HBM3, 81559 MiB, {version}",
+                                                   '{"nvidia":{}}'), image)}
+    found = findings["NVIDIA driver version"]
+    assert found.ok is ok
+    if not ok:
+        assert f"{version} is older than" in found.line() and hint in found.line()
+
+
+def test_a_gpu_docker_cannot_use_is_said_and_validate_agrees_with_up(monkeypatch):
+    from hermes_stack import preflight
+    from hermes_stack.config import profiles
+
+    probe = Probe("NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06", '{"runc":{}}')
+    notes = []
+    assert preflight.resolve_device("auto", probe, notify=notes.append) == "cpu"
+    assert notes and notes[0].startswith("a GPU is present (NVIDIA H100 80GB HBM3, 81559 MiB) but Docker cannot "
+                                         "use it: NVIDIA Container Toolkit not installed")
+    monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: 79.6)
+    monkeypatch.setattr(preflight, "SystemProbe", lambda: probe)
+    profile, gib, validate_notes = profiles.choose_profile("auto", None)
+    assert (profile, gib) == ("embedded", None) and validate_notes == notes
+
+
+# ---------------------------------------------------------------- 4: the environment online when the gpu profile needs the hub
+
+
+@pytest.mark.parametrize("profile, dataset, online", [("gpu", "gsm8k", True), ("gpu", "offline-arith", False),
+                                                      ("embedded", "gsm8k", False)])
+def test_environment_goes_online_only_for_hub_data_on_the_gpu_profile(tmp_path, monkeypatch, profile, dataset,
+                                                                       online):
+    from hermes_stack.config.loader import load_stack
+    from hermes_stack.environment.runtime import build_configs
+
+    for name in OFFLINE_FLAGS:
+        monkeypatch.setenv(name, "1")  # what the old image baked in
+    (tmp_path / "config.json").write_text(QWEN3_CONFIG.read_text())  # a local model folder (the tokenizer's)
+    configs = write_stack(tmp_path / "configs", dataset=dataset, model_path=str(tmp_path))
+    stack = load_stack("grpo", configs, profile)
+    environ = {"HERMES_KEYFILE": str(tmp_path / "none"), "TAOTOKEN_API_KEY": "sk-" + "k" * 30,
+               "TAOTOKEN_BASE_URL": "https://gateway.invalid/api", "HERMES_EMBEDDED_MODEL": str(tmp_path)}
+    build_configs(stack, environ)
+    assert all((os.environ.get(name) is None) is online for name in OFFLINE_FLAGS), {
+        n: os.environ.get(n) for n in OFFLINE_FLAGS}
+
+
+def test_the_trainer_takes_the_split_micro_batch_unless_the_settings_name_one(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.__main__ import micro_batch_size
+
+    def stack(value):
+        return SimpleNamespace(settings=SimpleNamespace(trainer=SimpleNamespace(micro_batch_size=value)))
+
+    monkeypatch.delenv("HERMES_MICRO_BATCH_SIZE", raising=False)
+    assert micro_batch_size(stack(None)) is None
+    monkeypatch.setenv("HERMES_MICRO_BATCH_SIZE", "16")  # what `up` passes from the split
+    assert micro_batch_size(stack(None)) == 16
+    assert micro_batch_size(stack(4)) == 4
+    monkeypatch.setenv("HERMES_MICRO_BATCH_SIZE", "0")  # a refused split's 0 is never used
+    assert micro_batch_size(stack(None)) is None
