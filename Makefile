@@ -5,6 +5,7 @@ SHELL := /bin/bash
 
 ALGO ?= grpo
 DEVICE ?= auto
+MODEL ?=
 SERVICE ?=
 PYTHON ?= python3
 VENV := .venv
@@ -13,6 +14,8 @@ HS := $(PY) -m hermes_stack
 STAMP := $(VENV)/.installed
 # pip's notice about local index folders that lack a package (a machine's pip config); real errors still show
 PIP_NOISE := is neither a file nor a directory
+# MODEL=smollm2-135m: the catalog's real model (hermes_stack/model_catalog.py) instead of the CPU tiny model
+MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
 ifneq ($(filter-out ppo grpo,$(ALGO)),)
 $(error ALGO=$(ALGO) is not an algorithm hermes-stack knows; expected ALGO=ppo or ALGO=grpo)
@@ -26,7 +29,7 @@ $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hermes-stack needs Python >= 3.11; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip 2> >(grep -v "$(PIP_NOISE)" >&2)
-	$(VENV)/bin/pip install -q -r requirements.lock 2> >(grep -v "$(PIP_NOISE)" >&2)
+	$(VENV)/bin/pip install -q --no-deps -r requirements.lock 2> >(grep -v "$(PIP_NOISE)" >&2)
 	$(VENV)/bin/pip install -q --no-deps -e . 2> >(grep -v "$(PIP_NOISE)" >&2)
 	@touch $(STAMP)
 
@@ -43,15 +46,15 @@ images: venv docker ## Build the three images (base image and wheelhouse made fi
 
 .PHONY: validate
 validate: venv ## Validate configs and key file: make validate ALGO=grpo
-	$(HS) validate --algo $(ALGO) --device $(DEVICE)
+	$(HS) validate --algo $(ALGO) --device $(DEVICE) $(MODEL_ARG)
 
 .PHONY: up
-up: venv docker ## Validate, build, start the stack, dry-run, then train: make up ALGO=grpo
-	$(HS) up --algo $(ALGO) --device $(DEVICE)
+up: venv docker ## Validate, build, start the stack, dry-run, then train: make up ALGO=grpo [MODEL=smollm2-135m]
+	$(HS) up --algo $(ALGO) --device $(DEVICE) $(MODEL_ARG)
 
 .PHONY: dry-run
 dry-run: venv docker ## Start the stack up to the dry-run stage only
-	$(HS) dry-run --algo $(ALGO) --device $(DEVICE)
+	$(HS) dry-run --algo $(ALGO) --device $(DEVICE) $(MODEL_ARG)
 
 .PHONY: status
 status: venv ## Health, training step, reward trend, last checkpoint
@@ -67,7 +70,7 @@ down: venv ## Stop the stack (volumes kept; make down VOLUMES=1 removes them)
 
 .PHONY: render
 render: venv ## Print the exact compose commands and the merged config (secrets redacted)
-	$(HS) render --algo $(ALGO) --device $(DEVICE)
+	$(HS) render --algo $(ALGO) --device $(DEVICE) $(MODEL_ARG)
 
 .PHONY: bench-stack
 bench-stack: venv docker ## Time up->healthy+dry-run and a code-only rebuild (bench/stack_timing.py)

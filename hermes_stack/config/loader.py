@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from hermes_stack import ALGOS
+from hermes_stack import ALGOS, model_catalog
 from hermes_stack.config import profiles, rules
 from hermes_stack.config.models import AlgoConfig, Settings
 from hermes_stack.errors import InputError, Problem
@@ -41,10 +41,18 @@ class StackConfig:
     warnings: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
     gpu_memory_gib: float | None = None  # the GPU the memory split is planned for (gpu profile)
+    model: str | None = None  # the catalog model selected (--model, HERMES_MODEL or inference.model_path), if any
 
 
 def paths(algo: str, config_dir: Path) -> tuple[Path, Path]:
     return config_dir / f"config_{algo}.toml", config_dir / f"settings_{algo}.json"
+
+
+def check_model(model: str | None) -> None:
+    if model is not None and not model_catalog.is_catalog_name(model):
+        raise InputError(Problem("command line", "--model", repr(model), f"one of {', '.join(model_catalog.names())}",
+                                 "another model: set inference.model_path in settings_<algo>.json to a local model "
+                                 "directory (or a hub id on GPU)"))
 
 
 def check_algo(algo: str) -> None:
@@ -274,9 +282,10 @@ def load_stack(
     unlock: bool = False,
     keyfile: KeyFile | None = None,
     gpu_memory_gib: float | None = None,
+    model: str | None = None,
 ) -> StackConfig:
     """Load, resolve and check. Raises InputError with every problem; warnings/notices are in the result."""
-    stack, errors = evaluate_stack(algo, config_dir, profile, unlock, keyfile, gpu_memory_gib)
+    stack, errors = evaluate_stack(algo, config_dir, profile, unlock, keyfile, gpu_memory_gib, model)
     if errors:
         raise InputError(errors)
     return stack
@@ -289,12 +298,18 @@ def evaluate_stack(
     unlock: bool = False,
     keyfile: KeyFile | None = None,
     gpu_memory_gib: float | None = None,
+    model: str | None = None,
 ) -> tuple[StackConfig, list[Problem]]:
     """Like load_stack, but returns the (resolved) configuration together with the rule errors, so `validate` can
-    show both. Unreadable or mistyped files still raise InputError (there is nothing to show)."""
+    show both. Unreadable or mistyped files still raise InputError (there is nothing to show).
+
+    `model`: a catalog model name (--model); without one, inference.model_path selects it when it is a name."""
+    check_model(model)
     config, settings, config_path, settings_path = load_files(algo, Path(config_dir))
     config, settings = fill_mirrors(config, settings)
-    overrides = profiles.overrides_for(profile, algo, settings.trainer.engine)
+    if model is None and model_catalog.is_catalog_name(settings.inference.model_path):
+        model = settings.inference.model_path
+    overrides = profiles.overrides_for(profile, algo, settings.trainer.engine, model)
     r_config, r_settings = resolve(config, settings, overrides)
     errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,
                                  profile=profile, unlock=unlock, keyfile=keyfile, gpu_memory_gib=gpu_memory_gib)
@@ -306,6 +321,7 @@ def evaluate_stack(
         profile=profile, overrides=overrides, config_as_written=config, settings_as_written=settings,
         keyfile=keyfile, warnings=tuple(keyfile.warnings if keyfile else ()) + tuple(p.line() for p in cautions),
         notices=tuple(notices), gpu_memory_gib=gpu_memory_gib if profile == "gpu" else None,
+        model=model,
     )
     return stack, errors
 

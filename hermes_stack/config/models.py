@@ -47,6 +47,10 @@ class EnvironmentSection(Strict):
     dataset: str = "gsm8k"
     split: Literal["train", "test"] = "train"
     max_samples: int = Field(1000, ge=1, le=10_000_000)
+    # The prompt (hermes_stack/tasks/prompting.py): unset, the question plus a step-by-step instruction; set, this
+    # system message, then `fewshot` solved train rows as chat turns, then the question.
+    system_prompt: str | None = None
+    fewshot: int = Field(0, ge=0, le=8)
 
 
 class RolloutSection(Strict):

@@ -2,7 +2,8 @@
 
 `gpu` uses the files as written. `embedded` (CPU, offline; the default when there is no GPU) swaps in the offline
 task, the built-in inference server, the tiny model baked into the trainer image and the torch engine, plus the tiny
-model's tuned hyper-parameters.
+model's tuned hyper-parameters. A catalog model (`--model smollm2-135m`, or that name as inference.model_path)
+replaces the tiny model's overrides with CATALOG_CPU on CPU, and stands for its hub id on GPU.
 
 To tune the tiny model, add keys to EMBEDDED (both algorithms) or EMBEDDED_BY_ALGO[algo] — nothing else.
 A key is `<section>.<field>` of either file: it goes to config_<algo>.toml when that file has the field, else to
@@ -36,6 +37,30 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     # was tuned with the critic at the policy's rate, 1e-3.
     "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0},
     "grpo": {},
+}
+
+# A real pretrained model of the catalog (hermes_stack/model_catalog.py) on CPU: `--model smollm2-135m` under the
+# embedded profile. The built-in server and the torch engine as for the tiny model, but the model's own tokenizer and
+# chat template, LoRA through peft, and the generated word problems (configs/word_problems.jsonl, the JSONL path).
+# Sized for two CPU cores, where one forward+backward over a few sequences of ~80 tokens takes seconds: short
+# prompts (one solved example teaches the format), ~16 new tokens, a few sequences per step (bench/real_model.py).
+CATALOG_CPU: dict[str, object] = {
+    "environment.dataset": "word_problems.jsonl",
+    "environment.system_prompt": "Answer as '#### <number>'.",
+    "environment.fewshot": 1,
+    "inference.server": "builtin",
+    "trainer.engine": "torch",
+    "tinker.lora_rank": 8,
+    "tinker.learning_rate": 1e-3,
+    # an 80-95-token prompt (digits are one token each) + at least 16 new tokens: the environment's budget is this
+    # minus the prompt
+    "rollout.max_token_length": 112,
+}
+CATALOG_CPU_BY_ALGO: dict[str, dict[str, object]] = {
+    # Four sequences per step: on two shared cores one step (sampling, two passes, the reference) then costs ~20-40
+    # CPU seconds. GRPO's group of 4 is the smallest validate accepts without a warning.
+    "ppo": {"rollout.batch_size": 4},
+    "grpo": {"rollout.batch_size": 1, "rollout.group_size": 4},
 }
 
 # TOML key -> settings key that must carry the same value. A value set in only one of the two files is used for
@@ -72,15 +97,22 @@ def choose_profile(device: str, gpu_memory_gib: float | None) -> tuple[str, floa
     return "gpu", gib, []
 
 
-def overrides_for(profile: str, algo: str, engine: str | None = None) -> dict[str, object]:
+def overrides_for(profile: str, algo: str, engine: str | None = None, model: str | None = None) -> dict[str, object]:
     """The profile's overrides. `engine` is settings' trainer.engine as written: an explicit "tinker" is kept on the
     embedded profile (Tinker trains remotely, e.g. against the local Tinker service of the Docker tests); "auto" and
-    "torch" become the torch engine."""
+    "torch" become the torch engine. With a catalog `model`: on CPU its real-model settings, on GPU its hub id."""
+    from hermes_stack.model_catalog import CATALOG
+
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
+    if model is not None and model not in CATALOG:
+        raise ValueError(f"unknown catalog model {model!r}; expected one of {', '.join(sorted(CATALOG))}")
     if profile == "gpu":
-        return {}
-    overrides = {**EMBEDDED, **EMBEDDED_BY_ALGO.get(algo, {})}
+        return {"inference.model_path": CATALOG[model].hub_id} if model else {}
+    if model:
+        overrides = {**CATALOG_CPU, "inference.model_path": model, **CATALOG_CPU_BY_ALGO.get(algo, {})}
+    else:
+        overrides = {**EMBEDDED, **EMBEDDED_BY_ALGO.get(algo, {})}
     if engine == "tinker":
         del overrides["trainer.engine"]
     return overrides

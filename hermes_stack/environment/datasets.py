@@ -52,8 +52,9 @@ def load_items(
     offline: bool,
     base_dir: Path | None = None,
     config_file: str = "config",
+    shuffle: bool = True,
 ) -> list[dict]:
-    """The rows of one split, shuffled with `seed`, at most `max_samples`."""
+    """The rows of one split, shuffled with `seed` (unless `shuffle` is false: file order), at most `max_samples`."""
     if split not in ("train", "test"):
         raise InputError(Problem(config_file, "[environment] split", repr(split), '"train" or "test"'))
     if dataset == "offline-arith":
@@ -68,7 +69,8 @@ def load_items(
             raise InputError(Problem(config_file, KEY, f"{dataset} with no {split} rows", "a file with rows for both "
                                      "splits", "1 row in 10 (by a hash of the question) is test; add more rows"))
     rows = [{"question": r["question"], "answer": r["answer"]} for r in rows]
-    random.Random(seed).shuffle(rows)
+    if shuffle:
+        random.Random(seed).shuffle(rows)
     return rows[:max_samples]
 
 

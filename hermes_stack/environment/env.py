@@ -27,10 +27,10 @@ from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 from hermes_stack.environment.datasets import load_items
 from hermes_stack.environment.reward import RewardResult, RewardWeights, reference_answer, score_completion
 from hermes_stack.environment.runtime import HermesEnvConfig, build_configs, stack_from_environ
+from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
 
 log = logging.getLogger("hermes_stack.environment")
 
-INSTRUCTION = "Solve the problem step by step. Write the final answer alone on the last line as '#### <number>'."
 FORMAT_FAILURES_SHOWN = 3
 EVAL_ITEMS = 32
 DRAWS_PER_WORKER = 8  # GRPO: prompts one rollout worker tries for a group whose scores differ (see collect_trajectories)
@@ -101,6 +101,8 @@ class HermesMathEnv(BaseEnv):
         self.train_items = load_items(cfg.dataset, cfg.split, cfg.max_samples, **common)
         other = "test" if cfg.split == "train" else "train"
         self.eval_items = load_items(cfg.dataset, other, EVAL_ITEMS, **common)
+        self.examples = fewshot_examples(cfg.dataset, cfg.fewshot, offline=cfg.offline, base_dir=Path(cfg.config_dir),
+                                         config_file=cfg.config_file)
         if cfg.judge:
             self.judge = make_judge(cfg)
         log.info("dataset %s split %s: %d prompts (eval: %d from %s); group_size %d, %d prompts per batch; "
@@ -194,17 +196,14 @@ class HermesMathEnv(BaseEnv):
     # ------------------------------------------------------------ rollouts
 
     def prompt_text(self, question: str) -> str:
-        """What the inference service sees: the bare question for offline-arith, else the instruction, through the
-        tokenizer's chat template when it has one."""
+        """What the inference service sees: the bare question for offline-arith, else the prompt of
+        hermes_stack.tasks.prompting (instruction, or system prompt and solved examples) through the tokenizer's
+        chat template when it has one."""
         if self.config.dataset == "offline-arith":
             from hermes_stack.tasks.offline_arith import format_prompt
 
             return format_prompt(question)
-        content = f"{question}\n\n{INSTRUCTION}"
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return content + "\n"
+        return prompt_text(self.tokenizer, question, self.config.system_prompt, getattr(self, "examples", []))
 
     def _budget(self, prompt: str) -> int:
         # Atropos drops sequences of >= the trainer's max_token_len tokens: stay one below the configured limit.

@@ -4,10 +4,11 @@ Decisions (see docs/architecture.md for the variables):
 - rollout_server_url = HERMES_ATROPOS_URL, base_url = HERMES_INFERENCE_URL, api_key = HERMES_INFERENCE_KEY (falling
   back to the config files' URLs when run outside compose), server_type "sglang": atroposlib then POSTs
   `<base_url without /v1>/generate` and gets token ids and logprobs back.
-- tokenizer_name is a LOCAL path: $HERMES_EMBEDDED_MODEL for the embedded tiny model, inference.model_path when it
-  is a directory, the shared models cache's folder for a hub id the inference service downloaded. A hub name is
-  accepted only online (offline it would hang ~49 s). The Hugging Face libraries are online only for the gpu profile
-  with a hub tokenizer or gsm8k and a key file (hermes_stack.hub); HF_HUB_OFFLINE=1 etc. otherwise.
+- tokenizer_name is a LOCAL path: $HERMES_EMBEDDED_MODEL for the embedded tiny model, $HERMES_MODELS_DIR/<name>
+  for a catalog model (hermes_stack/model_catalog.py; the environment image holds its tokenizer), inference.model_path
+  when it is a directory, the shared models cache's folder for a hub id the inference service downloaded. A hub name
+  is accepted only online (offline it would hang ~49 s). The Hugging Face libraries are online only for the gpu
+  profile with a hub tokenizer or gsm8k and a key file (hermes_stack.hub); HF_HUB_OFFLINE=1 etc. otherwise.
 - Atropos counts sequences: BaseEnvConfig.batch_size = [rollout] batch_size (prompts) x group_size.
 - ensure_scores_are_not_same: off for group_size 1 (PPO: a "group" of one always has equal scores and would be
   dropped every time); on for GRPO (a group whose completions all score the same has zero advantage), and the
@@ -33,6 +34,7 @@ from typing import Literal
 from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
 from pydantic import Field
 
+from hermes_stack import model_catalog
 from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem, StackError
 
@@ -43,6 +45,8 @@ class HermesEnvConfig(BaseEnvConfig):
     dataset: str = "offline-arith"
     split: Literal["train", "test"] = "train"
     max_samples: int = 1000
+    system_prompt: str | None = None
+    fewshot: int = 0
     seed: int = 0
     correctness_weight: float = 1.0
     format_weight: float = 0.1
@@ -73,6 +77,13 @@ def resolve_tokenizer(stack, environ: Mapping[str, str], offline: bool, override
     if override:
         return override
     model_path = stack.settings.inference.model_path
+    if model_catalog.is_catalog_name(model_path):
+        directory = model_catalog.local_dir(model_path, environ)
+        if not Path(directory).is_dir():
+            raise StackError(f"the tokenizer of {model_path} is not at {directory}; the environment image builds it "
+                             f"(docker/environment.Dockerfile), or set {model_catalog.MODELS_DIR_ENV} to a folder "
+                             f"holding `python -m hermes_stack.model_catalog build {model_path} <folder>/{model_path}`")
+        return directory
     if model_path == EMBEDDED_MODEL or stack.profile == "embedded":
         embedded = environ.get("HERMES_EMBEDDED_MODEL", "")
         if embedded and Path(embedded).is_dir():
@@ -164,6 +175,8 @@ def build_configs(
         dataset=cfg.environment.dataset,
         split=cfg.environment.split,
         max_samples=cfg.environment.max_samples,
+        system_prompt=cfg.environment.system_prompt,
+        fewshot=cfg.environment.fewshot,
         correctness_weight=cfg.reward.correctness_weight,
         format_weight=cfg.reward.format_weight,
         judge=cfg.reward.judge,
@@ -198,4 +211,5 @@ def stack_from_environ(environ: Mapping[str, str] | None = None):
     environ = os.environ if environ is None else environ
     algo = environ.get("HERMES_ALGO", "grpo")
     return load_stack(algo, Path(environ.get("HERMES_CONFIG_DIR", "configs")), environ.get("HERMES_PROFILE", "gpu"),
-                      unlock=unlock_from(environ))
+                      unlock=unlock_from(environ),
+                      model=environ.get("HERMES_MODEL") or None)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hermes_stack import model_catalog
 from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem
 
@@ -46,7 +47,8 @@ def _settings_dict(env: Mapping[str, str]) -> tuple[dict, str]:
 
     # HERMES_UNLOCK: the same locked-field rule as the controller (`up --unlock`), not a blanket unlock.
     stack = load_stack(env.get("HERMES_ALGO", "grpo"), Path(env.get("HERMES_CONFIG_DIR", "configs")),
-                       profile=env.get("HERMES_PROFILE", "gpu"), unlock=unlock_from(env))
+                       profile=env.get("HERMES_PROFILE", "gpu"), unlock=unlock_from(env),
+                       model=env.get("HERMES_MODEL") or None)
     return stack.settings.model_dump(), str(stack.settings_path)
 
 
@@ -75,6 +77,7 @@ def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
     model_path = inference.get("model_path", EMBEDDED_MODEL)
     if model_path == EMBEDDED_MODEL:
         model_path = env.get("HERMES_EMBEDDED_MODEL", DEFAULT_EMBEDDED_MODEL)
+    model_path = model_catalog.local_dir(model_path, env)
     engine = settings.get("trainer", {}).get("engine", "auto")
     tinker = settings.get("tinker", {})
     data_dir = env.get("HERMES_DATA_DIR")

@@ -57,7 +57,8 @@ def load_config(args: argparse.Namespace) -> Any:
 
     try:
         # --unlock reaches the services as HERMES_UNLOCK: they accept what the controller accepted.
-        return load_stack(args.algo, args.config_dir, profile=args.profile, unlock=unlock_from(os.environ))
+        return load_stack(args.algo, args.config_dir, profile=args.profile, unlock=unlock_from(os.environ),
+                          model=os.environ.get("HERMES_MODEL") or None)
     except InputError as exc:
         raise LayerFailure("config", "; ".join(exc.lines()), exit_code=2) from exc
     except ValueError as exc:  # e.g. an unknown profile name
@@ -65,10 +66,12 @@ def load_config(args: argparse.Namespace) -> Any:
 
 
 def model_dir(stack: Any) -> Path:
-    """The policy's directory: the embedded tiny model for the `embedded` sentinel, else inference.model_path."""
+    """The policy's directory: the embedded tiny model for the `embedded` sentinel, a catalog model's directory in
+    the image for its name (hermes_stack/model_catalog.py), else inference.model_path."""
+    from hermes_stack import model_catalog
     from hermes_stack.config.profiles import EMBEDDED_MODEL
 
-    configured = stack.settings.inference.model_path
+    configured = model_catalog.local_dir(stack.settings.inference.model_path)
     if configured == EMBEDDED_MODEL:
         path = os.environ.get("HERMES_EMBEDDED_MODEL", "")
         if not path:
@@ -189,6 +192,7 @@ def inference_url(stack: Any) -> str:
 
 def check_inference(stack: Any, client: Any) -> str:
     """/v1/models lists the model and one 1-token /generate succeeds (what atroposlib will call)."""
+    from hermes_stack import model_catalog
     from hermes_stack.config.profiles import EMBEDDED_MODEL
 
     try:
@@ -196,7 +200,7 @@ def check_inference(stack: Any, client: Any) -> str:
         configured = stack.settings.inference.model_path
         # The inference service serves the configured model_path (or its path) unless compose names it.
         expected = {name for name in (os.environ.get("HERMES_SERVED_MODEL_NAME"), configured) if name}
-        if configured == EMBEDDED_MODEL:
+        if configured == EMBEDDED_MODEL or model_catalog.is_catalog_name(configured):
             expected.add(str(model_dir(stack)))
         if not served:
             raise LayerFailure("inference", f"{client.root}/v1/models lists no model")
@@ -261,14 +265,24 @@ def data_dir() -> Path:
 
 
 def held_out_evaluator(stack: Any, engine: Any) -> Callable[[], dict[str, float]] | None:
-    """Greedy accuracy on the offline task's held-out sums (95 prompts, ~0.1 s on CPU), for the torch engine: it
-    shows whether the policy learns the task, which the reward of its own samples alone does not. Other datasets
-    have no split here (`python -m hermes_stack.environment evaluate` covers them)."""
-    if stack.config.environment.dataset != "offline-arith" or not hasattr(engine, "policy"):
+    """Greedy accuracy on a held-out split, for the torch engine: it shows whether the policy learns the task, which
+    the reward of its own samples alone does not. The offline task's 95 held-out sums (~0.1 s on CPU), or up to
+    HELD_OUT_ROWS test rows of a JSONL dataset with the environment's prompt and reward (hermes_stack.heldout).
+    gsm8k from the hub has no local split here (`python -m hermes_stack.environment evaluate` covers it)."""
+    env = stack.config.environment
+    if not hasattr(engine, "policy") or env.dataset == "gsm8k":
         return None
-    from hermes_stack.trainer.embedded import evaluate
+    if env.dataset == "offline-arith":
+        from hermes_stack.trainer.embedded import evaluate
 
-    return lambda: evaluate(engine.policy, engine.tokenizer, "test")
+        return lambda: evaluate(engine.policy, engine.tokenizer, "test")
+    from hermes_stack.heldout import HeldOut
+
+    held_out = HeldOut.from_stack(stack, engine.tokenizer, rows=HELD_OUT_ROWS)
+    return lambda: held_out.evaluate(engine)
+
+
+HELD_OUT_ROWS = 16  # a real model on CPU: ~15 CPU-seconds of greedy decoding per evaluation
 
 
 # ---------------------------------------------------------------- entry

@@ -168,7 +168,8 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
     """Train until `num_steps` (or a stop signal). Returns the last completed step.
 
     `evaluate` (when the task has a held-out split): its figures go into the metrics as `eval_<name>` every
-    `eval_every` steps and at the last step, and once as a line before the first step, the baseline."""
+    `eval_every` steps and at the last step, and once as a line when the first batch has arrived (before it is
+    trained on), the baseline."""
     stop = StopFlag() if stop is None else stop
     log = sink.info
     step = resume(engine, settings, log)
@@ -205,9 +206,10 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
     write_ready(settings.data_dir, {"step": step, "num_steps": settings.num_steps})
     log(f"trainer ready: registered with atropos (batch {settings.batch_size_sequences} sequences), "
         f"steps {step + 1}..{settings.num_steps}")
-    if evaluate is not None:
-        log(f"held-out before step {step + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in evaluate().items()))
     log(f"waiting for step {step + 1}'s batch: the environment can register with atropos from now on")
+    # The baseline waits for the first batch: Atropos lets an environment register only once the trainer has asked
+    # for a batch, and a real model's evaluation on CPU takes minutes (the environment's start period is shorter).
+    baseline = evaluate
     unsaved = False
     try:
         while step < settings.num_steps and not stop:
@@ -217,6 +219,9 @@ def run_training(engine: EngineLike, atropos: AtroposClient, inference: Inferenc
             if batch is None:  # stop requested while waiting: abandon, nothing half done
                 break
             wait_s = time.monotonic() - t0
+            if baseline is not None:
+                log(f"held-out before step {step + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in baseline().items()))
+                baseline = None
             groups = groups_from_batch(batch, settings.max_token_len)
             truncated = sum(1 for item in batch for t in item["tokens"] if len(t) > settings.max_token_len)
             t1 = time.monotonic()

@@ -33,6 +33,7 @@ class InferenceClient:
         self.root = inference_root(url)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=self.root, headers=headers, timeout=timeout_s, transport=transport)
+        self._adapter: str | None = None  # the LoRA adapter this client loaded last
 
     def close(self) -> None:
         self._http.close()
@@ -90,7 +91,21 @@ class InferenceClient:
         if response.status_code != 200 or body.get("success") is False:
             raise InferenceError(f"inference: POST {path} for {directory} answered HTTP {response.status_code}: "
                                  f"{body.get('message') or response.text[:200]}")
+        if path == "/load_lora_adapter":
+            self._unload_previous(payload["lora_name"])
         return body
+
+    def _unload_previous(self, current: str) -> None:
+        """Adapters stay loaded until unloaded (SGLang and the built-in server alike): one per step would pile up
+        (a rank-8 adapter of SmolLM2-135M is ~10 MB; 200 steps, 2 GB). The new one serves first, then the one this
+        client loaded before goes. A refusal is not fatal: the next load tries again with its own predecessor."""
+        previous, self._adapter = self._adapter, current
+        if previous is None or previous == current:
+            return
+        try:
+            self._call("POST", "/unload_lora_adapter", json={"lora_name": previous})
+        except InferenceError:
+            pass
 
 
 def export_step_weights(engine: Any, weights_root: Path, step: int) -> Path:

@@ -336,3 +336,12 @@ def test_the_trainer_gets_a_stop_grace_period_to_checkpoint_on_sigterm(files):
     grace = trainer.get("stop_grace_period", "10s")  # compose prints durations as Go does: "1m0s", "45s"
     minutes, _, seconds = grace.rpartition("m")
     assert float(minutes or 0) * 60 + float(seconds.rstrip("s") or 0) >= 30, grace
+
+
+def test_catalog_model_choice_reaches_every_service_from_the_controller_environment():
+    chosen = compose_config("compose.grpo.yml", "compose.cpu.yml", env={"HERMES_MODEL": "smollm2-135m"})
+    default = compose_config("compose.grpo.yml", "compose.cpu.yml")
+    for name, svc in chosen["services"].items():
+        assert svc["environment"]["HERMES_MODEL"] == "smollm2-135m", name
+        assert svc["environment"]["HERMES_MODELS_DIR"] == "/opt/hermes/models", name
+        assert default["services"][name]["environment"]["HERMES_MODEL"] == "", name

@@ -47,3 +47,21 @@ def test_unknown_algo_is_refused_before_anything_runs(capsys):
 def test_unknown_device_is_refused(capsys):
     assert main(["up", "--algo", "grpo", "--device", "tpu"]) == 2
     assert "--device: found 'tpu', expected auto, cpu or gpu" in capsys.readouterr().err
+
+
+def test_unknown_model_is_refused_with_one_line(capsys):
+    assert main(["validate", "--algo", "grpo", "--device", "cpu", "--model", "llama-70b"]) == 2
+    err = capsys.readouterr().err
+    assert "--model: found 'llama-70b', expected one of smollm2-135m" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_chosen_model_reaches_compose_so_every_service_resolves_the_same_config():
+    from pathlib import Path
+
+    from hermes_stack.commands.stack import compose_env
+    from hermes_stack.config.loader import load_stack
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    chosen = compose_env(load_stack("ppo", configs, profile="embedded", model="smollm2-135m"), "k", None)
+    assert chosen["HERMES_MODEL"] == "smollm2-135m" and chosen["HERMES_SERVED_MODEL_NAME"] == "smollm2-135m"
+    assert compose_env(load_stack("ppo", configs, profile="embedded"), "k", None)["HERMES_MODEL"] == ""

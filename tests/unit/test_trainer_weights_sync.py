@@ -77,6 +77,17 @@ def test_a_lora_adapter_dir_uses_load_lora_adapter(tmp_path: Path) -> None:
     assert json.loads(seen[0].content) == {"lora_name": "step-7", "lora_path": str(tmp_path)}
 
 
+def test_each_new_adapter_unloads_the_one_loaded_before_it(tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text("{}")
+    client, seen = _client(lambda r: httpx.Response(200, json={"success": True}))
+    for step in (1, 2, 3):
+        client.push_weights(tmp_path, step)
+    calls = [(r.url.path, json.loads(r.content)["lora_name"]) for r in seen]
+    assert calls == [("/load_lora_adapter", "step-1"),
+                     ("/load_lora_adapter", "step-2"), ("/unload_lora_adapter", "step-1"),
+                     ("/load_lora_adapter", "step-3"), ("/unload_lora_adapter", "step-2")]
+
+
 def test_rejected_update_names_the_message(tmp_path: Path) -> None:
     client, _ = _client(lambda r: httpx.Response(400, json={"success": False, "message": "vocab size differs"}))
     with pytest.raises(InferenceError, match="vocab size differs"):
