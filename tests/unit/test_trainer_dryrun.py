@@ -239,6 +239,7 @@ def test_dry_run_and_weight_sync_against_the_real_inference_service(env, capsys,
 def test_engine_is_closed_when_training_stops(env, capsys, monkeypatch) -> None:
     """The Tinker engine holds a session with heartbeats: run() closes the engine however training ends."""
     monkeypatch.setenv("HERMES_ATROPOS_URL", f"http://127.0.0.1:{free_port()}")  # registration fails
+    monkeypatch.setenv("HERMES_ATROPOS_OUTAGE_S", "1")  # the trainer rides out an outage this long, then stops
     closed: list[str] = []
 
     class ClosingEngine:
