@@ -74,7 +74,8 @@ def test_services_resolve_the_catalog_model_from_their_environment(tmp_path):
     (tmp_path / "smollm2-135m").mkdir()
     (tmp_path / "smollm2-135m" / "config.json").write_text("{}")
     env = {"HERMES_ALGO": "grpo", "HERMES_CONFIG_DIR": str(CONFIGS), "HERMES_PROFILE": "embedded",
-           "HERMES_MODEL": "smollm2-135m", "HERMES_MODELS_DIR": str(tmp_path)}
+           "HERMES_MODEL": "smollm2-135m", "HERMES_MODELS_DIR": str(tmp_path),
+           "HERMES_INFERENCE_KEY": "internal-test-key"}  # the inference service refuses to start without one
     service = load_service_config(env)
     assert service.model_path == str(tmp_path / "smollm2-135m") and service.served_model == "smollm2-135m"
     assert service.server == "builtin"

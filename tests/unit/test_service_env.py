@@ -31,7 +31,8 @@ def test_compose_gets_every_variable_empty_when_absent_the_inference_key_and_unl
 
 def _stack(tmp_path: Path, text: str = KEYFILE):
     (tmp_path / "keys").write_text(text)
-    return SimpleNamespace(keyfile=load_keyfile(tmp_path / "keys", register=False), config=None, settings=None)
+    return SimpleNamespace(keyfile=load_keyfile(tmp_path / "keys", register=False), config=None, settings=None,
+                           profile="embedded", gpu_memory_gib=None, model=None)
 
 
 def test_the_controller_passes_the_key_file_lines_but_not_a_defaulted_tinker_key(tmp_path):
