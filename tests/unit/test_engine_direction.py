@@ -14,6 +14,8 @@ import asyncio
 
 import pytest
 import torch
+from trainer_helpers import grpo_params as grpo
+from trainer_helpers import ppo_params as ppo
 
 from hermes_stack.trainer import algorithms as alg
 from hermes_stack.trainer import embedded
@@ -23,16 +25,6 @@ from hermes_stack.trainer.engine_torch import TorchEngine, build_batch
 TEMPERATURE = 0.8  # the seed's GRPO value: every check below runs off temperature 1
 
 
-def grpo(**changes) -> AlgoParams:
-    base = dict(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
-                entropy_coef=0.0, value_loss_coef=0.0, kl_coef=0.0)
-    return AlgoParams(**{**base, **changes})
-
-
-def ppo(**changes) -> AlgoParams:
-    base = dict(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.0,
-                value_loss_coef=0.5, kl_coef=0.0)
-    return AlgoParams(**{**base, **changes})
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +41,7 @@ def engine_for(model_dir, algo: AlgoParams, lr: float = 1e-3, sgd: float | None 
     kwargs.setdefault("temperature", TEMPERATURE)
     engine = TorchEngine(model_dir, algo, lr, seed=0, epochs=1, **kwargs)
     if sgd is not None:
-        engine.optimizer = torch.optim.SGD([g["params"] for g in engine.optimizer.param_groups][0], lr=sgd)
+        engine.optimizer = torch.optim.SGD(engine.optimizer.param_groups[0]["params"], lr=sgd)
         engine.base_lrs = [sgd]
         if engine.critic is not None:
             engine.optimizer.add_param_group({"params": list(engine.critic.parameters()), "lr": sgd})

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,41 +21,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
 torch = pytest.importorskip("torch")
 from fakes.fake_tinker import API, FakeTinker
+from fakes.guards import bounded
+from trainer_helpers import grpo_params as grpo
+from trainer_helpers import ppo_params as ppo
 
 from hermes_stack.trainer import algorithms as alg
 from hermes_stack.trainer.engine import AlgoParams, Sequence
 from hermes_stack.trainer.engine_tinker import LocalCritic, TinkerEngine, token_arrays
-
-
-def grpo(**changes) -> AlgoParams:
-    base = dict(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
-                entropy_coef=0.0, value_loss_coef=0.0, kl_coef=0.0)
-    return AlgoParams(**{**base, **changes})
-
-
-def ppo(**changes) -> AlgoParams:
-    base = dict(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.0,
-                value_loss_coef=0.5, kl_coef=0.0)
-    return AlgoParams(**{**base, **changes})
-
-
-def bounded(fn, seconds: float = 60.0) -> Any:
-    """Runs fn on a daemon thread so that a hang (the SDK's own long retry loop) fails the test."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"no answer within {seconds:.0f} s"
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
 from fakes.fake_tinker import ADAPTER_FILES, API, FakeTinker
+from fakes.guards import bounded as _bounded
 
 from hermes_stack.errors import StackError
 from hermes_stack.trainer.engine import AlgoParams, Sequence
@@ -28,22 +28,7 @@ GRPO = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, 
 
 
 def bounded(fn: Callable[[], Any], seconds: float = GUARD_S) -> Any:
-    """Runs fn on a daemon thread so that a hang fails the test instead of stalling the suite."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"no answer within the {seconds:.0f} s guard"
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    return _bounded(fn, seconds)
 
 
 def seq(tokens: list[int], prompt_len: int, score: float, completion_logprob: float = -0.5) -> Sequence:

@@ -152,8 +152,9 @@ def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> No
     in micro-batches of settings trainer.micro_batch_size."""
     import json
 
-    from hermes_stack.trainer.__main__ import build_engine, load_config, parse_args
     from trainer_helpers import write_configs
+
+    from hermes_stack.trainer.__main__ import build_engine, load_config, parse_args
 
     write_configs(env["configs"], algo="ppo", group_size=1)
     path = env["configs"] / "settings_ppo.json"
@@ -173,10 +174,11 @@ def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_foll
                                                                                       capsys) -> None:
     """Tinker's built-in losses compute log-probs at temperature 1: at the shipped 0.7 the trainer says so at start.
     The local reference uses the rollout temperature, the local critic value_loss_coef x the learning rate."""
+    from trainer_helpers import write_configs
+
     from hermes_stack.trainer import engine_tinker
     from hermes_stack.trainer.__main__ import _tinker_engine, load_config, parse_args
     from hermes_stack.trainer.engine import AlgoParams
-    from trainer_helpers import write_configs
 
     made = {}
     monkeypatch.setattr(engine_tinker, "LocalCritic", lambda *a, **k: made.setdefault("critic", k))

@@ -258,3 +258,21 @@ def write_configs(directory: Path, *, algo: str = "grpo", group_size: int = 4, b
     settings["algorithm"]["group_size"] = group_size
     (directory / f"settings_{algo}.json").write_text(json.dumps(settings, indent=2))
     return directory
+
+
+def grpo_params(**changes):
+    """AlgoParams of the shipped GRPO shape with no regularisers, for engine tests; `changes` override."""
+    from hermes_stack.trainer.engine import AlgoParams
+
+    base = {"name": "grpo", "advantage_estimator": "group_relative", "gamma": 1.0, "lam": 1.0, "clip_epsilon": 0.2,
+            "entropy_coef": 0.0, "value_loss_coef": 0.0, "kl_coef": 0.0}
+    return AlgoParams(**{**base, **changes})
+
+
+def ppo_params(**changes):
+    """AlgoParams of the shipped PPO shape (a critic, GAE) with no regularisers, for engine tests."""
+    from hermes_stack.trainer.engine import AlgoParams
+
+    base = {"name": "ppo", "advantage_estimator": "gae", "gamma": 1.0, "lam": 0.95, "clip_epsilon": 0.2,
+            "entropy_coef": 0.0, "value_loss_coef": 0.5, "kl_coef": 0.0}
+    return AlgoParams(**{**base, **changes})
