@@ -40,6 +40,18 @@ def wait_for(predicate, timeout_s: float, what: str, proc=None):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def reset_and_register_again(url: str, registration: dict, attempts: int = 5) -> None:
+    """/reset_data then /register, as the trainer does (AtroposClient.clear_queue_and_reregister). The environment
+    keeps posting groups: one that lands between the two calls makes run-api's /register skip initialising the run
+    (it checks for a queue), leaving batch_size -1 so no batch ever forms. /info tells; the pair is repeated."""
+    for _ in range(attempts):
+        assert httpx.get(url + "/reset_data", timeout=5).status_code == 200
+        assert httpx.post(url + "/register", json=registration, timeout=5).status_code == 200
+        if httpx.get(url + "/info", timeout=5).json()["batch_size"] == registration["batch_size"]:
+            return
+    raise AssertionError(f"could not register again after /reset_data ({attempts} attempts): groups kept arriving")
+
+
 @pytest.fixture
 def atropos(tmp_path):
     port = free_port()
@@ -104,9 +116,7 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
             wait_for(next_batch, 120, "the first batch", env)
             # Atropos forgets everything (a restart, or the trainer clearing a queue a departed environment
             # blocked): the trainer registers again at its step; the environment must register again in-process.
-            assert httpx.get(atropos + "/reset_data", timeout=5).status_code == 200
-            assert httpx.post(atropos + "/register", json={**registration, "starting_step": 1},
-                              timeout=5).status_code == 200
+            reset_and_register_again(atropos, {**registration, "starting_step": 1})
             batches_before = list(batches)
             wait_for(next_batch, 120, "the second batch, after the environment registered again", env)
             assert env.wait(60) == 0  # total_steps reached: clean exit
