@@ -52,7 +52,8 @@ def test_inference_service_is_online_exactly_for_a_hub_id_on_the_gpu_profile(mon
 
     for name, value in service_env(profile=profile).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in OFFLINE_FLAGS:  # as a parent may; and monkeypatch then restores what main() sets or clears
+        monkeypatch.setenv(name, "1")
     seen = {}
 
     def stop_here(cfg):
