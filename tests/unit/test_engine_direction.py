@@ -160,19 +160,24 @@ def test_value_loss_coef_scales_the_critics_update(model_dir):
 # ------------------------------------------------------------------ regularisers
 
 
+def zero_advantage_groups(engine, algo) -> tuple[list, list]:
+    """Equal scores everywhere, so only the regulariser under test moves the policy: GRPO groups of two, and for PPO
+    one-sequence groups with a critic that predicts the score exactly (GAE advantages 0). Returns (groups, flat)."""
+    groups = [[sequence(engine, p, good, 0.5), sequence(engine, p, bad, 0.5)] for p, good, bad in PROMPTS]
+    if algo.uses_critic:
+        groups = [[s] for g in groups for s in g]
+        torch.nn.init.constant_(engine.critic.net[-1].bias, 0.5)
+        engine.whiten_gae = False
+    return groups, [s for g in groups for s in g]
+
+
 @pytest.mark.parametrize("penalty", ["k3_loss", "k1_reward"])
 @pytest.mark.parametrize("make", [grpo, ppo], ids=["grpo", "ppo"])
 def test_kl_to_the_reference_goes_down_with_zero_advantages(model_dir, make, penalty):
     algo = make(kl_coef=1.0, kl_penalty=penalty)
     engine = engine_for(model_dir, algo, lr=3e-3)
     drift(engine)
-    groups = [[sequence(engine, p, good, 0.5), sequence(engine, p, bad, 0.5)] for p, good, bad in PROMPTS]
-    if algo.uses_critic:
-        # PPO: equal scores and a critic that predicts them exactly leave GAE advantages 0, apart from the KL.
-        groups = [[s] for g in groups for s in g]
-        torch.nn.init.constant_(engine.critic.net[-1].bias, 0.5)
-        engine.whiten_gae = False
-    flat = [s for g in groups for s in g]
+    groups, flat = zero_advantage_groups(engine, algo)
     before = mean_kl(engine, flat)
     assert before > 1e-3  # the drift made the KL something to reduce
     engine.train_step(groups)
@@ -183,12 +188,7 @@ def test_kl_to_the_reference_goes_down_with_zero_advantages(model_dir, make, pen
 def test_entropy_goes_up_with_a_positive_entropy_coefficient(model_dir, make):
     algo = make(entropy_coef=1.0)
     engine = engine_for(model_dir, algo, lr=3e-3)
-    groups = [[sequence(engine, p, good, 0.5), sequence(engine, p, bad, 0.5)] for p, good, bad in PROMPTS]
-    if algo.uses_critic:
-        groups = [[s] for g in groups for s in g]
-        torch.nn.init.constant_(engine.critic.net[-1].bias, 0.5)
-        engine.whiten_gae = False
-    flat = [s for g in groups for s in g]
+    groups, flat = zero_advantage_groups(engine, algo)
     before = mean_entropy(engine, flat)
     engine.train_step(groups)
     assert mean_entropy(engine, flat) > before
