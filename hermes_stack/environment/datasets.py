@@ -32,10 +32,11 @@ OFFLINE_HINT = 'use dataset = "offline-arith" (built in) or a JSONL file in gsm8
 
 def set_offline_flags() -> None:
     """Make Hugging Face libraries fail fast instead of retrying the hub (they read these at import time too)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["HF_DATASETS_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import sys
+
+    from hermes_stack.hub import set_hub_access
+
+    set_hub_access(False)  # the one owner of the three flags
 
     if "datasets" in sys.modules:  # already imported: flip its cached flag as well
         import datasets.config
@@ -148,7 +149,12 @@ def _show(value: object) -> str:
 
 
 def hub_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    """The hub huggingface_hub itself would use (it honours HF_ENDPOINT): one definition, not a host name of ours."""
+    if os.environ.get("HF_ENDPOINT"):
+        return os.environ["HF_ENDPOINT"].rstrip("/")
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT.rstrip("/")
 
 
 def probe_hub(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
