@@ -3,8 +3,10 @@
 Stdlib only (it also runs in the atropos image, which has no hermes dependencies). Exit 0 = ready, 1 = not ready with
 one stderr line saying why. Readiness, not liveness:
 - atropos:     GET /status answers with the step counter.
-- inference:   /v1/models lists a model (HERMES_SERVED_MODEL_NAME when set) AND a 1-token /generate succeeds — a server
-               that says "ok" before it can generate is not ready.
+- inference:   /v1/models lists a model (HERMES_SERVED_MODEL_NAME when set) AND GET /health_generate answers 200 — a
+               server that says "ok" before it can generate is not ready. /health_generate (SGLang's, and the built-in
+               server's) generates one token when idle and counts a server that is generating as healthy, so a
+               probe does not time out behind a long rollout of a real model on a busy CPU.
 - environment: its marker $HERMES_DATA_DIR/ready/environment exists, written by the live process (after Atropos
                accepted /register-env).
 - trainer:     its marker exists (after /register) AND its inference backend answers /v1/models.
@@ -99,14 +101,11 @@ def check_models(openai_url: str, key: str, model: str | None, fetch: Fetch) -> 
 
 def check_inference(openai_url: str, key: str, model: str | None, fetch: Fetch) -> str:
     served = check_models(openai_url, key, model, fetch)
-    url = f"{server_root(openai_url)}/generate"
+    url = f"{server_root(openai_url)}/health_generate"
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    body = {"text": "1 + 1 =", "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}}
-    status, answer = fetch("POST", url, body, headers)
-    if isinstance(answer, list) and answer:
-        answer = answer[0]
-    if status != 200 or not isinstance(answer, dict) or "text" not in answer:
-        raise NotReady(f"POST {url} (1 token) answered {status} {str(answer)[:80]}, expected 200 with text")
+    status, answer = fetch("GET", url, None, headers)
+    if status != 200:
+        raise NotReady(f"GET {url} answered {status} {str(answer)[:80]}, expected 200 (it generates one token)")
     return f"inference ready: {served} generates"
 
 

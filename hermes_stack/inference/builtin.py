@@ -37,6 +37,11 @@ from hermes_stack.trainer.engine_torch import one_thread_for_tiny_model
 
 log = logging.getLogger("hermes.inference")
 
+# A batch sampling for less than this long counts as a healthy, busy server (SGLang's /health_generate likewise answers
+# 200 while requests make progress): a 1-token check queued behind a rollout of a real model on a busy CPU would
+# otherwise time out and mark a serving server unhealthy. A batch running longer than this is treated as stuck.
+BUSY_HEALTHY_S = 600.0
+
 
 @dataclass
 class _Job:
@@ -78,6 +83,7 @@ class BuiltinBackend:
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._warned: set[str] = set()
+        self._busy_since: float | None = None  # monotonic start of the batch the worker samples now
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -122,7 +128,11 @@ class BuiltinBackend:
         rows = [row for job in batch for row in job.rows]
         try:
             with self._model_lock:
-                results = self._sample(rows, batch[0].adapter)
+                self._busy_since = time.monotonic()
+                try:
+                    results = self._sample(rows, batch[0].adapter)
+                finally:
+                    self._busy_since = None
         except Exception as exc:
             log.exception("sampling failed")
             for job in batch:
@@ -323,7 +333,15 @@ class BuiltinBackend:
 
     # ------------------------------------------------------------------ info
 
+    def busy_for(self, now: float | None = None) -> float | None:
+        """Seconds the current batch has been sampling; None when the worker is idle."""
+        since = self._busy_since
+        return None if since is None else (time.monotonic() if now is None else now) - since
+
     async def health_generate(self) -> bool:
+        busy = self.busy_for()
+        if busy is not None and busy < BUSY_HEALTHY_S:
+            return True  # generating right now: a 1-token check would only wait behind the batch
         ids = self._encode("1")
         result = await self._submit([Row(tuple(ids), SamplingParams(max_new_tokens=1))], self.default_adapter)
         return len(result) == 1

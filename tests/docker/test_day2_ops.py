@@ -45,8 +45,8 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         continue
     ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
     if ppid == 1 and "python" in cmd:
+        print(pid, cmd, flush=True)
         os.kill(int(pid), signal.SIGKILL)
-        print(pid, cmd)
 """
 
 
@@ -165,7 +165,9 @@ def test_kill_9_of_each_service_in_turn_loses_no_step(stack):
         resume_at = newest_checkpoint() if service == "trainer" else last
         killed_at = time.time()
         kill = compose("exec", "-T", service, "python", "-c", KILL_MAIN)
-        assert kill.returncode == 0 and kill.stdout.strip(), (service, kill.stdout, kill.stderr)
+        # The exec'd killer lives in the container it empties: when the main process dies first, Docker ends the
+        # exec too (137). The printed pid is the proof that the kill was sent; the steps below prove the recovery.
+        assert kill.returncode in (0, 137) and kill.stdout.strip(), (service, kill.returncode, kill.stdout, kill.stderr)
 
         def two_more_steps(seen: int = seen):
             new = metrics()[seen:]

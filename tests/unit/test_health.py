@@ -46,18 +46,18 @@ def test_atropos_root_answer_alone_is_not_ready():
         check("atropos", ENV, f)
 
 
-def test_inference_needs_a_listed_model_and_a_one_token_generate():
+def test_inference_needs_a_listed_model_and_health_generate():
     f = fake({("GET", "http://127.0.0.1:8001/v1/models"): (200, {"data": [{"id": "tiny"}]}),
-              ("POST", "http://127.0.0.1:8001/generate"): (200, {"text": "2", "meta_info": {}})})
+              ("GET", "http://127.0.0.1:8001/health_generate"): (200, {"status": "ok"})})
     assert "tiny generates" in check("inference", ENV, f)
-    _method, _url, body, headers = f.seen[1]
-    assert body["sampling_params"]["max_new_tokens"] == 1 and headers["Authorization"] == "Bearer k"
+    _method, url, _body, headers = f.seen[1]
+    assert url.endswith("/health_generate") and headers["Authorization"] == "Bearer k"
 
 
 def test_inference_that_lists_models_but_cannot_generate_is_not_ready():
     f = fake({("GET", "http://127.0.0.1:8001/v1/models"): (200, {"data": [{"id": "tiny"}]}),
-              ("POST", "http://127.0.0.1:8001/generate"): (503, None)})
-    with pytest.raises(NotReady, match="1 token"):
+              ("GET", "http://127.0.0.1:8001/health_generate"): (503, None)})
+    with pytest.raises(NotReady, match="one token"):
         check("inference", ENV, f)
 
 

@@ -251,3 +251,46 @@ def test_a_restarted_service_serves_the_newest_synced_weights_not_the_base_model
     restarted, served = greedy(base, data_dir)
     assert served == str(data_dir / "weights" / "step-2")
     assert restarted == from_other and restarted != from_base
+
+
+def test_health_generate_counts_a_sampling_server_as_healthy_and_a_stuck_one_as_not(model_dir, monkeypatch):
+    """While the worker samples a long batch, /health_generate answers at once (a 1-token check queued behind a real
+    model's rollout on a busy CPU timed out the healthcheck); a batch past BUSY_HEALTHY_S is stuck, not busy."""
+    import asyncio
+    import threading
+
+    from hermes_stack.inference import builtin
+    from hermes_stack.inference.sampling import SamplingParams
+    from hermes_stack.inference.torch_sampler import Row
+
+    backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
+    release, sampling = threading.Event(), threading.Event()
+    real_sample = backend._sample
+
+    def slow_sample(rows, adapter):
+        if len(rows) == 2:  # the rollout below; the health check's own batch has one row
+            sampling.set()
+            release.wait(30)
+        return real_sample(rows, adapter)
+
+    monkeypatch.setattr(backend, "_sample", slow_sample)
+
+    async def scenario():
+        await backend.start()
+        rows = [Row((1, 2, 3), SamplingParams(max_new_tokens=2))] * 2
+        rollout = asyncio.ensure_future(backend._submit(rows, None))
+        assert await asyncio.to_thread(sampling.wait, 10)
+        assert backend.busy_for() is not None
+        healthy_while_busy = await asyncio.wait_for(backend.health_generate(), 2)
+        monkeypatch.setattr(builtin, "BUSY_HEALTHY_S", 0.0)
+        stuck = asyncio.ensure_future(backend.health_generate())
+        await asyncio.sleep(0.5)
+        waited_behind_the_batch = not stuck.done()
+        release.set()
+        assert len(await rollout) == 2
+        healthy_after = await asyncio.wait_for(stuck, 10)
+        await backend.stop()
+        return healthy_while_busy, waited_behind_the_batch, healthy_after
+
+    assert asyncio.run(scenario()) == (True, True, True)
+    assert backend.busy_for() is None
