@@ -316,6 +316,14 @@ def parse_ps(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+BUILD_LABEL = "hermes-stack.image"  # set on every image the compose files build (compose.base.yml, x-build-labels)
+
+
+def prune_built_images_argv() -> list[str]:
+    """Untagged images left by our own rebuilds (the label), never anyone else's; images in use are kept by Docker."""
+    return docker_argv("image", "prune", "--force", "--filter", f"label={BUILD_LABEL}")
+
+
 def default_network(project: str) -> str:
     """The network compose makes for a project whose files declare none: `<project>_default`."""
     return f"{project}_default"

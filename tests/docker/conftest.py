@@ -56,3 +56,13 @@ def base_image() -> str:
                           timeout=900)
     assert done.returncode == 0, f"scripts/base-image.sh failed:\n{done.stderr[-2000:]}"
     return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prune_our_untagged_images():
+    """After the tier: the images our rebuilds untagged (labelled by compose.base.yml), so no dangling image stays."""
+    yield
+    if _PROBLEM and _PROBLEM[0] is None:
+        from hermes_stack.compose import prune_built_images_argv
+
+        subprocess.run(prune_built_images_argv(), check=False, capture_output=True, timeout=300)

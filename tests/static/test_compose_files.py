@@ -227,6 +227,18 @@ def test_cpu_override_drops_the_gpu_and_selects_the_embedded_profile_and_cpu_tar
         assert config["services"][name]["image"] == "hermes-stack/trainer:cpu"
 
 
+@pytest.mark.parametrize("device_files", [(), ("compose.cpu.yml",)])
+def test_every_image_the_stack_builds_carries_the_label_its_prune_selects(device_files):
+    from hermes_stack.compose import BUILD_LABEL, prune_built_images_argv
+
+    config = compose_config("compose.grpo.yml", *device_files)
+    built = {name: svc["build"] for name, svc in config["services"].items() if "build" in svc}
+    assert {"atropos", "inference", "trainer", "environment"} <= set(built)
+    for name, build in built.items():
+        assert (build.get("labels") or {}).get(BUILD_LABEL) == "1", name
+    assert f"label={BUILD_LABEL}" in prune_built_images_argv()
+
+
 def test_merged_config_keeps_healthchecks_init_and_loopback_ports_for_gpu_too():
     config = compose_config("compose.grpo.yml")
     for name, svc in config["services"].items():
