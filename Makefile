@@ -14,7 +14,7 @@ HS := $(PY) -m hermes_stack
 STAMP := $(VENV)/.installed
 # pip's notice about local index folders that lack a package (a machine's pip config); real errors still show
 PIP_NOISE := is neither a file nor a directory
-# MODEL=smollm2-135m: the catalog's real model (hermes_stack/model_catalog.py) instead of the CPU tiny model
+# MODEL=smollm2-135m: the catalog's real model (hermes_stack/modelcore/catalog.py) instead of the CPU tiny model
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
 ifneq ($(filter-out ppo grpo,$(ALGO)),)

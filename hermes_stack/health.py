@@ -189,8 +189,7 @@ def main(argv: list[str]) -> int:
         return 1  # Docker reserves exit 2 in healthchecks
     env = dict(os.environ)
     if service in ("inference", "trainer"):
-        # Their checks call inference with its key, a Compose secret file. (Not imported for atropos: its image
-        # carries only this module, and it holds no secret.)
+        # Their checks call inference with its key, a Compose secret file. (Not for atropos: it holds no secret.)
         from hermes_stack.service_env import load_secrets
 
         load_secrets(env)

@@ -22,7 +22,7 @@ from pathlib import Path
 import typer
 
 from hermes_stack import console
-from hermes_stack.cli import app
+from hermes_stack.commands.app import app
 from hermes_stack.errors import InputError, Problem, StackError
 
 STATE_DIR = Path(".hermes")

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_stack.cli import app
+from hermes_stack.commands.app import app
 from hermes_stack.errors import InputError, Problem, StackError
 
 

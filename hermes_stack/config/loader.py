@@ -17,11 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from hermes_stack import ALGOS, model_catalog
+from hermes_stack import ALGOS
 from hermes_stack.config import profiles, rules
 from hermes_stack.config.models import AlgoConfig, Settings
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile import KeyFile
+from hermes_stack.modelcore import catalog
 from hermes_stack.textfile import decode_text
 
 
@@ -49,8 +50,8 @@ def paths(algo: str, config_dir: Path) -> tuple[Path, Path]:
 
 
 def check_model(model: str | None) -> None:
-    if model is not None and not model_catalog.is_catalog_name(model):
-        raise InputError(Problem("command line", "--model", repr(model), f"one of {', '.join(model_catalog.names())}",
+    if model is not None and not catalog.is_catalog_name(model):
+        raise InputError(Problem("command line", "--model", repr(model), f"one of {', '.join(catalog.names())}",
                                  "another model: set inference.model_path in settings_<algo>.json to a local model "
                                  "directory (or a hub id on GPU)"))
 
@@ -307,7 +308,7 @@ def evaluate_stack(
     check_model(model)
     config, settings, config_path, settings_path = load_files(algo, Path(config_dir))
     config, settings = fill_mirrors(config, settings)
-    if model is None and model_catalog.is_catalog_name(settings.inference.model_path):
+    if model is None and catalog.is_catalog_name(settings.inference.model_path):
         model = settings.inference.model_path
     overrides = profiles.overrides_for(profile, algo, settings.trainer.engine, model)
     r_config, r_settings = resolve(config, settings, overrides)

@@ -39,7 +39,7 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     "grpo": {},
 }
 
-# A real pretrained model of the catalog (hermes_stack/model_catalog.py) on CPU: `--model smollm2-135m` under the
+# A real pretrained model of the catalog (hermes_stack/modelcore/catalog.py) on CPU: `--model smollm2-135m` under the
 # embedded profile. The built-in server and the torch engine as for the tiny model, but the model's own tokenizer and
 # chat template, LoRA through peft, and the generated word problems (configs/word_problems.jsonl, the JSONL path).
 # Sized for two CPU cores, where one forward+backward over a few sequences of ~80 tokens takes seconds: short
@@ -101,7 +101,7 @@ def overrides_for(profile: str, algo: str, engine: str | None = None, model: str
     """The profile's overrides. `engine` is settings' trainer.engine as written: an explicit "tinker" is kept on the
     embedded profile (Tinker trains remotely, e.g. against the local Tinker service of the Docker tests); "auto" and
     "torch" become the torch engine. With a catalog `model`: on CPU its real-model settings, on GPU its hub id."""
-    from hermes_stack.model_catalog import CATALOG
+    from hermes_stack.modelcore.catalog import CATALOG
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")

@@ -5,10 +5,11 @@ Decisions (see docs/architecture.md for the variables):
   back to the config files' URLs when run outside compose), server_type "sglang": atroposlib then POSTs
   `<base_url without /v1>/generate` and gets token ids and logprobs back.
 - tokenizer_name is a LOCAL path: $HERMES_EMBEDDED_MODEL for the embedded tiny model, $HERMES_MODELS_DIR/<name>
-  for a catalog model (hermes_stack/model_catalog.py; the environment image holds its tokenizer), inference.model_path
-  when it is a directory, the shared models cache's folder for a hub id the inference service downloaded. A hub name
-  is accepted only online (offline it would hang ~49 s). The Hugging Face libraries are online only for the gpu
-  profile with a hub tokenizer or gsm8k and a key file (hermes_stack.hub); HF_HUB_OFFLINE=1 etc. otherwise.
+  for a catalog model (hermes_stack/modelcore/catalog.py; the environment image holds its tokenizer),
+  inference.model_path when it is a directory, the shared models cache's folder for a hub id the inference service
+  downloaded. A hub name is accepted only online (offline it would hang ~49 s). The Hugging Face libraries are
+  online only for the gpu profile with a hub tokenizer or gsm8k and a key file (hermes_stack.hub); HF_HUB_OFFLINE=1
+  etc. otherwise.
 - Atropos counts sequences: BaseEnvConfig.batch_size = [rollout] batch_size (prompts) x group_size.
 - ensure_scores_are_not_same: off for group_size 1 (PPO: a "group" of one always has equal scores and would be
   dropped every time); on for GRPO (a group whose completions all score the same has zero advantage), and the
@@ -34,9 +35,9 @@ from typing import Literal
 from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
 from pydantic import Field
 
-from hermes_stack import model_catalog
 from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem, StackError
+from hermes_stack.modelcore import catalog
 
 
 class HermesEnvConfig(BaseEnvConfig):
@@ -77,12 +78,13 @@ def resolve_tokenizer(stack, environ: Mapping[str, str], offline: bool, override
     if override:
         return override
     model_path = stack.settings.inference.model_path
-    if model_catalog.is_catalog_name(model_path):
-        directory = model_catalog.local_dir(model_path, environ)
+    if catalog.is_catalog_name(model_path):
+        directory = catalog.local_dir(model_path, environ)
         if not Path(directory).is_dir():
             raise StackError(f"the tokenizer of {model_path} is not at {directory}; the environment image builds it "
-                             f"(docker/environment.Dockerfile), or set {model_catalog.MODELS_DIR_ENV} to a folder "
-                             f"holding `python -m hermes_stack.model_catalog build {model_path} <folder>/{model_path}`")
+                             f"(docker/environment.Dockerfile), or set {catalog.MODELS_DIR_ENV} to a folder "
+                             "holding `python -m hermes_stack.modelcore.catalog build "
+                             f"{model_path} <folder>/{model_path}`")
         return directory
     if model_path == EMBEDDED_MODEL or stack.profile == "embedded":
         embedded = environ.get("HERMES_EMBEDDED_MODEL", "")
@@ -107,11 +109,11 @@ def resolve_tokenizer(stack, environ: Mapping[str, str], offline: bool, override
 
 
 def embedded_tokenizer_dir() -> Path:
-    """A local copy of the embedded model's tokenizer (hermes_stack.trainer.embedded.build_tokenizer)."""
+    """A local copy of the embedded model's tokenizer (hermes_stack.modelcore.embedded.build_tokenizer)."""
     import logging
     import tempfile
 
-    from hermes_stack.trainer.embedded import build_tokenizer
+    from hermes_stack.modelcore.embedded import build_tokenizer
 
     directory = Path(tempfile.gettempdir()) / f"hermes-embedded-tokenizer-{os.getuid()}"
     if not (directory / "tokenizer_config.json").is_file():

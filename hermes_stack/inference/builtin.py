@@ -33,7 +33,7 @@ from hermes_stack.inference.sampling import (
     parse_sampling_params,
 )
 from hermes_stack.inference.torch_sampler import Row, context_length, sample_rows
-from hermes_stack.trainer.engine_torch import one_thread_for_tiny_model
+from hermes_stack.modelcore.embedded import one_thread_for_tiny_model
 
 log = logging.getLogger("hermes.inference")
 

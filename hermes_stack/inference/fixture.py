@@ -1,6 +1,6 @@
 """A throw-away tiny causal LM (character tokenizer + 2-layer Llama) for tests of the inference service and engines.
 
-Not the embedded default model (that one is trainer/embedded.py): this one is random, built in a second, offline.
+Not the embedded default model (that one is modelcore/embedded.py): this one is random, built in a second, offline.
 """
 
 from __future__ import annotations

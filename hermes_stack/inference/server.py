@@ -45,7 +45,7 @@ def write_ready_marker(data_dir: Path, backend: Backend) -> Path:
 
 def newest_weights(data_dir: Path) -> Path | None:
     """The newest finished `weights/step-<N>` the trainer synced (temp dirs of a killed export are ignored)."""
-    from hermes_stack.trainer.weights_sync import newest_step_dir
+    from hermes_stack.modelcore.weights_layout import newest_step_dir
 
     return newest_step_dir(data_dir / "weights")
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_stack import model_catalog
 from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem
+from hermes_stack.modelcore import catalog
 
 DEFAULT_EMBEDDED_MODEL = "/opt/hermes/embedded-model"
 
@@ -77,7 +77,7 @@ def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
     model_path = inference.get("model_path", EMBEDDED_MODEL)
     if model_path == EMBEDDED_MODEL:
         model_path = env.get("HERMES_EMBEDDED_MODEL", DEFAULT_EMBEDDED_MODEL)
-    model_path = model_catalog.local_dir(model_path, env)
+    model_path = catalog.local_dir(model_path, env)
     engine = settings.get("trainer", {}).get("engine", "auto")
     tinker = settings.get("tinker", {})
     data_dir = env.get("HERMES_DATA_DIR")
@@ -107,9 +107,9 @@ def policy_is_lora(engine: str, model_path: str) -> bool:
     is fully fine-tuned: hermes_stack.trainer.engine_torch, `use_lora`). `auto` may become either: LoRA."""
     if engine in ("tinker", "auto"):
         return True
-    from hermes_stack.trainer.embedded import MARKER_FILE
+    from hermes_stack.modelcore.embedded import is_embedded_model
 
-    return not (Path(model_path) / MARKER_FILE).is_file()
+    return not is_embedded_model(model_path)
 
 
 def _fraction_env(env: Mapping[str, str], key: str) -> float | None:

@@ -1,6 +1,6 @@
-"""The builtin backend's sampling: rows (prompt + per-row SamplingParams) through the trainer's sampling core.
+"""The builtin backend's sampling: rows (prompt + per-row SamplingParams) through the shared sampling core.
 
-The core (hermes_stack.trainer.engine_torch.sample_batch) batches the rows with a KV cache, applies per-row
+The core (hermes_stack.modelcore.sampling_core.sample_batch) batches the rows with a KV cache, applies per-row
 temperature/top-p/top-k, stops rows on their stop token ids and budgets, and reports log-probs of the distribution
 it sampled from, softmax(logits / temperature) untruncated by top-p/top-k (raw logits when greedy): what SGLang
 reports by default and what the trainer's importance ratio compares against. This module adapts SamplingParams to it, matches stop strings through its per-step hook, and builds the
@@ -15,7 +15,7 @@ import torch
 
 from hermes_stack.inference.backend import Generated
 from hermes_stack.inference.sampling import SamplingParams, find_stop
-from hermes_stack.trainer.engine_torch import sample_batch
+from hermes_stack.modelcore.sampling_core import sample_batch
 
 
 @dataclass(frozen=True)

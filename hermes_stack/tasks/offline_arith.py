@@ -17,7 +17,7 @@ Why this task, and not the whole single-digit table: held-out accuracy must meas
 
 The prompt is the question itself: the embedded tokenizer knows only digits, `+`, `=`, `#`, space and newline, so
 there is no room for an English instruction. The format the model must produce is `#### N`, learnt in the embedded
-model's format-only warm start (hermes_stack.trainer.embedded) from `warm_start_answer`.
+model's format-only warm start (hermes_stack.modelcore.embedded) from `warm_start_answer`.
 """
 
 from __future__ import annotations

@@ -67,16 +67,16 @@ def load_config(args: argparse.Namespace) -> Any:
 
 def model_dir(stack: Any) -> Path:
     """The policy's directory: the embedded tiny model for the `embedded` sentinel, a catalog model's directory in
-    the image for its name (hermes_stack/model_catalog.py), else inference.model_path."""
-    from hermes_stack import model_catalog
+    the image for its name (hermes_stack/modelcore/catalog.py), else inference.model_path."""
     from hermes_stack.config.profiles import EMBEDDED_MODEL
+    from hermes_stack.modelcore import catalog
 
-    configured = model_catalog.local_dir(stack.settings.inference.model_path)
+    configured = catalog.local_dir(stack.settings.inference.model_path)
     if configured == EMBEDDED_MODEL:
         path = os.environ.get("HERMES_EMBEDDED_MODEL", "")
         if not path:
             raise LayerFailure("model", "inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL is unset. "
-                                        "Hint: build it with `python -m hermes_stack.trainer.embedded build <dir>`")
+                                        "Hint: build it with `python -m hermes_stack.modelcore.embedded build <dir>`")
         configured = path
     from hermes_stack.hub import is_hub_id, needs_hub, resolve_model
 
@@ -192,15 +192,15 @@ def inference_url(stack: Any) -> str:
 
 def check_inference(stack: Any, client: Any) -> str:
     """/v1/models lists the model and one 1-token /generate succeeds (what atroposlib will call)."""
-    from hermes_stack import model_catalog
     from hermes_stack.config.profiles import EMBEDDED_MODEL
+    from hermes_stack.modelcore import catalog
 
     try:
         served = client.models()
         configured = stack.settings.inference.model_path
         # The inference service serves the configured model_path (or its path) unless compose names it.
         expected = {name for name in (os.environ.get("HERMES_SERVED_MODEL_NAME"), configured) if name}
-        if configured == EMBEDDED_MODEL or model_catalog.is_catalog_name(configured):
+        if configured == EMBEDDED_MODEL or catalog.is_catalog_name(configured):
             expected.add(str(model_dir(stack)))
         if not served:
             raise LayerFailure("inference", f"{client.root}/v1/models lists no model")
@@ -273,7 +273,7 @@ def held_out_evaluator(stack: Any, engine: Any) -> Callable[[], dict[str, float]
     if not hasattr(engine, "policy") or env.dataset == "gsm8k":
         return None
     if env.dataset == "offline-arith":
-        from hermes_stack.trainer.embedded import evaluate
+        from hermes_stack.modelcore.embedded import evaluate
 
         return lambda: evaluate(engine.policy, engine.tokenizer, "test")
     from hermes_stack.heldout import HeldOut

@@ -1,14 +1,15 @@
 """The torch engine: a transformers policy trained by PPO (GAE + critic) or GRPO (group-relative), on CPU or GPU.
 
 - Policy: AutoModelForCausalLM. A real checkpoint with `lora_rank` trains a peft LoRA adapter; the embedded tiny
-  model (hermes_stack.trainer.embedded) is fully fine-tuned.
+  model (hermes_stack.modelcore.embedded) is fully fine-tuned.
 - Reference for the KL term: the initial policy, frozen (a copy, or the base with the adapter disabled for LoRA).
 - Critic (PPO only): a small value head on the policy's last hidden states, DETACHED from the trunk. A critic
   sharing the trunk memorised the train prompts and generalised poorly (docs: rl-on-cpu-notes.md).
 - AdamW, gradient norm clipped to 1 (policy and critic separately, so critic gradients never shrink policy steps).
   The critic's learning rate is value_loss_coef x the policy's (trainer/algorithms.py: why not a loss weight).
 - Log-probs, entropy and KL are of softmax(logits / T), T the rollout temperature: the distribution the inference
-  service sampled from and reports log-probs of (SGLang's default; the built-in server's sampling core below).
+  service sampled from and reports log-probs of (SGLang's default; the built-in server's and `generate`'s sampling
+  core: hermes_stack.modelcore.sampling_core).
 - Memory: a minibatch is trained in micro-batches (`micro_batch_size` sequences) with gradient accumulation, and the
   float32 log-softmax over the vocabulary is taken in chunks of positions (`logprob_chunk_tokens`).
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from hermes_stack.modelcore.embedded import is_embedded_model, one_thread_for_tiny_model
+from hermes_stack.modelcore.sampling_core import sample
 from hermes_stack.trainer import algorithms as alg
 from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 
@@ -38,11 +40,7 @@ def logprob_chunk_tokens(vocab_size: int, budget_bytes: int = LOGPROB_CHUNK_BYTE
     return max(1, budget_bytes // (2 * 4 * vocab_size))
 
 
-# ---------------------------------------------------------------- sampling
-#
-# One sampling core for every caller: TorchEngine.generate and embedded.evaluate (through `sample`), and the builtin
-# inference backend (hermes_stack.inference.torch_sampler, which adds stop strings through the `on_step` hook). It
-# lives here, not in its own module, because the trainer image bakes the embedded model with only the trainer modules.
+# ---------------------------------------------------------------- sampling (core: modelcore.sampling_core)
 
 
 @dataclass(frozen=True)
@@ -51,199 +49,6 @@ class Completion:
     logprobs: list[float]  # log p(token) under softmax(logits / temperature) (raw when greedy), per token
     text: str
     finish_reason: str  # "stop" (eos) | "length"
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """One row of `sample_batch`: the sampled tokens and the log-prob of each under the row's sampled distribution."""
-
-    tokens: list[int]  # the stop token included when one ended the row
-    # log softmax(logits / temperature)[token], untruncated by top-p/top-k (raw logits when greedy), as SGLang reports
-    # by default: the distribution the trainer's PPO ratio is measured against (it scales its logits the same way).
-    logprobs: list[float]
-    finish: str  # "token" (a stop token) | "hook" (on_step stopped it) | "length" (its budget is spent)
-
-
-StepHook = Callable[[torch.Tensor, torch.Tensor], "torch.Tensor | None"]
-_FINISH = {0: "length", 1: "token", 2: "hook"}
-
-
-def kv_cache(output) -> dict:
-    """The step's KV cache as the keyword the next forward call takes: recent transformers 5.x name it `cache`,
-    earlier 5.x (e.g. 5.17, seen on a GPU VM) and 4.x `past_key_values`. An unknown keyword would be dropped
-    silently and every step would then see only its last token, so the name is read off the output."""
-    if getattr(output, "cache", None) is not None:
-        return {"cache": output.cache}
-    return {"past_key_values": output.past_key_values}
-
-
-def filter_logits(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor):
-    """Per-row temperature, top-k and top-p on logits [B, V]; returns sampling log-weights [B, V] (-inf: cut).
-
-    top-p keeps the smallest prefix whose mass reaches top_p (the first token always); rows with top_p >= 1 and
-    top_k <= 0 keep every token, even where float rounding brings the cumulative mass to 1 before the tail."""
-    scaled = logits / temperature.clamp(min=1e-5).unsqueeze(-1)
-    vocab = scaled.shape[-1]
-    k = torch.where(top_k > 0, top_k.clamp(max=vocab), torch.full_like(top_k, vocab))
-    sorted_logits, sorted_idx = torch.sort(scaled, dim=-1, descending=True)
-    drop = torch.arange(vocab, device=logits.device).unsqueeze(0) >= k.unsqueeze(-1)
-    probs = torch.softmax(sorted_logits, dim=-1)
-    mass_before = probs.cumsum(dim=-1) - probs
-    drop |= (mass_before >= top_p.unsqueeze(-1)) & (top_p < 1).unsqueeze(-1)
-    sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-    return torch.full_like(scaled, float("-inf")).scatter(-1, sorted_idx, sorted_logits)
-
-
-def _per_row(value, count: int) -> list:
-    return [value] * count if isinstance(value, (int, float)) else list(value)
-
-
-class _Chooser:
-    """Picks each row's next token: argmax where temperature <= 0, else a draw from the filtered distribution.
-
-    What the batch needs (any draw, any greedy row, any top-p/top-k cut) is settled once per call, not per step: the
-    sort of a cut and the draw are the costly parts, and skipping a draw no row uses leaves the generator as it was.
-    """
-
-    def __init__(self, count: int, temperature, top_p, top_k, device, generator):
-        self.temperature = torch.tensor(_per_row(temperature, count), dtype=torch.float32, device=device)
-        self.top_p = torch.tensor(_per_row(top_p, count), dtype=torch.float32, device=device)
-        self.top_k = torch.tensor(_per_row(top_k, count), dtype=torch.long, device=device)
-        self.greedy = self.temperature <= 0
-        self.any_greedy = bool(self.greedy.any())
-        self.any_drawn = not bool(self.greedy.all())
-        self.truncate: bool | None = None  # set at the first step, from the logits' width
-        self.generator = generator
-
-    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
-        if not self.any_drawn:
-            return logits.argmax(-1)
-        if self.truncate is None:
-            self.truncate = bool(((self.top_p < 1) | ((self.top_k > 0) & (self.top_k < logits.shape[-1]))).any())
-        if self.truncate:
-            weights = filter_logits(logits, self.temperature, self.top_p, self.top_k)
-        else:
-            weights = logits / self.temperature.clamp(min=1e-5).unsqueeze(-1)
-        drawn = torch.multinomial(torch.softmax(weights, dim=-1), 1, generator=self.generator).squeeze(-1)
-        return torch.where(self.greedy, logits.argmax(-1), drawn) if self.any_greedy else drawn
-
-    def logprob(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        """log softmax(logits / T)[token] per row, untruncated (SGLang's default); greedy rows: raw logits."""
-        scale = torch.where(self.greedy, torch.ones_like(self.temperature), self.temperature)
-        logp = torch.log_softmax(logits / scale.unsqueeze(-1), -1)
-        return logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
-
-
-def _stop_table(stop_token_ids: list[Collection[int]], device) -> torch.Tensor:
-    """Per-row stop token ids as one [B, S] tensor padded with -1 (never a token), for a vectorised membership test."""
-    rows = [list(ids) for ids in stop_token_ids]
-    width = max((len(ids) for ids in rows), default=0) or 1
-    return torch.tensor([ids + [-1] * (width - len(ids)) for ids in rows], dtype=torch.long, device=device)
-
-
-@torch.no_grad()
-def sample_batch(
-    model: nn.Module,
-    prompts: list[list[int]],
-    *,
-    pad_token_id: int,
-    stop_token_ids: list[Collection[int]],
-    budgets: int | list[int],
-    temperature: float | list[float] = 1.0,
-    top_p: float | list[float] = 1.0,
-    top_k: int | list[int] = -1,
-    generator: torch.Generator | None = None,
-    on_step: StepHook | None = None,
-) -> list[Sampled]:
-    """Sample every row (a prompt and its own parameters) in one left-padded batch with a KV cache.
-
-    Per row: temperature (<= 0: greedy), top_p (>= 1: off), top_k (<= 0: off), a budget of new tokens (<= 0: none
-    sampled) and the token ids that end it (included in its tokens). `on_step(tokens, active)` is called after each
-    step with the tokens so far [B, step+1] and the rows still running; it returns a bool [B] of rows to stop now
-    (finish "hook"), or None. Log-probs are of softmax(logits / temperature), untruncated (raw when greedy), for the
-    chosen token.
-    """
-    device = next(model.parameters()).device
-    count = len(prompts)
-    if count == 0:
-        return []
-    budget_list = [max(0, b) for b in _per_row(budgets, count)]
-    steps = max(budget_list)
-    budget = torch.tensor(budget_list, dtype=torch.long, device=device)
-    stops = _stop_table(stop_token_ids, device)
-    choose = _Chooser(count, temperature, top_p, top_k, device, generator)
-
-    width = max(len(p) for p in prompts)
-    ids = torch.full((count, width), pad_token_id, dtype=torch.long)
-    attention = torch.zeros((count, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        attention[i, width - len(p):] = 1
-    ids, attention = ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-
-    out_tokens = torch.full((count, steps), pad_token_id, dtype=torch.long, device=device)
-    out_logprobs = torch.zeros((count, steps), device=device)
-    lengths = torch.zeros(count, dtype=torch.long, device=device)
-    reason = torch.zeros(count, dtype=torch.long, device=device)  # keys of _FINISH
-    finished = budget <= 0
-
-    cache: dict = {}  # the KV cache, under the name this transformers version uses (set after the first step)
-    step_ids, step_positions = ids, positions
-    for step in range(steps if not bool(finished.all()) else 0):
-        output = model(input_ids=step_ids, attention_mask=attention, position_ids=step_positions, use_cache=True,
-                       **cache)
-        cache = kv_cache(output)
-        logits = output.logits[:, -1, :].float()
-        token = choose(logits)
-        logprob = choose.logprob(logits, token)
-        running = ~finished
-        token = torch.where(running, token, torch.full_like(token, pad_token_id))
-        out_tokens[:, step] = token
-        out_logprobs[:, step] = logprob
-        on_token = running & (token.unsqueeze(-1) == stops).any(-1)
-        ended = on_token | (running & (budget <= step + 1))
-        reason = torch.where(on_token, 1, reason)
-        if on_step is not None:
-            hooked = on_step(out_tokens[:, : step + 1], running & ~on_token)
-            if hooked is not None:
-                hooked = hooked.to(device) & running & ~on_token
-                ended |= hooked
-                reason = torch.where(hooked, 2, reason)
-        lengths = torch.where(ended, step + 1, lengths)
-        finished |= ended
-        if bool(finished.all()):
-            break
-        step_ids = token.unsqueeze(-1)
-        step_positions = step_positions[:, -1:] + 1
-        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
-
-    tokens, logprobs, lengths, reason = out_tokens.tolist(), out_logprobs.tolist(), lengths.tolist(), reason.tolist()
-    return [Sampled(tokens[i][: lengths[i]], logprobs[i][: lengths[i]], _FINISH[reason[i]]) for i in range(count)]
-
-
-def sample(
-    model: nn.Module,
-    prompts: list[list[int]],
-    *,
-    eos_token_id: int,
-    pad_token_id: int,
-    n: int = 1,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 16,
-    generator: torch.Generator | None = None,
-) -> list[list[tuple[list[int], list[float], str]]]:
-    """Every prompt n times through `sample_batch`, ending on eos: per prompt n (tokens, logprobs, finish_reason).
-
-    temperature 0 is greedy; finish_reason is "stop" (eos) or "length". Log-probs are of softmax(logits / temperature)
-    (raw logits when greedy), untruncated by top-p: the distribution the trainer's PPO ratio is measured against.
-    """
-    rows = [p for p in prompts for _ in range(n)]
-    done = sample_batch(model, rows, pad_token_id=pad_token_id, stop_token_ids=[(eos_token_id,)] * len(rows),
-                        budgets=max_new_tokens, temperature=temperature, top_p=top_p, generator=generator)
-    results = [(s.tokens, s.logprobs, "stop" if s.finish == "token" else "length") for s in done]
-    return [results[k * n:(k + 1) * n] for k in range(len(prompts))]
 
 
 # ---------------------------------------------------------------- critic
@@ -300,24 +105,6 @@ def build_batch(sequences: list[Sequence], pad_token_id: int, device: torch.devi
 
 
 # ---------------------------------------------------------------- engine
-
-
-def is_embedded_model(model_dir: Path) -> bool:
-    from hermes_stack.trainer.embedded import MARKER_FILE
-
-    return (Path(model_dir) / MARKER_FILE).is_file()
-
-
-def one_thread_for_tiny_model(model_dir: Path | str, device: str | torch.device) -> bool:
-    """The embedded tiny model on CPU runs on one intra-op thread (process-wide); returns whether that was applied.
-
-    It is too small to split across threads: on a busy 2-core machine threads waiting on each other at every op made
-    the trainer's steps up to ~50x slower, and the inference service sampled a group of 8 in 31 ms of CPU instead of
-    2-5 ms (measured)."""
-    if is_embedded_model(Path(model_dir)) and torch.device(device).type == "cpu":
-        torch.set_num_threads(1)
-        return True
-    return False
 
 
 class TorchEngine:

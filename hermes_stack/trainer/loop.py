@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from hermes_stack.modelcore.weights_layout import export_step_weights, prune_weight_dirs
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient, AtroposUnavailable, groups_from_batch
 from hermes_stack.trainer.metrics import MetricsSink, reward_stats
-from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError, export_step_weights, prune_weight_dirs
+from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
 
 
 class EngineLike(Protocol):

@@ -3,14 +3,12 @@
 After each optimisation step the policy is written to `<data>/weights/step-<N>` (temp dir + rename, so the
 inference service never reads a half-written directory) and announced with SGLang's own routes:
 `POST /update_weights_from_disk {"model_path"}` for full weights, `POST /load_lora_adapter {"lora_name",
-"lora_path"}` when the export is a peft adapter (it holds adapter_config.json).
+"lora_path"}` when the export is a peft adapter (it holds adapter_config.json). The folder layout, which the
+inference service reads too, is hermes_stack.modelcore.weights_layout.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,6 @@ import httpx
 
 from hermes_stack.errors import StackError
 from hermes_stack.health import server_root as inference_root  # SGLang's native routes live at the root
-
-_STEP_DIR = re.compile(r"^step-(\d+)$")
-TMP_PREFIX = ".tmp-"
 
 
 class InferenceError(StackError):
@@ -106,45 +101,3 @@ class InferenceClient:
             self._call("POST", "/unload_lora_adapter", json={"lora_name": previous})
         except InferenceError:
             pass
-
-
-def export_step_weights(engine: Any, weights_root: Path, step: int) -> Path:
-    """engine.export_weights into a temp dir, then rename to `step-<N>`: readers only ever see finished dirs."""
-    weights_root.mkdir(parents=True, exist_ok=True)
-    tmp = weights_root / f"{TMP_PREFIX}step-{step}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    engine.export_weights(tmp)
-    final = weights_root / f"step-{step}"
-    if final.exists():
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    return final
-
-
-def newest_step_dir(weights_root: Path) -> Path | None:
-    """The `step-<N>` dir with the largest N (finished exports only: they appear by rename), or None."""
-    if not weights_root.is_dir():
-        return None
-    steps = [(int(m.group(1)), child) for child in weights_root.iterdir()
-             if (m := _STEP_DIR.match(child.name)) and child.is_dir()]
-    return max(steps)[1] if steps else None
-
-
-def prune_weight_dirs(weights_root: Path, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` step dirs and any leftover temp dirs of a killed export."""
-    if not weights_root.is_dir():
-        return []
-    removed = []
-    steps = []
-    for child in weights_root.iterdir():
-        if child.name.startswith(TMP_PREFIX) and child.is_dir():
-            shutil.rmtree(child, ignore_errors=True)
-            removed.append(child)
-        elif (m := _STEP_DIR.match(child.name)) and child.is_dir():
-            steps.append((int(m.group(1)), child))
-    steps.sort()
-    for _, path in steps[:-keep] if keep > 0 else []:
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed

@@ -1,11 +1,16 @@
 """Issue 16 breaks 2 and 4 as facts of the Dockerfiles and compose files (the Docker tier checks them live in
 tests/docker/test_stack_gpu_rehearsal.py: the cache volume is written by uid 10001, the model comes from the hub).
+Issue 11: a stage that runs our code copies packages, checked against the import graph, not a hand-kept file list.
 
 2: a named volume mounted on a folder the image never created is created root-owned, so the uid-10001 services
    cannot write downloads or flashinfer's JIT cache: every image whose service mounts hermes-models creates the
    cache folders owned by 10001.
 4: the environment image must not bake HF_*_OFFLINE: it could never load gsm8k or a hub tokenizer on a connected
    GPU VM. The environment decides at start (hermes_stack.hub).
+11: every module a stage runs (`python -m hermes_stack.X` in RUN or CMD; the atropos image: its compose healthcheck)
+   finds all it imports in what the stage copied; the stages that bake a model copy only packages that build
+   imports (a code change elsewhere must not start the minutes-long model build again); no stage copies single
+   modules to follow imports (only package __init__ files and the module it runs).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from import_graph import closure, import_graph, module_files
 
 from hermes_stack.hub import HF_CACHE, OFFLINE_FLAGS
 
@@ -59,3 +65,81 @@ def test_the_environment_image_is_not_baked_offline():
                          if line.startswith("ENV"))
     assert not any(flag in env_lines for flag in OFFLINE_FLAGS), env_lines
     assert "WANDB_MODE=offline" in env_lines  # what stays baked
+
+
+# ---- issue 11: stages copy the packages their code imports ---------------------------------------------------------
+
+MODULES = module_files()
+GRAPH = import_graph()
+DOCKERFILES = sorted(p.name for p in (ROOT / "docker").glob("*.Dockerfile"))
+
+
+def _runnable(name: str) -> str:
+    """`python -m pkg` runs pkg.__main__."""
+    return f"{name}.__main__" if f"{name}.__main__" in MODULES else name
+
+
+def entry_modules(dockerfile: str, stage: str) -> set[str]:
+    """The hermes_stack modules a stage runs: `-m hermes_stack.X` in its RUN and CMD lines; the atropos image runs
+    only its compose healthcheck's module (its CMD is atroposlib's)."""
+    body = stages(dockerfile)[stage]
+    found = set(re.findall(r"-m\"?,?\s+\"?(hermes_stack[\w.]*)", body))
+    if dockerfile == "atropos.Dockerfile" and stage == "runtime":
+        test = BASE["atropos"]["healthcheck"]["test"]
+        found.add(test[test.index("-m") + 1])
+    return {_runnable(name) for name in found}
+
+
+def copies(dockerfile: str, stage: str) -> dict[str, set[str]]:
+    """Each hermes_stack path the stage copies from the build context -> the modules it brings in."""
+    out: dict[str, set[str]] = {}
+    for line in stages(dockerfile)[stage].splitlines():
+        words = line.split()
+        if not words or words[0].upper() != "COPY" or any(w.startswith("--from") for w in words):
+            continue
+        for source in (w for w in words[1:-1] if w.split("/")[0] == "hermes_stack"):
+            path = ROOT / source
+            out[source] = {m for m, f in MODULES.items() if f == path or (path.is_dir() and f.is_relative_to(path))}
+    return out
+
+
+def needed(entries: set[str]) -> set[str]:
+    """What running `entries` imports, and the packages (their __init__) those modules sit in."""
+    modules = set().union(*(closure(e, GRAPH) for e in entries))
+    return modules | {".".join(m.split(".")[:i]) for m in modules for i in range(1, m.count(".") + 1)}
+
+
+RUNNING = [(d, s) for d in DOCKERFILES for s in stages(d) if entry_modules(d, s)]
+
+
+def test_the_stages_running_our_code_are_found():
+    # Guards the readers above: every image runs our code, and both model-building stages are seen.
+    assert {("trainer.Dockerfile", "cpu-model"), ("trainer.Dockerfile", "cpu-catalog"), ("trainer.Dockerfile", "cpu"),
+            ("environment.Dockerfile", "catalog"), ("environment.Dockerfile", "runtime"),
+            ("atropos.Dockerfile", "runtime")} <= set(RUNNING)
+
+
+@pytest.mark.parametrize("dockerfile, stage", RUNNING)
+def test_a_stage_copies_everything_the_code_it_runs_imports(dockerfile, stage):
+    copied = set().union(*copies(dockerfile, stage).values())
+    missing = sorted(needed(entry_modules(dockerfile, stage)) - copied)
+    assert not missing, f"{dockerfile}:{stage} runs {sorted(entry_modules(dockerfile, stage))} but does not copy {missing}"
+
+
+@pytest.mark.parametrize("dockerfile, stage", RUNNING)
+def test_a_stage_copies_packages_not_lists_of_modules(dockerfile, stage):
+    entries = entry_modules(dockerfile, stage)
+    for source, modules in copies(dockerfile, stage).items():
+        if (ROOT / source).is_file():
+            assert source.endswith("__init__.py") or modules <= entries, (
+                f"{dockerfile}:{stage} copies the single module {source}: copy its package (hermes_stack/<package>/)")
+
+
+@pytest.mark.parametrize("dockerfile, stage", [(d, s) for d, s in RUNNING
+                                               if re.search(r"^RUN .*-m hermes_stack", stages(d)[s], re.MULTILINE)])
+def test_a_model_building_stage_copies_only_what_the_build_imports(dockerfile, stage):
+    """A build stage's cache key includes what it copies: anything it does not import would rebuild the model."""
+    wanted = needed(entry_modules(dockerfile, stage))
+    for source, modules in copies(dockerfile, stage).items():
+        assert source.rstrip("/") != "hermes_stack" and modules & wanted, (
+            f"{dockerfile}:{stage} copies {source}, which its build does not import")

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
+from hermes_stack.modelcore import embedded
 from hermes_stack.tasks.offline_arith import format_prompt, offline_arith
-from hermes_stack.trainer import embedded
 
 
 @pytest.fixture(scope="module")

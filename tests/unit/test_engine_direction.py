@@ -17,8 +17,8 @@ import torch
 from trainer_helpers import grpo_params as grpo
 from trainer_helpers import ppo_params as ppo
 
+from hermes_stack.modelcore import embedded
 from hermes_stack.trainer import algorithms as alg
-from hermes_stack.trainer import embedded
 from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 from hermes_stack.trainer.engine_torch import TorchEngine, build_batch
 

@@ -9,8 +9,8 @@ import shutil
 import pytest
 import torch
 
+from hermes_stack.modelcore import embedded
 from hermes_stack.tasks.offline_arith import offline_arith, score
-from hermes_stack.trainer import embedded
 from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
 from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, lr_factor
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack import model_catalog
 from hermes_stack.config import profiles
 from hermes_stack.config.loader import load_stack
 from hermes_stack.errors import InputError, StackError
+from hermes_stack.modelcore import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -20,11 +20,11 @@ CONFIGS = ROOT / "configs"
 
 def test_catalog_names_resolve_to_the_models_folder_and_other_paths_pass_through():
     env = {"HERMES_MODELS_DIR": "/srv/models"}
-    assert model_catalog.local_dir("smollm2-135m", env) == "/srv/models/smollm2-135m"
-    assert model_catalog.local_dir("smollm2-135m", {}) == "/opt/hermes/models/smollm2-135m"
-    assert model_catalog.local_dir("/data/my-model", env) == "/data/my-model"
-    assert model_catalog.local_dir("Qwen/Qwen3-8B", env) == "Qwen/Qwen3-8B"
-    assert model_catalog.names() == ["smollm2-135m"]
+    assert catalog.local_dir("smollm2-135m", env) == "/srv/models/smollm2-135m"
+    assert catalog.local_dir("smollm2-135m", {}) == "/opt/hermes/models/smollm2-135m"
+    assert catalog.local_dir("/data/my-model", env) == "/data/my-model"
+    assert catalog.local_dir("Qwen/Qwen3-8B", env) == "Qwen/Qwen3-8B"
+    assert catalog.names() == ["smollm2-135m"]
 
 
 @pytest.mark.parametrize("algo", ["ppo", "grpo"])
@@ -104,10 +104,10 @@ def test_services_resolve_the_catalog_model_from_their_environment(tmp_path):
 @pytest.mark.slow
 def test_tokenizer_converted_from_the_gguf_wheel_has_its_chat_template(tmp_path):
     pytest.importorskip("gguf")
-    entry = model_catalog.CATALOG["smollm2-135m"]
-    assert model_catalog.gguf_source(entry).stat().st_size > 90_000_000  # the real 98 MB file, not a pointer
-    facts = model_catalog.build("smollm2-135m", tmp_path / "tok", tokenizer_only=True)
-    assert facts["tokenizer_only"] and (tmp_path / "tok" / model_catalog.MARKER_FILE).is_file()
+    entry = catalog.CATALOG["smollm2-135m"]
+    assert catalog.gguf_source(entry).stat().st_size > 90_000_000  # the real 98 MB file, not a pointer
+    facts = catalog.build("smollm2-135m", tmp_path / "tok", tokenizer_only=True)
+    assert facts["tokenizer_only"] and (tmp_path / "tok" / catalog.MARKER_FILE).is_file()
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "tok"))

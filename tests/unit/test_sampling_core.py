@@ -1,5 +1,5 @@
-"""The one sampling core (engine_torch.sample_batch) and the builtin backend's adaptation of it (torch_sampler), on the
-tiny random fixture model: per-row parameters in one batch, temperature-scaled log-probs, stop tokens, budgets, the hook."""
+"""The one sampling core (modelcore.sampling_core.sample_batch) and the builtin backend's adaptation of it
+(torch_sampler), on the tiny random fixture model: per-row parameters in one batch, temperature-scaled log-probs, stop tokens, budgets, the hook."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from hermes_stack.inference.fixture import build_fixture_model
 from hermes_stack.inference.sampling import SamplingParams, find_stop
 from hermes_stack.inference.torch_sampler import Row, sample_rows
-from hermes_stack.trainer.engine_torch import filter_logits, sample_batch
+from hermes_stack.modelcore.sampling_core import filter_logits, sample_batch
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_the_tiny_model_runs_on_one_thread_in_the_engine_and_the_inference_servi
     from trainer_helpers import embedded_model_dir
 
     from hermes_stack.inference.builtin import BuiltinBackend
-    from hermes_stack.trainer.engine_torch import one_thread_for_tiny_model
+    from hermes_stack.modelcore.embedded import one_thread_for_tiny_model
 
     before = torch.get_num_threads()
     try:

@@ -133,8 +133,8 @@ def test_held_out_evaluator_for_the_offline_task_only(env) -> None:
     image build recorded for the warm-started model (LoRA starts as the identity). The gpu profile's gsm8k: none."""
     import json
 
+    from hermes_stack.modelcore.embedded import MARKER_FILE
     from hermes_stack.trainer.__main__ import build_engine, held_out_evaluator, load_config, parse_args
-    from hermes_stack.trainer.embedded import MARKER_FILE
 
     args = parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"])
     stack = load_config(args)
@@ -203,8 +203,8 @@ def test_dry_run_and_weight_sync_against_the_real_inference_service(env, capsys,
 
     from trainer_helpers import REPO
 
+    from hermes_stack.modelcore.weights_layout import export_step_weights
     from hermes_stack.trainer.__main__ import build_engine, inference_client, load_config, parse_args
-    from hermes_stack.trainer.weights_sync import export_step_weights
 
     port = free_port()
     child_env = {**os.environ, "HERMES_CONFIG_DIR": str(env["configs"]), "HERMES_ALGO": "grpo",

@@ -8,13 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hermes_stack.trainer.weights_sync import (
-    InferenceClient,
-    InferenceError,
-    export_step_weights,
-    inference_root,
-    prune_weight_dirs,
-)
+from hermes_stack.modelcore.weights_layout import export_step_weights, prune_weight_dirs
+from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError, inference_root
 
 
 def test_root_strips_the_v1_suffix_not_characters() -> None:

