@@ -174,10 +174,6 @@ def auto_device(probe: Probe) -> tuple[str, list[str]]:
     return "gpu", []
 
 
-def gpu_usable(probe: Probe) -> bool:
-    return auto_device(probe)[0] == "gpu"
-
-
 def resolve_device(requested: str, probe: Probe, notify=None) -> str:
     """`auto` picks gpu only when the driver and the container toolkit are both usable (auto_device); `notify`
     receives the notice when a GPU is present but unusable."""
