@@ -1,7 +1,7 @@
 """The `hermes-stack` command. Subcommands live in hermes_stack/commands/<name>.py and register on `app`
 (hermes_stack/commands/app.py); this module imports them and runs the app.
 
-Heavy imports (python-on-whales, torch, atroposlib) stay inside command functions so `validate` starts fast.
+Heavy imports (torch, transformers, atroposlib, httpx) stay inside command functions so `validate` starts fast.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hermes_stack.commands.app import app, state
 from hermes_stack.errors import HermesError
 
 # Commands whose module is imported alone when they are the one invoked: `validate` must not pay for the imports
-# of the others (a stack module may pull in python-on-whales at import time).
+# of the others (the stack commands' modules and what they import when loaded).
 _LIGHT_COMMANDS = {"validate": "hermes_stack.commands.validate"}
 
 

@@ -1,9 +1,9 @@
-"""THE choke point for docker and docker compose calls.
+"""THE choke point for docker and docker compose calls (and for our provisioning scripts, which call docker).
 
 Typed parameters build the argv (pure, unit-tested); one runner executes it (a list argv, never a shell string)
 with a timeout per kind of command (command_timeout, pure) and turns a failure into a StackError carrying the
-command, exit code and the tail of stderr, or a timeout into CommandTimedOut naming the command. Secrets travel in the compose process environment (`ComposeParams.env`), never on the argv, so the
-printed command is safe to copy.
+command, exit code and the tail of stderr, or a timeout into CommandTimedOut naming the command. Secrets travel in
+the compose process environment (`ComposeParams.env`), never on the argv, so the printed command is safe to copy.
 """
 
 from __future__ import annotations
@@ -118,6 +118,10 @@ def logs_argv(p: ComposeParams, service: str | None = None, follow: bool = False
     return argv + ([service] if service else [])
 
 
+def cp_argv(p: ComposeParams, source: str, target: str) -> list[str]:
+    return [*p.base_argv(), "cp", source, target]
+
+
 def down_argv(p: ComposeParams, volumes: bool = False) -> list[str]:
     return [*p.base_argv(), "down", "--remove-orphans", *(["--volumes"] if volumes else [])]
 
@@ -137,25 +141,29 @@ def printable(argv: Sequence[str]) -> str:
 Runner = Callable[[list[str], dict[str, str], bool], str]
 
 # Seconds a command may take before it is killed and reported (a hung daemon must not hang the controller).
-QUICK_S = 60          # ps, config, inspect, network, rm, info, version
+QUICK_S = 60          # ps, config, inspect, network, rm
+PROBE_S = 20          # version, info: preflight's probes (a hung daemon must not hang the preflight)
 EXEC_S = 120          # exec / cp in a running container (tail of metrics.jsonl, a kill)
 DOWN_S = 240          # down: every container gets its stop_grace_period (the trainer's checkpoint) first
 BUILD_S = 3600        # image builds from nothing on 2 cores take minutes
 RUN_S = 3600          # one-off containers (the dry-run is bounded by its own --wait as well)
 UP_MARGIN_S = 120     # up --wait: compose's own --wait-timeout plus creating the containers
+SCRIPT_S = 1800       # `bash scripts/<name>`: base image from nothing (mmdebstrap) ~2 min, wheelhouse ~30 s on 2 cores
 
 
 def command_timeout(argv: Sequence[str]) -> float | None:
     """The timeout of one docker/compose argv (pure). None only for `logs --follow`, which a person ends."""
     args = list(argv)
+    if args[:1] == ["bash"]:  # one of our provisioning scripts (they docker load/import/save)
+        return SCRIPT_S
     verb = next((a for a in args[2 if args[1:2] == ["compose"] else 1:] if a in _VERBS), None)
     if verb == "logs":
         return None if ("--follow" in args or "-f" in args[args.index("logs"):]) else QUICK_S
     if verb == "up":
         wait = args[args.index("--wait-timeout") + 1] if "--wait-timeout" in args else "600"
         return float(wait) + UP_MARGIN_S
-    return {"build": BUILD_S, "run": RUN_S, "down": DOWN_S, "exec": EXEC_S, "cp": EXEC_S,
-            "load": BUILD_S, "import": BUILD_S, "save": BUILD_S}.get(verb or "", QUICK_S)
+    return {"build": BUILD_S, "run": RUN_S, "down": DOWN_S, "exec": EXEC_S, "cp": EXEC_S, "version": PROBE_S,
+            "info": PROBE_S, "load": BUILD_S, "import": BUILD_S, "save": BUILD_S}.get(verb or "", QUICK_S)
 
 
 _VERBS = {"logs", "up", "build", "run", "down", "exec", "cp", "ps", "config", "inspect", "network", "rm", "info",
@@ -231,9 +239,6 @@ def _stream(argv: list[str], env: dict[str, str]) -> Iterator[str]:
         raise CommandFailed(argv, code, "\n".join(tail))
 
 
-# Kept as names for callers that imported them.
-_whales_run, _whales_stream = _run, _stream
-
 # (argv, env) -> lines of stdout and stderr as they come.
 Streamer = Callable[[list[str], dict[str, str]], Iterator[str]]
 
@@ -250,8 +255,8 @@ class CommandFailed(StackError):
 class Compose:
     """Runs compose argv for one stack. `echo` sees every command before it runs (the controller logs them)."""
 
-    def __init__(self, params: ComposeParams, runner: Runner = _whales_run,
-                 echo: Callable[[str], None] | None = None, streamer: Streamer = _whales_stream):
+    def __init__(self, params: ComposeParams, runner: Runner = _run,
+                 echo: Callable[[str], None] | None = None, streamer: Streamer = _stream):
         self.params, self._runner, self._echo, self._streamer = params, runner, echo, streamer
 
     def stream(self, argv: list[str]) -> Iterator[str]:
@@ -272,18 +277,11 @@ class Compose:
     def up(self, services: Sequence[str] = (), wait_timeout: int = 600, capture: bool = True) -> str:
         return self.run(up_argv(self.params, services, wait_timeout), capture=capture)
 
-    def run_once(self, service: str, command: Sequence[str], capture: bool = True) -> str:
-        return self.run(run_argv(self.params, service, command), capture=capture)
-
     def exec(self, service: str, command: Sequence[str]) -> str:
         return self.run(exec_argv(self.params, service, command))
 
     def ps(self) -> list[dict]:
         return parse_ps(self.run(ps_argv(self.params)))
-
-    def logs(self, service: str | None = None, follow: bool = False, tail: int | None = None,
-             capture: bool = True) -> str:
-        return self.run(logs_argv(self.params, service, follow, tail), capture=capture)
 
     def down(self, volumes: bool = False) -> str:
         return self.run(down_argv(self.params, volumes))
@@ -297,7 +295,7 @@ class Compose:
         return True
 
     def docker(self, args: Sequence[str]) -> str:
-        """A plain docker call (inspect, cp) through the same runner."""
+        """A plain docker call (inspect, rm) through the same runner."""
         return self.run(docker_argv(*args))
 
     def config(self, fmt: str = "yaml") -> str:
@@ -330,9 +328,31 @@ def default_network(project: str) -> str:
 
 
 def docker_argv(*args: str) -> list[str]:
-    """Plain docker (not compose) calls, e.g. `docker info`, for preflight."""
+    """Plain docker (not compose) calls, e.g. `docker network inspect`."""
     return ["docker", *args]
 
 
-def run_docker(args: Sequence[str], runner: Runner = _whales_run, env: Mapping[str, str] | None = None) -> str:
-    return runner(docker_argv(*args), dict(env or {}), True)
+def probe(argv: Sequence[str]) -> tuple[int, str, str]:
+    """A read-only check of the host's Docker (preflight: `docker version`, `docker info`): exit code, stdout and
+    stderr, stripped. Never raises: a missing CLI is 127, a hung daemon 124 after PROBE_S."""
+    try:
+        return 0, _run(list(argv), {}, True).strip(), ""
+    except CommandFailed as exc:
+        return exc.returncode, exc.stdout.strip(), exc.stderr.strip()
+    except CommandTimedOut as exc:
+        return exc.returncode, "", str(exc)
+
+
+def run_script(root: Path, name: str, *args: str) -> str:
+    """Run one of our provisioning scripts, scripts/<name> (argv, no shell string; they call docker): bounded like
+    every docker call. Its last stdout line."""
+    try:
+        out = _run(["bash", str(root / "scripts" / name), *args], {}, True)
+    except CommandTimedOut:
+        raise StackError(f"`bash scripts/{name}` did not finish within {SCRIPT_S} s and was stopped. "
+                         "Hint: is the Docker daemon answering? `docker info`") from None
+    except CommandFailed as exc:
+        tail = " | ".join(exc.stderr.strip().splitlines()[-3:])
+        raise StackError(f"scripts/{name} failed (exit {exc.returncode}): {tail}") from None
+    lines = out.strip().splitlines()
+    return lines[-1] if lines else ""

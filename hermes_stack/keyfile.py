@@ -134,6 +134,19 @@ def redact_known_secrets(text: str) -> str:
     return _pattern.sub(lambda m: redact(m.group(0)), text)
 
 
+def redact_config(text: str) -> str:
+    """`compose config` inlines env_file values: hide every value whose name looks secret, plus known secrets."""
+
+    def hide(match: re.Match) -> str:
+        name, value = match.group(2), match.group(3)
+        if not is_secret_name(name) or not value.strip('"\' '):
+            return match.group(0)
+        return f"{match.group(1)}{name}: {redact(value.strip(chr(34) + chr(39)))}"
+
+    text = re.sub(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*): (.+)$", hide, text, flags=re.MULTILINE)
+    return redact_known_secrets(text)
+
+
 # ---------------------------------------------------------------- loading
 
 

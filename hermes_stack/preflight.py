@@ -23,12 +23,17 @@ class Probe(Protocol):
 
 
 class SystemProbe:
-    """Argv only, short timeouts: a hung daemon must not hang the preflight."""
+    """Argv only, short timeouts: a hung daemon must not hang the preflight. Docker is asked through the compose
+    choke point (its timeouts and errors); nvidia-smi is a host tool, asked here."""
 
     def which(self, name: str) -> str | None:
         return shutil.which(name)
 
     def run(self, argv: Sequence[str]) -> tuple[int, str, str]:
+        if argv[0] == "docker":
+            from hermes_stack.compose import probe
+
+            return probe(argv)
         try:
             done = subprocess.run(list(argv), capture_output=True, text=True, timeout=20, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -167,10 +172,6 @@ def auto_device(probe: Probe) -> tuple[str, list[str]]:
                 ", or pass --device gpu to check the GPU configuration")
         return "cpu", [line]
     return "gpu", []
-
-
-def gpu_usable(probe: Probe) -> bool:
-    return auto_device(probe)[0] == "gpu"
 
 
 def resolve_device(requested: str, probe: Probe, notify=None) -> str:

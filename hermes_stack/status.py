@@ -1,6 +1,7 @@
 """What `hermes-stack status` shows, and why `up` failed: pure functions over `compose ps` rows and metrics.jsonl.
 
-I/O stays with the caller (commands/stack.py) except `explain_up_failure`, which asks compose for the facts it needs.
+I/O stays with the caller (commands/stack.py) except `read_metrics` and `explain_up_failure`, which ask compose for
+the facts they need.
 """
 
 from __future__ import annotations
@@ -135,6 +136,26 @@ def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSumma
     return TrainingSummary(int(last["step"]), reward, sparkline(rewards), last_ckpt, len(records),
                            held_out=evals[-1] if evals else None, held_out_trend=sparkline([a for _, a in evals]),
                            held_out_count=len(evals))
+
+
+def read_metrics(compose: Compose) -> str:
+    """metrics.jsonl from the data volume: exec in the trainer, else `compose cp` (works on a stopped one)."""
+    import tempfile
+    from pathlib import Path
+
+    from hermes_stack.compose import CommandFailed, cp_argv
+
+    try:
+        return compose.exec("trainer", ["tail", "-n", "500", "/data/metrics.jsonl"])
+    except CommandFailed:
+        pass
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "metrics.jsonl"
+        try:
+            compose.run(cp_argv(compose.params, "trainer:/data/metrics.jsonl", str(target)))
+        except CommandFailed:
+            return ""
+        return target.read_text() if target.is_file() else ""
 
 
 def failing(states: list[ServiceState]) -> list[ServiceState]:

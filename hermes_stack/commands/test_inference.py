@@ -24,12 +24,12 @@ def _inference_key(stack, keyfile_path: Path | None) -> str:
     generated and keeps in .hermes/inference.key: the same order `up` gives the service its key."""
     if os.environ.get("HERMES_INFERENCE_KEY"):
         return os.environ["HERMES_INFERENCE_KEY"]
-    from hermes_stack.commands.stack import STATE_DIR, _root, stored_inference_key
     from hermes_stack.keyfile import load_keyfile
+    from hermes_stack.stack_state import STATE_DIR, project_root, stored_inference_key
 
     keyfile = load_keyfile(keyfile_path)
     from_file = (keyfile.get(stack.settings.inference.api_key_env) or "") if not keyfile.offline else ""
-    return from_file or stored_inference_key(_root() / STATE_DIR) or ""
+    return from_file or stored_inference_key(project_root() / STATE_DIR) or ""
 
 
 def probe_inference(base_url: str, key: str, timeout_s: float = 3.0) -> None:

@@ -13,7 +13,6 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,7 +353,3 @@ class BuiltinBackend:
 
     def models(self) -> list[str]:
         return [self.served_model, *self.adapters]
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:24]}"

@@ -25,7 +25,6 @@ from __future__ import annotations
 import random
 import re
 
-DATASET_NAME = "offline-arith"
 SPLITS = ("train", "test")
 TEST_SIZE = 95  # of the 495 two-digit problems; the other 400 are trained on
 # What the model sees, and what it must answer: "<a>+<b>=" then "#### <a+b>".

@@ -22,8 +22,6 @@ from typing import Any
 
 from hermes_stack.errors import HermesError, InputError, StackError
 
-LAYERS = ("config", "model", "inference", "atropos")
-
 
 class LayerFailure(Exception):
     def __init__(self, layer: str, message: str, exit_code: int = 1):

@@ -38,7 +38,6 @@ import torch
 
 EPS = 1e-6
 KL_LOG_RATIO_MAX = 2.5  # k3 <= e^2.5 - 3.5 = 8.7 and its gradient <= e^2.5 - 1 = 11.2 per token
-KL_PENALTIES = ("k3_loss", "k1_reward")
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor, count: torch.Tensor | float | None = None) -> torch.Tensor:

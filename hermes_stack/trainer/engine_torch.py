@@ -428,7 +428,3 @@ def lr_factor(step: int, decay_steps: int | None, min_ratio: float) -> float:
         return 1.0
     progress = min(step / decay_steps, 1.0)
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def finite(metrics: dict[str, float]) -> bool:
-    return all(math.isfinite(v) for v in metrics.values())

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.commands import stack as st
+from hermes_stack import stack_state as st
+from hermes_stack.bring_up import where_to_look
 from hermes_stack.compose import stack_params
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,13 +74,13 @@ def test_plain_docker_compose_in_the_project_directory_sees_the_running_stack(tm
 
 
 def test_where_to_look_prints_make_targets_and_plain_compose_that_exist():
-    lines = st.where_to_look("grpo", stack_params("grpo", "cpu", ROOT, project_name="hermes-grpo"), dotenv=True)
+    lines = where_to_look("grpo", stack_params("grpo", "cpu", ROOT, project_name="hermes-grpo"), dotenv=True)
     commands = [line.split(":", 1)[1].strip().split("   (")[0] for line in lines]
     assert commands == ["docker compose logs --follow trainer", "make status ALGO=grpo", "make down ALGO=grpo"]
     makefile = (ROOT / "Makefile").read_text()
     assert "\nstatus:" in makefile and "\ndown:" in makefile
     assert not any("hermes-stack" in line for line in lines)  # not on PATH after `make up`
-    without = st.where_to_look("grpo", stack_params("grpo", "cpu", ROOT, project_name="p"), dotenv=False)
+    without = where_to_look("grpo", stack_params("grpo", "cpu", ROOT, project_name="p"), dotenv=False)
     assert "docker compose --project-name p -f compose.grpo.yml -f compose.cpu.yml logs --follow trainer" in without[0]
 
 
@@ -89,7 +90,7 @@ def test_the_plan_remembers_the_project_so_make_status_finds_a_renamed_stack(tmp
     loaded = st.load_plan(tmp_path, "grpo")
     assert loaded == plan("hermes-test-grpo")
     monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
-    assert st._compose(loaded, echo=False).params.project_name == "hermes-test-grpo"
+    assert st.plan_compose(loaded, echo=False).params.project_name == "hermes-test-grpo"
 
 
 def test_test_inference_finds_the_key_up_generated_offline(tmp_path, monkeypatch):

@@ -176,3 +176,57 @@ def test_the_real_runner_reports_exit_code_and_stderr():
         c._run([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"], {}, True)
     assert caught.value.returncode == 3 and "boom" in str(caught.value)
     assert c._run([sys.executable, "-c", "print('hi')"], {"X": "1"}, True).strip() == "hi"
+
+
+# ---- the calls around compose go through its runner: provisioning scripts and preflight's probes ------------------
+
+def test_scripts_and_preflight_probes_get_their_own_timeouts():
+    from hermes_stack import compose as c
+
+    p = stack_params("grpo", "cpu", ROOT)
+    assert c.command_timeout(["bash", "/repo/scripts/base-image.sh"]) == c.SCRIPT_S
+    assert c.command_timeout(c.docker_argv("version", "--format", "{{.Server.Version}}")) == c.PROBE_S
+    assert c.command_timeout(c.docker_argv("info", "--format", "{{json .Runtimes}}")) == c.PROBE_S
+    assert c.command_timeout(["docker", "compose", "version", "--short"]) == c.PROBE_S
+    assert c.command_timeout(c.cp_argv(p, "trainer:/data/metrics.jsonl", "/tmp/m")) == c.EXEC_S
+
+
+def test_a_provisioning_script_gives_its_last_line_and_a_failure_names_the_script(tmp_path, monkeypatch):
+    from hermes_stack import compose as c
+    from hermes_stack.errors import StackError
+
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "ok.sh").write_text("echo building >&2\necho first\necho \"tag:$1\"\n")
+    (tmp_path / "scripts" / "bad.sh").write_text("echo one >&2\necho 'no mmdebstrap' >&2\nexit 3\n")
+    (tmp_path / "scripts" / "hang.sh").write_text("sleep 30\n")
+    assert c.run_script(tmp_path, "ok.sh", "x") == "tag:x"
+    with pytest.raises(StackError) as failed:
+        c.run_script(tmp_path, "bad.sh")
+    assert str(failed.value) == "scripts/bad.sh failed (exit 3): one | no mmdebstrap"
+    monkeypatch.setattr(c, "SCRIPT_S", 0.5)
+    with pytest.raises(StackError) as hung:
+        c.run_script(tmp_path, "hang.sh")
+    assert str(hung.value).startswith("`bash scripts/hang.sh` did not finish within 0.5 s and was stopped.")
+
+
+def test_preflight_asks_docker_through_the_compose_runner(monkeypatch):
+    from hermes_stack import compose as c
+    from hermes_stack.preflight import SystemProbe
+
+    seen = []
+
+    def runner(argv, env, capture):
+        seen.append(argv)
+        if "info" in argv:
+            raise c.CommandFailed(argv, 1, "Cannot connect to the Docker daemon\n", "")
+        if "compose" in argv:
+            raise c.CommandTimedOut(argv, c.PROBE_S)
+        return "27.3.1\n"
+
+    monkeypatch.setattr(c, "_run", runner)
+    probe = SystemProbe()
+    assert probe.run(["docker", "version", "--format", "{{.Server.Version}}"]) == (0, "27.3.1", "")
+    assert probe.run(["docker", "info"]) == (1, "", "Cannot connect to the Docker daemon")
+    code, _, err = probe.run(["docker", "compose", "version", "--short"])
+    assert code == 124 and "did not finish within 20 s" in err
+    assert [argv[:2] for argv in seen] == [["docker", "version"], ["docker", "info"], ["docker", "compose"]]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import stat
 
 from hermes_stack.cli import main
-from hermes_stack.commands.stack import Plan, inference_key, load_plan, redact_config, save_plan
+from hermes_stack.keyfile import redact_config
+from hermes_stack.stack_state import Plan, inference_key, load_plan, save_plan
 
 
 def test_inference_key_comes_from_the_key_file_when_there_is_one(tmp_path):
@@ -58,7 +59,7 @@ def test_unknown_model_is_refused_with_one_line(capsys):
 def test_the_chosen_model_reaches_compose_so_every_service_resolves_the_same_config():
     from pathlib import Path
 
-    from hermes_stack.commands.stack import compose_env
+    from hermes_stack.compose_env import compose_env
     from hermes_stack.config.loader import load_stack
 
     configs = Path(__file__).resolve().parents[2] / "configs"

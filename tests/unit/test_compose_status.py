@@ -84,3 +84,29 @@ def test_up_failure_where_nothing_started_shows_composes_own_error():
     cause = CommandFailed(["docker", "compose", "up"], 1, "Error response from daemon: getent unable to find entry")
     err = explain_up_failure(compose, cause)
     assert err is cause and err.lines()[0].endswith("exited 1: Error response from daemon: getent unable to find entry")
+
+
+def test_metrics_come_from_a_running_trainer_else_are_copied_out_of_a_stopped_one():
+    from pathlib import Path
+
+    from hermes_stack.status import read_metrics
+
+    line = '{"step": 3, "reward_mean": 0.5}\n'
+    calls = []
+
+    def stopped(argv, env, capture):
+        calls.append(argv[argv.index("compose.grpo.yml") + 1])
+        if "exec" in argv:
+            raise CommandFailed(argv, 1, "service trainer is not running")
+        Path(argv[-1]).write_text(line)  # `compose cp trainer:/data/metrics.jsonl <target>`
+        return ""
+
+    assert read_metrics(Compose(ComposeParams(files=("compose.grpo.yml",)), runner=stopped)) == line
+    assert calls == ["exec", "cp"]
+    running = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: line)
+    assert read_metrics(running) == line
+
+    def neither(argv, env, capture):
+        raise CommandFailed(argv, 1, "no such service")
+
+    assert read_metrics(Compose(ComposeParams(files=("compose.grpo.yml",)), runner=neither)) == ""

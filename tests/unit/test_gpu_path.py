@@ -190,7 +190,7 @@ def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, m
 
 
 def test_up_passes_the_split_to_the_services(tmp_path):
-    from hermes_stack.commands.stack import compose_env
+    from hermes_stack.compose_env import compose_env
     from hermes_stack.config.loader import evaluate_stack
 
     stack, errors = evaluate_stack("grpo", CONFIGS, "gpu", gpu_memory_gib=80)

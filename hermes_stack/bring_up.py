@@ -1,0 +1,182 @@
+"""`up` and `dry-run`, stage by stage:
+
+validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) with, on CPU, the dry-run alongside
+(the trainer's --dry-run as a one-off container: it loads the model while the services start, then waits, bounded,
+for inference and Atropos; inference generates, Atropos reachable, no optimisation step; on GPU it starts after
+up --wait) -> start training (up --wait of trainer and environment) -> where to look.
+Every docker/compose call goes through hermes_stack.compose; every printed line goes through the redactor.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hermes_stack import console
+from hermes_stack.compose_env import compose_env
+from hermes_stack.dry_run_alongside import DRY_RUN, DryRunAlongside
+from hermes_stack.errors import StackError
+from hermes_stack.stack_state import STATE_DIR, Plan, inference_key, plan_compose, project_root, save_plan, write_dotenv
+
+if TYPE_CHECKING:
+    from hermes_stack.compose import Compose, ComposeParams
+
+SERVING = ["atropos", "inference"]  # up first; gateway-check comes along as their dependency
+TRAINING = ["trainer", "environment"]
+
+
+def _stage(n: int, total: int, text: str) -> float:
+    console.out.print(f"[bold cyan][{n}/{total}][/] {text}", highlight=False)
+    return time.monotonic()
+
+
+def _done(started: float, text: str = "done") -> None:
+    console.out.print(f"      [green]✓[/] {text} ({time.monotonic() - started:.1f} s)", highlight=False)
+
+
+def build_inputs() -> str:
+    """What the image builds need first, made by our scripts when missing: the base image (its tag is returned) and
+    the host wheelhouse."""
+    from hermes_stack.compose import run_script
+
+    base_image = run_script(project_root(), "base-image.sh")
+    run_script(project_root(), "wheelhouse.sh")
+    return base_image
+
+
+def _key_from(stack) -> str | None:
+    """The inference key the user set explicitly: the key-file line named by inference.api_key_env (by default
+    HERMES_INFERENCE_KEY, usually absent: then `inference_key` generates one)."""
+    keyfile = getattr(stack, "keyfile", None)
+    if keyfile is None or keyfile.offline:
+        return None
+    return keyfile.get(stack.settings.inference.api_key_env)
+
+
+def validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None, model: str | None = None):
+    """The validated stack and the inference key `up` gives the services (registered for redaction)."""
+    from hermes_stack.commands.validate import validated_stack
+    from hermes_stack.keyfile import register_secrets
+
+    stack = validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device, model=model)
+    key = inference_key(project_root() / STATE_DIR, _key_from(stack))
+    register_secrets({"HERMES_INFERENCE_KEY": key})
+    return stack, key
+
+
+def _stream(compose: Compose, argv: list[str], prefix: str = "      ") -> None:
+    for line in compose.stream(argv):
+        console.info(prefix + line)
+
+
+def _up(compose: Compose, services: Sequence[str], wait_timeout: int,
+        on_failure: Callable[[], None] | None = None) -> None:
+    """`compose up --wait`; on failure, run `on_failure` (then `ps` no longer lists what it removed), then raise
+    what explain_up_failure makes of it (which services are not ready)."""
+    from hermes_stack.compose import CommandFailed
+    from hermes_stack.status import explain_up_failure
+
+    try:
+        compose.up(services, wait_timeout=wait_timeout)
+    except CommandFailed as exc:
+        if on_failure:
+            on_failure()
+        raise explain_up_failure(compose, exc) from None
+    except BaseException:  # Ctrl-C: nothing to explain, but clean up
+        if on_failure:
+            on_failure()
+        raise
+
+
+def build_images(compose: Compose) -> None:
+    """`compose build`, its progress shown as it comes."""
+    from hermes_stack.compose import build_argv
+
+    _stream(compose, build_argv(compose.params))
+
+
+def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
+             stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
+             model: str | None = None) -> Plan:
+    from hermes_stack.compose import printable, run_argv, stack_files
+    from hermes_stack.preflight import SystemProbe, preflight, resolve_device
+
+    total = 5 if stop_after_dry_run else 6
+    probe = SystemProbe()
+    resolved = resolve_device(device, probe)
+
+    t = _stage(1, total, f"validate {algo} configs and key file (device {resolved})")
+    stack, key = validated_with_key(algo, resolved, unlock, keyfile, model)
+    _done(t, f"profile {getattr(stack, 'profile', '?')}"
+             + (f", model {stack.model}" if getattr(stack, "model", None) else ""))
+
+    t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
+    findings = preflight(resolved, probe)
+    _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
+
+    plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
+                os.environ.get("HERMES_PROJECT_NAME") or None)
+    # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
+    dotenv = write_dotenv(project_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))
+
+    t = _stage(3, total, "build images" if build else "images: using what is built")
+    base_image = build_inputs() if build else None
+    compose = plan_compose(plan, compose_env(stack, key, base_image, unlock))
+    if build:
+        build_images(compose)
+    _done(t)
+    save_plan(project_root() / STATE_DIR, plan)
+
+    # On CPU the dry-run loads its model while the services start. Not on GPU: SGLang sizes its KV cache from the GPU
+    # memory free when it starts, so the trainer's model must not be loaded before it (as in the steady state).
+    alongside = resolved == "cpu"
+    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s"
+                         + (", with the dry-run alongside" if alongside else ""))
+    project = compose.params.project_name or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
+    dry = DryRunAlongside(compose, project, wait_timeout)
+    if alongside:
+        dry.start()
+    _up(compose, SERVING, wait_timeout, on_failure=dry.cancel)
+    _done(t, "atropos and inference healthy")
+    if not alongside:
+        dry.start()
+
+    t = _stage(5, total, "dry-run: model loaded, inference generates, Atropos reachable, no optimisation step")
+    try:
+        lines = dry.finish(wait_timeout + 120)  # its own --wait bounds it; the margin covers the model load
+    except BaseException:
+        dry.cancel()
+        raise
+    for line in lines:
+        console.info("      " + line)
+    if dry.failure is not None:
+        code = getattr(dry.failure, "returncode", "?")
+        raise StackError(f"dry-run failed (exit {code}); the trainer's output is above. "
+                         f"Re-run it alone: {printable(run_argv(compose.params, 'trainer', DRY_RUN))}")
+    _done(t, "dry-run passed")
+
+    if not stop_after_dry_run:
+        t = _stage(6, total, f"start training: up --wait ({', '.join(TRAINING)})")
+        _up(compose, TRAINING, wait_timeout)
+        _done(t, "trainer and environment healthy; training runs")
+
+    console.info("")
+    console.info("Where to look (in this directory):")
+    for line in where_to_look(algo, compose.params, dotenv):
+        console.info("  " + line)
+    return plan
+
+
+def where_to_look(algo: str, params: ComposeParams, dotenv: bool) -> list[str]:
+    """Commands that work as typed after `make up` (pure): make targets, which need no PATH entry, and plain
+    `docker compose` when .env names the stack (else the -f form)."""
+    from hermes_stack.compose import logs_argv, printable
+
+    logs = "docker compose logs --follow trainer" if dotenv else printable(
+        logs_argv(params, "trainer", follow=True, user=True))
+    stop = (f"stop:               make down ALGO={algo}   (checkpoints kept; the next `make up` resumes; "
+            "VOLUMES=1 deletes them)")
+    return [f"trainer step lines: {logs}", f"health and reward:  make status ALGO={algo}", stop]

@@ -1,0 +1,134 @@
+"""What the controller keeps between commands, and which stack a command talks to.
+
+- `.hermes/` (gitignored): the plan of the last `up` (so `logs`/`status`/`down` reach the same stack) and the
+  inference key generated offline (0600).
+- `.env` in the project directory, written by `up`: compose reads COMPOSE_FILE / COMPOSE_PROJECT_NAME from it, so a
+  hand-typed `docker compose logs trainer` (ps, exec, down) talks to the running stack. Never a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hermes_stack.compose import Compose
+
+STATE_DIR = Path(".hermes")
+LAST_UP = "last-up.json"
+KEY_FILE = "inference.key"
+
+
+@dataclass(frozen=True)
+class Plan:
+    algo: str
+    device: str
+    files: tuple[str, ...]
+    project: str | None = None  # HERMES_PROJECT_NAME at `up` (None: the `name:` in compose.<algo>.yml)
+
+
+def project_root() -> Path:
+    """The project directory the controller works in: $HERMES_ROOT, else the current directory."""
+    return Path(os.environ.get("HERMES_ROOT") or Path.cwd())
+
+
+def plan_compose(plan: Plan, env: dict[str, str] | None = None, echo: bool = True) -> Compose:
+    """The Compose runner for a plan's stack; `echo` logs every command before it runs."""
+    from hermes_stack import console
+    from hermes_stack.compose import Compose, stack_params
+
+    params = stack_params(plan.algo, plan.device, project_root(), env=env, files=plan.files,
+                          project_name=plan.project)
+    return Compose(params, echo=(lambda cmd: console.info(f"$ {cmd}")) if echo else None)
+
+
+# ---- .hermes/ ---------------------------------------------------------------------------------------------------------
+
+def inference_key(state_dir: Path, from_keyfile: str | None) -> str:
+    """The key protecting the inference service: the key file's value, else one generated once and kept 0600."""
+    if from_keyfile:
+        return from_keyfile
+    path = state_dir / KEY_FILE
+    if path.is_file():
+        return path.read_text().strip()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    key = "hs-" + secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")
+    return key
+
+
+def stored_inference_key(state_dir: Path) -> str | None:
+    """The key `up` generated offline (read-only: nothing is generated here), for test-inference."""
+    try:
+        return (state_dir / KEY_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def save_plan(state_dir: Path, plan: Plan) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / LAST_UP).write_text(json.dumps({"algo": plan.algo, "device": plan.device, "files": plan.files,
+                                                 "project": plan.project}))
+
+
+def load_plan(state_dir: Path, algo: str) -> Plan:
+    """The files (and project) the last `up` of this algo used, so `logs`/`status`/`down` talk to the same stack."""
+    try:
+        data = json.loads((state_dir / LAST_UP).read_text())
+        if data.get("algo") == algo:
+            return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
+    except (OSError, ValueError, KeyError):
+        pass
+    return Plan(algo, "gpu", (f"compose.{algo}.yml",))
+
+
+# ---- .env -------------------------------------------------------------------------------------------------------------
+# Only values that are not secret: the internal inference key stays in .hermes/inference.key (0600) and reaches
+# compose through the controller's process environment; interpolation of it in a hand-typed command gives "" (logs,
+# ps, exec and down do not use it).
+DOTENV = ".env"
+DOTENV_MARK = "# hermes-stack: written by `hermes-stack up` for the running stack"
+DOTENV_PASSTHROUGH = ("HERMES_IMAGE_REPO",)  # non-secret selectors of the controller's own environment
+
+
+def remove_dotenv(root: Path, project: str) -> bool:
+    """After `down`: remove our .env when it names the stack just stopped (a user's own .env is never touched)."""
+    path = root / DOTENV
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    if not text.startswith(DOTENV_MARK) or f"\nCOMPOSE_PROJECT_NAME={project}\n" not in text:
+        return False
+    path.unlink()
+    return True
+
+
+def dotenv_text(plan: Plan, project: str, env: dict[str, str]) -> str:
+    """The .env content for the running stack (pure). Never a secret: only names listed here are written."""
+    lines = [DOTENV_MARK, "# (no secrets here; `make down` removes it, the next `make up` writes it again)",
+             f"COMPOSE_FILE={':'.join(plan.files)}", f"COMPOSE_PROJECT_NAME={project}"]
+    for name in ("HERMES_ATROPOS_PORT", "HERMES_INFERENCE_PORT", "HERMES_SERVED_MODEL_NAME"):
+        if env.get(name):
+            lines.append(f"{name}={env[name]}")
+    for name in DOTENV_PASSTHROUGH:
+        if os.environ.get(name):
+            lines.append(f"{name}={os.environ[name]}")
+    return "\n".join(lines) + "\n"
+
+
+def write_dotenv(root: Path, plan: Plan, project: str, env: dict[str, str]) -> bool:
+    """Write .env unless the user has one of their own (then nothing is touched). True when written."""
+    path = root / DOTENV
+    if path.exists() and not path.read_text(errors="replace").startswith(DOTENV_MARK):
+        return False
+    tmp = path.with_name(".env.hermes-tmp")
+    tmp.write_text(dotenv_text(plan, project, env))
+    os.replace(tmp, path)
+    return True
