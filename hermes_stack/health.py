@@ -192,7 +192,7 @@ def main(argv: list[str]) -> int:
     if service in ("inference", "trainer"):
         # Their checks call inference with its key, a Compose secret file. (Not imported for atropos: its image
         # carries only this module, and it holds no secret.)
-        from hermes_stack.service_env import load_secrets
+        from hermes_stack.secret_files import load_secrets
 
         load_secrets(env)
     try:

@@ -61,6 +61,11 @@ class RolloutSection(Strict):
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
 
+    @property
+    def sequences_per_step(self) -> int:
+        """What one training step consumes, and what Atropos counts: batch_size prompts x group_size completions."""
+        return self.batch_size * self.group_size
+
 
 class AlgorithmSection(Strict):
     name: Literal["ppo", "grpo"]
@@ -75,6 +80,11 @@ class AlgorithmSection(Strict):
     # The KL regulariser, the same in both engines (trainer/algorithms.py): k3 as a loss term (log-ratio clamped),
     # or k1 in the per-token reward.
     kl_penalty: Literal["k3_loss", "k1_reward"] = "k3_loss"
+
+    @property
+    def uses_critic(self) -> bool:
+        """GAE needs a value head (PPO); group-relative advantages do not (GRPO)."""
+        return self.advantage_estimator == "gae"
 
 
 class RewardSection(Strict):

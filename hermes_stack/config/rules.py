@@ -356,28 +356,6 @@ def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 
-def gpu_split(i: Inputs):
-    """The GPU memory split (config/memory.py: SGLang's static fraction, the trainer's weights, LoRA state and one
-    micro-batch's activations) for this configuration; None off the gpu profile, without a GPU size, or for a model
-    whose shape is unknown."""
-    if i.profile != "gpu" or i.gpu_memory_gib is None:
-        return None
-    from hermes_stack.config import memory
-
-    shape = memory.find_shape(i.settings.inference.model_path, i.base_dir)
-    if shape is None:
-        return None
-    r = i.config.rollout
-    return memory.plan_split(shape, group_size=r.group_size, batch_size=r.batch_size, tokens=r.max_token_length,
-                             lora_rank=i.settings.tinker.lora_rank, gpu_gib=i.gpu_memory_gib,
-                             micro_batch=_configured_micro_batch(i.settings))
-
-
-def _configured_micro_batch(settings: Settings) -> int | None:
-    # trainer.micro_batch_size (the torch engine's micro-batches); null: validate derives it from the split.
-    return getattr(settings.trainer, "micro_batch_size", None)
-
-
 def memory_budget(i: Inputs) -> list[Problem]:
     """SGLang's weights and KV cache, the trainer's weights, LoRA state and one micro-batch must share the GPU (the
     seed's pitfall 2: CUDA OOM). The split itself is printed by `validate` (config/memory.py)."""
@@ -388,14 +366,14 @@ def memory_budget(i: Inputs) -> list[Problem]:
     model = i.settings.inference.model_path
     if model_path_local(i):
         return []  # model_path_local says what is wrong with the folder; there is no shape to budget
-    split = gpu_split(i)
+    split = memory.split_for(i.config, i.settings, i.gpu_memory_gib, i.base_dir)
     if split is None:
         return [Caution(i.settings_file, "inference.model_path", repr(model),
                         "a local model directory with config.json, or a known model "
                         f"({', '.join(sorted(k for k in memory.KNOWN_SHAPES if not k.endswith('-instruct')))})",
                         "the GPU memory budget was not checked; for a hub model, `huggingface-cli download "
                         f"{model} config.json` puts its shape in this machine's cache")]
-    refused = memory.split_refusal(split, _configured_micro_batch(i.settings))
+    refused = memory.split_refusal(split, i.settings.trainer.micro_batch_size)
     if refused is None:
         return []
     key, line = refused
