@@ -84,7 +84,11 @@ def model_dir(stack: StackConfig, env: ServiceEnv | None = None) -> Path:
     env = _service_env(env)
     configured = model_catalog.local_dir(stack.settings.inference.model_path, env.models_dir)
     if configured == EMBEDDED_MODEL:
-        configured = str(env.embedded_model)  # build one with `python -m hermes_stack.trainer.embedded build <dir>`
+        configured = str(env.embedded_model)
+        if not (env.embedded_model / "config.json").is_file():
+            raise LayerFailure("model", f"inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL ({configured}) "
+                                        "holds no model. Hint: build it with `python -m hermes_stack.trainer.embedded "
+                                        "build <dir>` and point HERMES_EMBEDDED_MODEL there")
     from hermes_stack.hub import is_hub_id, needs_hub, resolve_model
 
     if needs_hub(stack.profile, configured) and is_hub_id(configured):
