@@ -122,11 +122,10 @@ class InferenceSection(Strict):
     server: Literal["sglang", "builtin"] = "sglang"
     port: int = Field(8001, ge=1, le=65535)
     model_path: str = "Qwen/Qwen3-8B"
-    # Names of variables in the key file: the key that protects the inference service (when the key file has no
-    # such line, the controller generates one: the paid gateway key must not double as it), and the gateway root
-    # used by test-inference and the judge.
+    # The name of a variable in the key file: the key that protects the inference service (when the key file has
+    # no such line, the controller generates one: the paid gateway key must not double as it). The gateway root is
+    # always TAOTOKEN_BASE_URL (it is the variable compose hands the gateway's callers).
     api_key_env: str = "HERMES_INFERENCE_KEY"
-    base_url_env: str = "TAOTOKEN_BASE_URL"
     # The URL the environment calls for rollouts (OpenAI style, ends in /v1). Its port must equal `port`.
     # Absent (the blog's file has none): derived from `port`.
     base_url: str = "http://localhost:8001/v1"

@@ -244,21 +244,18 @@ def locked_fields(i: Inputs) -> list[Problem]:
 
 
 def keyfile_names(i: Inputs) -> list[Problem]:
-    """inference.api_key_env / base_url_env name variables that exist in the key file (skipped offline)."""
+    """inference.api_key_env names a variable that exists in the key file (skipped offline; the default,
+    HERMES_INFERENCE_KEY, is optional: without the line the controller generates the inference key)."""
     kf = i.keyfile
     if kf is None or kf.offline:
         return []
     out = []
-    for key in ("api_key_env", "base_url_env"):
-        name = getattr(i.settings.inference, key)
-        if key == "api_key_env" and name == INFERENCE_KEY_ENV:
-            continue  # optional: without the line, the controller generates the inference key
-        if not kf.values.get(name):
-            present = ", ".join(sorted(kf.values)) or "nothing"
-            out.append(Problem(i.settings_file, f"inference.{key}", repr(name),
-                               f"a variable set in {kf.path} ({present})",
-                               f"add {name}=… to {kf.path} or name one of its variables"))
     name = i.settings.inference.api_key_env
+    if name != INFERENCE_KEY_ENV and not kf.values.get(name):
+        present = ", ".join(sorted(kf.values)) or "nothing"
+        out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
+                           f"a variable set in {kf.path} ({present})",
+                           f"add {name}=… to {kf.path} or name one of its variables"))
     if kf.values.get(name) and not is_keyfile_secret(name):
         # The value would become the inference key although every log and `validate` print it in clear.
         out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
