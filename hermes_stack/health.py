@@ -1,6 +1,7 @@
 """Readiness checks for the compose healthchecks: `python -m hermes_stack.health <service> [--url URL] [--wait S]`.
 
-Stdlib only (it also runs in the atropos image, which has no hermes dependencies). Exit 0 = ready, 1 = not ready with
+Stdlib only (it also runs in the atropos image, which carries this module alone), so it reads its few variables
+itself; they are hermes_stack.service_env.ServiceEnv's (tests/static checks the names). Exit 0 = ready, 1 = not ready with
 one stderr line saying why. Readiness, not liveness:
 - atropos:     GET /status answers with the step counter.
 - inference:   /v1/models lists a model (HERMES_SERVED_MODEL_NAME when set) AND a 1-token /generate succeeds — a server
