@@ -147,9 +147,12 @@ def test_trainer_resolves_a_relative_model_folder_against_the_config_folder_pare
 # ---------------------------------------------------------------- 5: the GPU memory split
 
 
+SHIPPED_ROLLOUT = RolloutSection(group_size=8, batch_size=32, max_token_length=2048)  # 256 sequences a step
+
+
 def test_split_reference_figures_for_qwen3_8b_on_80_gib():
     shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
-    split = memory.plan_split(shape, RolloutSection(group_size=8, batch_size=32, max_token_length=2048), lora_rank=32, gpu_gib=80)
+    split = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=80)
     # bf16 weights, from Qwen3-8B's config.json shapes (untied embeddings; its q/k norms, 9,216 parameters, left out)
     per_layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096
     assert split.weights_bytes == 2 * (2 * 151_936 * 4096 + 36 * per_layer + 4096) == 16_381_452_288
@@ -164,11 +167,10 @@ def test_split_reference_figures_for_qwen3_8b_on_80_gib():
 
 def test_split_refusals_name_the_model_or_the_micro_batch():
     shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
-    small = memory.plan_split(shape, RolloutSection(group_size=8, batch_size=32, max_token_length=2048), lora_rank=32, gpu_gib=24)
+    small = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=24)
     key, line = memory.split_refusal(small)
     assert key == "inference.model_path" and "the model twice" in line and "this GPU has 24 GiB" in line
-    forced = memory.plan_split(shape, RolloutSection(group_size=8, batch_size=32, max_token_length=2048), lora_rank=32, gpu_gib=141,
-                               micro_batch=8)
+    forced = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=141, micro_batch=8)
     key, line = memory.split_refusal(forced, 8)
     assert key == "trainer.micro_batch_size" and line.startswith("micro_batch_size 8 x 2048 tokens")
     assert line.endswith("try micro_batch_size 7")  # the largest next to one group's KV cache
