@@ -46,13 +46,14 @@ def lora(workdir: Path) -> Path:
     import torch
 
     from hermes_stack.config.loader import load_stack
+    from hermes_stack.config.models import AlgorithmSection
     from hermes_stack.inference.fixture import build_fixture_model
-    from hermes_stack.trainer.engine import AlgoParams, Sequence
+    from hermes_stack.trainer.engine import Sequence
     from hermes_stack.trainer.engine_torch import TorchEngine
 
     tinker = load_stack("grpo", ROOT / "configs", profile="gpu").settings.tinker
     model = build_fixture_model(workdir / "mid-model", hidden=1024, layers=8)
-    params = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, kl_coef=0.1)
+    params = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, kl_coef=0.1)
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
     engine = TorchEngine(model, params, tinker.learning_rate, device=DEVICE,
@@ -107,8 +108,9 @@ def split(workdir: Path, layers: int = 4) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from hermes_stack.config import memory
+    from hermes_stack.config.models import AlgorithmSection
     from hermes_stack.inference.fixture import build_tokenizer
-    from hermes_stack.trainer.engine import AlgoParams, Sequence
+    from hermes_stack.trainer.engine import Sequence
     from hermes_stack.trainer.engine_torch import TorchEngine
 
     directory = workdir / "qwen3-8b-shaped"
@@ -120,7 +122,7 @@ def split(workdir: Path, layers: int = 4) -> None:
                          pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, torch_dtype="bfloat16")
     LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
     shape = memory.ModelShape.from_config(config.to_dict())
-    params = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
+    params = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
                         kl_coef=0.1)
     engine = TorchEngine(directory, params, 4e-5, device=DEVICE, lora_rank=32)
     fixed = memory.trainer_fixed_bytes(shape, 32)

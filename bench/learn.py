@@ -44,9 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hermes_stack.config.loader import load_stack
+from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.modelcore.embedded import build as build_embedded
 from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, parse_answer, score
-from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+from hermes_stack.trainer.engine import IGNORE, Sequence
 
 MAX_NEW_TOKENS = 8  # "#### 18" + eos
 TASK_SEED = 0  # the split the environment serves by default
@@ -96,7 +97,7 @@ class TinkerSide:
     """The Tinker path of the stack in one process: the local Tinker service, the TinkerEngine on the real SDK, and a
     sampler that loads each exported step the way the inference service does (adapter or full weights)."""
 
-    def __init__(self, model_dir: Path, algo: AlgoParams, learning_rate: float, lora_rank: int, seed: int,
+    def __init__(self, model_dir: Path, algo: AlgorithmSection, learning_rate: float, lora_rank: int, seed: int,
                  full: bool, workdir: Path, temperature: float = 1.0):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -173,7 +174,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     from hermes_stack.trainer.engine_torch import TorchEngine
 
     stack = load_config(algo)
-    params = AlgoParams.from_section(stack.config.algorithm)
+    params = stack.config.algorithm
     rollout, reward = stack.config.rollout, stack.config.reward
     group_size, batch_size = rollout.group_size, rollout.batch_size
     learning_rate = learning_rate_override or stack.settings.tinker.learning_rate

@@ -34,7 +34,7 @@ from hermes_stack.environment.datasets import load_items
 from hermes_stack.environment.reward import RewardWeights, score_completion
 from hermes_stack.heldout import HeldOut
 from hermes_stack.tasks.prompting import fewshot_examples, prompt_text
-from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+from hermes_stack.trainer.engine import IGNORE, Sequence
 
 MODEL = "smollm2-135m"
 MAX_ROUNDS = 3  # GRPO sampling rounds per step at most while too few groups survive the equal-score drop
@@ -82,7 +82,7 @@ def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, basel
 
     stack = load_stack(algo, ROOT / "configs", profile="embedded", model=MODEL)
     cfg, settings = stack.config, stack.settings
-    params = AlgoParams.from_section(cfg.algorithm)
+    params = cfg.algorithm
     rollout, env, reward = cfg.rollout, cfg.environment, cfg.reward
     weights = RewardWeights(reward.correctness_weight, reward.format_weight)
     torch.manual_seed(seed)

@@ -2,37 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def compose_env(stack, key: str, base_image: str | None, unlock: bool = False) -> dict[str, str]:
+if TYPE_CHECKING:
+    from hermes_stack.config.loader import StackConfig
+
+
+def compose_env(stack: StackConfig | None, key: str, base_image: str | None, unlock: bool = False) -> dict[str, str]:
     """Compose's process environment: the key file's variables for the services that need them (secrets become
-    Compose secrets, see hermes_stack.service_env), the inference key, HERMES_UNLOCK, ports and names."""
-    from hermes_stack.service_env import compose_environment
+    Compose secrets), the service environment `up` hands every service (hermes_stack.service_env: the inference key,
+    HERMES_UNLOCK, the GPU memory split, names, the user's tuning knobs), and the controller's own selectors."""
+    from hermes_stack.service_env import ServiceEnv, compose_environment
 
     keyfile = getattr(stack, "keyfile", None)
     values = {} if keyfile is None or keyfile.offline else dict(keyfile.values)
     if keyfile is not None and keyfile.tinker_key_defaulted:
         values.pop("TINKER_API_KEY", None)  # the default is a validation aid; the gateway key stays out of the trainer
-    env = compose_environment(values, key, unlock)
+    env = compose_environment(values, ServiceEnv.for_stack(stack, key, unlock))
     if stack is not None:
-        env["HERMES_ATROPOS_PORT"] = str(stack.config.atropos.api_port)
-        env["HERMES_INFERENCE_PORT"] = str(stack.settings.inference.port)
-        # One name for the inference service, its healthcheck and the trainer's dry-run.
-        env["HERMES_SERVED_MODEL_NAME"] = stack.settings.inference.model_path
-        env.update(split_env(stack))
-        # Every service resolves the same configuration: the catalog model selected by --model, if any.
-        env["HERMES_MODEL"] = getattr(stack, "model", None) or ""
+        env["HERMES_ATROPOS_PORT"] = str(stack.config.atropos.api_port)  # compose.base.yml's ports and run-api
     if base_image:
         env["HERMES_BASE_IMAGE"] = base_image
     return env
-
-
-def split_env(stack) -> dict[str, str]:
-    """The GPU memory split `validate` printed, for the services: SGLang's --mem-fraction-static and the torch
-    engine's micro-batch size (empty off the gpu profile or when the GPU size is unknown)."""
-    from hermes_stack.commands.validate import gpu_split
-
-    split = gpu_split(stack)
-    if split is None:
-        return {}
-    return {"HERMES_SGLANG_MEM_FRACTION": f"{split.mem_fraction_static:.2f}",
-            "HERMES_MICRO_BATCH_SIZE": str(split.micro_batch)}

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m hermes_stack.gateway check", file=sys.stderr)
         return 2
     try:
-        from hermes_stack.service_env import load_secrets
+        from hermes_stack.secret_files import load_secrets
 
         load_secrets()  # in the gateway-check container the key is the Compose secret taotoken_api_key
         settings = settings_from()

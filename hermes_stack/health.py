@@ -1,6 +1,7 @@
 """Readiness checks for the compose healthchecks: `python -m hermes_stack.health <service> [--url URL] [--wait S]`.
 
-Stdlib only (it also runs in the atropos image, which has no hermes dependencies). Exit 0 = ready, 1 = not ready with
+Stdlib only (it also runs in the atropos image, which carries this module alone), so it reads its few variables
+itself; they are hermes_stack.service_env.ServiceEnv's (tests/static checks the names). Exit 0 = ready, 1 = not ready with
 one stderr line saying why. Readiness, not liveness:
 - atropos:     GET /status answers with the step counter.
 - inference:   /v1/models lists a model (HERMES_SERVED_MODEL_NAME when set) AND GET /health_generate answers 200 — a
@@ -190,7 +191,7 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ)
     if service in ("inference", "trainer"):
         # Their checks call inference with its key, a Compose secret file. (Not for atropos: it holds no secret.)
-        from hermes_stack.service_env import load_secrets
+        from hermes_stack.secret_files import load_secrets
 
         load_secrets(env)
     try:

@@ -1,36 +1,41 @@
-"""Which key-file variables reach which service, and how (README, "The key file"; docs/architecture.md, Runtime).
+"""The contract between the controller and the services: every variable a service reads (docs/architecture.md, Runtime).
 
-The controller reads the one key file ($HERMES_KEYFILE, --keyfile, else .env.taotoken) and hands compose its values
-in compose's own process environment (never on the argv, never in a compose file). Compose then gives each service
-only what it needs:
-- secrets as Compose secrets (`secrets: {environment: VAR}`): compose copies the value into the container as
-  /run/secrets/<name> before it starts, so it is not in `docker inspect` (Engine 20.10 + Compose v2.40.3, tested);
-- the non-secret names (base URLs, the gateway model) as plain `environment:` entries.
-Each service calls `load_secrets()` first thing, which copies its secret files into its own process environment, so
-the SDKs that read variables (tinker, wandb) and our own code read them as before.
+- `ServiceEnv`: every `HERMES_*` setting a service reads, typed, with its default. The services read their settings
+  only through `ServiceEnv.from_environ()`; the controller builds compose's process environment from
+  `ServiceEnv.for_stack(...).to_compose_env()`. Each field says where compose sets it (`COMPOSE_KIND`):
+  "fixed" (a value written in compose.base.yml's `x-env`), "pass" (an `x-env` entry `${NAME:-default}`: the
+  controller sets it, or the user in the shell that runs `up`), "algo" (compose.<algo>.yml's `x-algo`), "secret" (a
+  Compose secret, hermes_stack.secret_files). tests/static/test_service_env_contract.py holds compose and the
+  architecture doc to it.
+- The key file's variables (RECEIVERS): the controller reads the one key file ($HERMES_KEYFILE, --keyfile, else
+  .env.taotoken) and hands compose its values in compose's own process environment (never on the argv, never in a
+  compose file). Compose gives each service only what it needs: secrets as Compose secrets
+  (`secrets: {environment: VAR}`, files under /run/secrets, not in `docker inspect`; Engine 20.10 + Compose v2.40.3,
+  tested), the non-secret names (base URLs, the gateway model) as plain `environment:` entries.
 
-Stdlib only: the healthcheck (hermes_stack.health) imports it in the atropos image too.
+Not here: the controller's own variables (HERMES_ROOT, HERMES_PROJECT_NAME, HERMES_KEYFILE, HERMES_IMAGE_REPO,
+HERMES_BASE_IMAGE, HERMES_SGLANG_IMAGE, HERMES_ATROPOS_PORT): they select what compose builds and runs, no service
+reads them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
 from hermes_stack.errors import InputError, Problem
+from hermes_stack.modelcore.catalog import DEFAULT_MODELS_DIR
+from hermes_stack.secret_files import INFERENCE_KEY_ENV
 
-SECRETS_DIR = Path("/run/secrets")
-INFERENCE_KEY_ENV = "HERMES_INFERENCE_KEY"
+if TYPE_CHECKING:
+    from hermes_stack.config.loader import StackConfig
+
 UNLOCK_ENV = "HERMES_UNLOCK"
 
-# Compose secret name -> the variable it carries. Names are the variables in lower case.
-SECRETS = {
-    "hermes_inference_key": INFERENCE_KEY_ENV,
-    "taotoken_api_key": "TAOTOKEN_API_KEY",
-    "tinker_api_key": "TINKER_API_KEY",
-    "wandb_api_key": "WANDB_API_KEY",
-}
 # Key-file variables that are not secret and travel as plain environment entries.
 PLAIN = ("TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "TINKER_BASE_URL")
 
@@ -47,42 +52,179 @@ RECEIVERS: dict[str, tuple[str, ...]] = {
     "WANDB_API_KEY": ("trainer", "environment"),
 }
 
+COMPOSE_KINDS = ("fixed", "pass", "algo", "secret")
 
-def compose_environment(values: Mapping[str, str], inference_key: str, unlock: bool) -> dict[str, str]:
-    """The variables compose's process needs: every name above (empty when the key file lacks it: compose then
-    creates no secret file, and a plain `docker compose up` without them stops at once), plus HERMES_UNLOCK.
+
+def _var(alias: str, default: Any, compose: str, description: str, **constraints: Any) -> Any:
+    """A field read from the variable `alias`; `compose` says where compose sets it (module docstring)."""
+    assert compose in COMPOSE_KINDS, compose
+    return Field(default, alias=alias, description=description, json_schema_extra={"compose": compose},
+                 **constraints)
+
+
+def _zero_or_one(value: Any) -> Any:
+    # "1"/"0" only: "yes" or "true" would be a guess at what the controller meant.
+    if isinstance(value, str) and value.strip() not in ("0", "1"):
+        raise ValueError("0 or 1")
+    return value.strip() == "1" if isinstance(value, str) else value
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+class ServiceEnv(BaseModel):
+    """The service environment: one field per variable (alias), its default outside compose, and its meaning."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore", allow_inf_nan=False)
+
+    # -- which stack
+    algo: Literal["ppo", "grpo"] = _var("HERMES_ALGO", "grpo", "algo", "ppo or grpo: which config files")
+    config_dir: Path = _var("HERMES_CONFIG_DIR", Path("configs"), "fixed",
+                            "the config folder (compose: ./configs, read-only at /app/configs)")
+    profile: Literal["gpu", "embedded"] = _var("HERMES_PROFILE", "gpu", "fixed",
+                                               "gpu, or embedded (compose.cpu.yml: CPU, offline)")
+    unlock: Annotated[bool, BeforeValidator(_zero_or_one)] = _var(
+        UNLOCK_ENV, False, "pass", "1 when the controller ran with --unlock: the services load the configs with the "
+        "same locked-field rule (no service unlocks on its own)")
+    model: str | None = _var("HERMES_MODEL", None, "pass",
+                             "the catalog model chosen with --model (empty: none); every service loads with it")
+    # -- where things are
+    atropos_url: str | None = _var("HERMES_ATROPOS_URL", None, "fixed",
+                                   "Atropos (empty: settings atropos.rollout_server_url)")
+    inference_url: str | None = _var("HERMES_INFERENCE_URL", None, "fixed",
+                                     "the inference service, OpenAI style, ending in /v1 (empty: inference.base_url)")
+    data_dir: Path | None = _var("HERMES_DATA_DIR", None, "fixed",
+                                 "the shared data volume: checkpoints/, weights/, metrics.jsonl, ready/ markers")
+    embedded_model: Path = _var("HERMES_EMBEDDED_MODEL", Path("/opt/hermes/embedded-model"), "fixed",
+                                "the tiny model baked into the trainer image (inference.model_path \"embedded\")")
+    models_dir: Path = _var("HERMES_MODELS_DIR", Path(DEFAULT_MODELS_DIR), "fixed",
+                            "where the cpu images keep catalog models (environment image: tokenizers only)")
+    # -- set by `up` from the validated configuration
+    served_model_name: str | None = _var("HERMES_SERVED_MODEL_NAME", None, "pass",
+                                         "the model name /v1/models lists (empty: inference.model_path)")
+    inference_port: int | None = _var("HERMES_INFERENCE_PORT", None, "pass",
+                                      "the inference service's port (empty: inference.port)", ge=1, le=65535)
+    sglang_mem_fraction: float | None = _var("HERMES_SGLANG_MEM_FRACTION", None, "pass",
+                                             "SGLang's --mem-fraction-static from the GPU memory split `validate` "
+                                             "prints (empty: SGLang's own)", gt=0, lt=1)
+    micro_batch_size: int | None = _var("HERMES_MICRO_BATCH_SIZE", None, "pass",
+                                        "the torch engine's micro-batch from the GPU memory split, used when "
+                                        "trainer.micro_batch_size is null (empty: the whole minibatch)", ge=1)
+    inference_key: SecretStr | None = _var(INFERENCE_KEY_ENV, None, "secret",
+                                           "the key protecting the inference service (generated by `up` unless the "
+                                           "key file sets it); the inference service refuses to start without it")
+    # -- tuning knobs: defaults here; a user sets them in the shell that runs `up`
+    batch_timeout_s: float = _var("HERMES_BATCH_TIMEOUT_S", 600.0, "pass",
+                                  "trainer: seconds to wait for one batch before naming the likely cause", gt=0)
+    atropos_outage_s: float = _var("HERMES_ATROPOS_OUTAGE_S", 600.0, "pass",
+                                   "trainer: seconds to wait for a restarting Atropos before it checkpoints and "
+                                   "stops", gt=0)
+    env_departed_s: float = _var("HERMES_ENV_DEPARTED_S", 120.0, "pass",
+                                 "trainer: seconds an environment's queued groups may sit while no batch forms "
+                                 "before it counts as departed", gt=0)
+    tinker_timeout_s: float = _var("HERMES_TINKER_TIMEOUT_S", 900.0, "pass",
+                                   "trainer: seconds any wait on a Tinker future may take", gt=0)
+    health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", 8.0, "pass",
+                                   "healthchecks: seconds one probe request may take", gt=0)
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = _var(
+        "HERMES_LOG_LEVEL", "INFO", "pass", "inference: the log level")
+    inference_server: Literal["sglang", "builtin"] | None = _var(
+        "HERMES_INFERENCE_SERVER", None, "pass", "inference: the backend (empty: inference.server)")
+    inference_host: str = _var("HERMES_INFERENCE_HOST", "0.0.0.0", "pass", "inference: the address it listens on")
+    inference_device: str = _var("HERMES_INFERENCE_DEVICE", "cpu", "pass",
+                                 "inference: the torch device of the builtin backend")
+    sglang_port: int = _var("HERMES_SGLANG_PORT", 30000, "pass",
+                            "inference: SGLang's own port inside the container", ge=1, le=65535)
+    sglang_tp: int = _var("HERMES_SGLANG_TP", 1, "pass", "inference: SGLang's tensor-parallel size", ge=1)
+
+    # ---------------------------------------------------------------- the two directions
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> ServiceEnv:
+        """The settings in `environ` (os.environ by default). An empty value is unset (compose's `${X:-}`); a bad one
+        is an InputError naming "(environment)", the variable, what it found and what it expects."""
+        environ = os.environ if environ is None else environ
+        given = {alias: environ[alias] for alias in aliases() if environ.get(alias, "").strip()}
+        try:
+            return cls.model_validate(given)
+        except ValidationError as exc:
+            raise InputError([_problem(err) for err in exc.errors(include_url=False)]) from None
+
+    @classmethod
+    def for_stack(cls, stack: StackConfig | None, inference_key: str, unlock: bool,
+                  environ: Mapping[str, str] | None = None) -> ServiceEnv:
+        """What `up` gives the services for `stack`: the tuning knobs from the controller's environment (the user's
+        shell; checked here, before anything starts), the rest from the validated configuration."""
+        environ = os.environ if environ is None else environ
+        knobs = cls.from_environ({alias: environ[alias] for alias in aliases("pass") if alias in environ})
+        derived: dict[str, Any] = {"unlock": unlock, "inference_key": SecretStr(inference_key), "model": None,
+                                   "served_model_name": None, "inference_port": None, "sglang_mem_fraction": None,
+                                   "micro_batch_size": None}
+        if stack is not None:
+            split = stack.gpu_split
+            derived.update(
+                model=stack.model,
+                # One name for the inference service, its healthcheck and the trainer's dry-run.
+                served_model_name=stack.settings.inference.model_path,
+                inference_port=stack.settings.inference.port,
+                sglang_mem_fraction=split.mem_fraction_static or None if split else None,
+                micro_batch_size=split.micro_batch if split and split.micro_batch >= 1 else None)
+        return knobs.model_copy(update=derived)
+
+    def to_compose_env(self) -> dict[str, str]:
+        """The strings compose's process environment gets: every "pass" field (compose interpolates them into
+        `x-env`) and every "secret" field (the source of its Compose secret). "" stands for unset."""
+        out = {}
+        for name, info in type(self).model_fields.items():
+            if _kind(info) in ("pass", "secret"):
+                value = getattr(self, name)
+                out[info.alias] = compose_text(value.get_secret_value() if isinstance(value, SecretStr) else value)
+        return out
+
+    @property
+    def key(self) -> str | None:
+        """The inference key in clear (None when unset)."""
+        return self.inference_key.get_secret_value() if self.inference_key else None
+
+
+def compose_text(value: Any) -> str:
+    """A value as compose's environment writes it: "" for unset, 0/1 for booleans, 600 rather than 600.0."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _kind(info: Any) -> str:
+    return (info.json_schema_extra or {}).get("compose", "")
+
+
+def aliases(*kinds: str) -> list[str]:
+    """The variables of ServiceEnv (of the given compose kinds; all without any)."""
+    return [info.alias for info in ServiceEnv.model_fields.values() if not kinds or _kind(info) in kinds]
+
+
+def _problem(err: Any) -> Problem:
+    alias = str(err["loc"][0]) if err["loc"] else "(environment)"
+    found = err.get("input")
+    expected = err["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+    if err["type"] in ("int_parsing", "float_parsing"):
+        expected = "an integer" if err["type"] == "int_parsing" else "a number"
+    info = next((i for i in ServiceEnv.model_fields.values() if i.alias == alias), None)
+    hint = info.description if info is not None else ""
+    return Problem("(environment)", alias, repr(found), expected, hint)
+
+
+def compose_environment(values: Mapping[str, str], service: ServiceEnv) -> dict[str, str]:
+    """The variables compose's process needs: every key-file name of RECEIVERS (empty when the key file lacks it:
+    compose then creates no secret file, and a plain `docker compose up` without them stops at once), plus the
+    service environment's own (`to_compose_env`: the inference key, HERMES_UNLOCK, the pass-throughs).
 
     `values` are the key file's own lines (a defaulted TINKER_API_KEY is a validation construct, not a line)."""
     env = {name: values.get(name) or "" for name in RECEIVERS}
-    env[INFERENCE_KEY_ENV] = inference_key
-    env[UNLOCK_ENV] = "1" if unlock else "0"
-    return env
+    return env | service.to_compose_env()
 
-
-def load_secrets(environ: MutableMapping[str, str] | None = None, directory: Path | None = None) -> list[str]:
-    """Copy this container's secret files into `environ` (os.environ by default); the names copied.
-
-    A value already in the environment wins (tests and host runs set variables directly)."""
-    environ = os.environ if environ is None else environ
-    directory = SECRETS_DIR if directory is None else directory
-    loaded = []
-    for name, variable in SECRETS.items():
-        path = directory / name
-        if environ.get(variable) or not path.is_file():
-            continue
-        value = path.read_text(encoding="utf-8").strip()
-        if value:
-            environ[variable] = value
-            loaded.append(variable)
-    return loaded
-
-
-def unlock_from(environ: Mapping[str, str]) -> bool:
-    """HERMES_UNLOCK: "1" when the controller ran with --unlock, so the services accept what the controller did."""
-    value = environ.get(UNLOCK_ENV, "").strip()
-    if value in ("", "0"):
-        return False
-    if value == "1":
-        return True
-    raise InputError(Problem("(environment)", UNLOCK_ENV, repr(value), "0 or 1",
-                             "hermes-stack up sets it: 1 with --unlock, else 0"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,12 +19,15 @@ from hermes_stack.commands.app import app
 from hermes_stack.config import profiles
 from hermes_stack.errors import InputError, Problem
 
+if TYPE_CHECKING:
+    from hermes_stack.config.loader import StackConfig
+
 ALGO_HELP = "ppo or grpo: picks configs/config_<algo>.toml and settings_<algo>.json"
 
 
 @dataclass
 class Outcome:
-    stack: object | None  # StackConfig, or None when the files could not be read
+    stack: StackConfig | None  # None when the files could not be read
     errors: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
@@ -78,7 +81,7 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
 
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
                     unlock: bool = False, gpu_memory: float | None = None, device: str = "auto",
-                    model: str | None = None):
+                    model: str | None = None) -> StackConfig:
     """For `up`/`dry-run`: the StackConfig, printing the GPU memory split, warnings and notices; InputError with
     every problem."""
     from hermes_stack import console
@@ -90,21 +93,9 @@ def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path:
     return outcome.stack
 
 
-def gpu_split(stack):
-    """The GPU memory split the stack runs with (config/memory.py), or None (embedded profile, GPU size or model
-    shape unknown). `up` passes its SGLang fraction and micro-batch size to the services."""
-    if stack is None or stack.profile != "gpu" or stack.gpu_memory_gib is None:
-        return None
-    from hermes_stack.config import rules
-
-    return rules.gpu_split(rules.Inputs(
-        algo=stack.algo, config=stack.config, settings=stack.settings, config_file=str(stack.config_path),
-        settings_file=str(stack.settings_path), profile=stack.profile, gpu_memory_gib=stack.gpu_memory_gib,
-        base_dir=stack.config_path.parent.parent))
-
-
-def split_lines(stack) -> list[str]:
-    split = gpu_split(stack)
+def split_lines(stack: StackConfig | None) -> list[str]:
+    """The GPU memory split the stack runs with, printed (none off the gpu profile or when it is unknown)."""
+    split = stack.gpu_split if stack is not None else None
     return split.lines() if split is not None else []
 
 
@@ -133,7 +124,7 @@ def _fmt(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def summary_lines(stack, keyfile_invalid: Path | None = None) -> list[str]:
+def summary_lines(stack: StackConfig, keyfile_invalid: Path | None = None) -> list[str]:
     """The resolved configuration, one line per section; values changed by the profile are marked *."""
     lines = [f"hermes-stack {stack.algo}: profile {stack.profile}"]
     overridden = {profiles.target_of(k) for k in stack.overrides}

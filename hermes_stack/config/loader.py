@@ -11,9 +11,9 @@ import json
 import re
 import tomllib
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,6 +24,10 @@ from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile import KeyFile
 from hermes_stack.modelcore import catalog
 from hermes_stack.textfile import decode_text
+
+if TYPE_CHECKING:
+    from hermes_stack.config.memory import GpuSplit
+    from hermes_stack.service_env import ServiceEnv
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,17 @@ class StackConfig:
     notices: tuple[str, ...] = ()
     gpu_memory_gib: float | None = None  # the GPU the memory split is planned for (gpu profile)
     model: str | None = None  # the catalog model selected (--model, HERMES_MODEL or inference.model_path), if any
+
+    @cached_property
+    def gpu_split(self) -> GpuSplit | None:
+        """The GPU memory split this stack runs with (config/memory.py), computed once: `validate` prints it, `up`
+        hands its SGLang fraction and micro-batch size to the services. None off the gpu profile, without a GPU size,
+        or for a model whose shape is unknown."""
+        from hermes_stack.config import memory
+
+        if self.profile != "gpu" or self.gpu_memory_gib is None:
+            return None
+        return memory.split_for(self.config, self.settings, self.gpu_memory_gib, self.config_path.parent.parent)
 
 
 def paths(algo: str, config_dir: Path) -> tuple[Path, Path]:
@@ -290,6 +305,13 @@ def load_stack(
     if errors:
         raise InputError(errors)
     return stack
+
+
+def load_service_stack(env: ServiceEnv) -> StackConfig:
+    """The StackConfig a service runs with, from its environment: the same files, profile, --model and --unlock as
+    the controller's (HERMES_CONFIG_DIR, HERMES_ALGO, HERMES_PROFILE, HERMES_MODEL, HERMES_UNLOCK), so a service
+    accepts exactly what `up` accepted. Every service loads its configuration here."""
+    return load_stack(env.algo, env.config_dir, env.profile, unlock=env.unlock, model=env.model)
 
 
 def evaluate_stack(

@@ -13,8 +13,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermes_stack.errors import Problem
+
+if TYPE_CHECKING:
+    from hermes_stack.config.models import AlgoConfig, RolloutSection, Settings
 
 GIB = 1024**3
 USABLE_FRACTION = 0.9
@@ -332,12 +336,13 @@ class GpuSplit:
                 trainer, reserve]
 
 
-def plan_split(shape: ModelShape, *, group_size: int, batch_size: int, tokens: int, lora_rank: int,
-               gpu_gib: float, micro_batch: int | None = None) -> GpuSplit:
-    """The split for this model and batch on one GPU. `micro_batch` None: the largest that fits while the KV cache
-    keeps at least half of what is left (capped at MAX_MICRO_BATCH and the step's sequences); given: exactly it."""
+def plan_split(shape: ModelShape, rollout: RolloutSection, *, lora_rank: int, gpu_gib: float,
+               micro_batch: int | None = None) -> GpuSplit:
+    """The split for this model and [rollout] section on one GPU. `micro_batch` None: the largest that fits while the
+    KV cache keeps at least half of what is left (capped at MAX_MICRO_BATCH and the step's sequences); given: exactly
+    it."""
     gpu = int(gpu_gib * GIB)
-    sequences = group_size * batch_size
+    sequences, group_size, tokens = rollout.sequences_per_step, rollout.group_size, rollout.max_token_length
     weights = param_count(shape) * shape.dtype_bytes
     fixed = trainer_fixed_bytes(shape, lora_rank)
     act = activation_bytes_per_sequence(shape, tokens)
@@ -350,6 +355,20 @@ def plan_split(shape: ModelShape, *, group_size: int, batch_size: int, tokens: i
     return GpuSplit(gpu_bytes=gpu, sequences=sequences, group_size=group_size, tokens=tokens, weights_bytes=weights,
                     trainer_fixed_bytes=fixed, activation_bytes=act, kv_bytes_per_sequence=kv_seq,
                     micro_batch=micro_batch, kv_pool_bytes=max(free - micro_batch * act, 0))
+
+
+def split_for(config: AlgoConfig, settings: Settings, gpu_gib: float | None,
+              base_dir: Path | None = None) -> GpuSplit | None:
+    """The split of one configuration: the only place it is computed (the memory rule checks it, StackConfig.gpu_split
+    keeps it for `validate`'s printout and for `up`). None without a GPU size or for a model whose shape is unknown.
+    trainer.micro_batch_size, when set, is used as is; null: the split derives it."""
+    if gpu_gib is None:
+        return None
+    shape = find_shape(settings.inference.model_path, base_dir)
+    if shape is None:
+        return None
+    return plan_split(shape, config.rollout, lora_rank=settings.tinker.lora_rank, gpu_gib=gpu_gib,
+                      micro_batch=settings.trainer.micro_batch_size)
 
 
 def split_refusal(s: GpuSplit, configured_micro_batch: int | None = None) -> tuple[str, str] | None:

@@ -61,6 +61,11 @@ class RolloutSection(Strict):
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
 
+    @property
+    def sequences_per_step(self) -> int:
+        """What one training step consumes, and what Atropos counts: batch_size prompts x group_size completions."""
+        return self.batch_size * self.group_size
+
 
 class AlgorithmSection(Strict):
     name: Literal["ppo", "grpo"]
@@ -75,6 +80,11 @@ class AlgorithmSection(Strict):
     # The KL regulariser, the same in both engines (trainer/algorithms.py): k3 as a loss term (log-ratio clamped),
     # or k1 in the per-token reward.
     kl_penalty: Literal["k3_loss", "k1_reward"] = "k3_loss"
+
+    @property
+    def uses_critic(self) -> bool:
+        """GAE needs a value head (PPO); group-relative advantages do not (GRPO)."""
+        return self.advantage_estimator == "gae"
 
 
 class RewardSection(Strict):
@@ -112,11 +122,10 @@ class InferenceSection(Strict):
     server: Literal["sglang", "builtin"] = "sglang"
     port: int = Field(8001, ge=1, le=65535)
     model_path: str = "Qwen/Qwen3-8B"
-    # Names of variables in the key file: the key that protects the inference service (when the key file has no
-    # such line, the controller generates one: the paid gateway key must not double as it), and the gateway root
-    # used by test-inference and the judge.
+    # The name of a variable in the key file: the key that protects the inference service (when the key file has
+    # no such line, the controller generates one: the paid gateway key must not double as it). The gateway root is
+    # always TAOTOKEN_BASE_URL (it is the variable compose hands the gateway's callers).
     api_key_env: str = "HERMES_INFERENCE_KEY"
-    base_url_env: str = "TAOTOKEN_BASE_URL"
     # The URL the environment calls for rollouts (OpenAI style, ends in /v1). Its port must equal `port`.
     # Absent (the blog's file has none): derived from `port`.
     base_url: str = "http://localhost:8001/v1"

@@ -75,24 +75,24 @@ MIRRORED = {
 DEVICES = ("auto", "cpu", "gpu")
 
 
-def choose_profile(device: str, gpu_memory_gib: float | None) -> tuple[str, float | None, list[str]]:
+def choose_profile(device: str, gpu_memory_gib: float | None, probe=None) -> tuple[str, float | None, list[str]]:
     """--device (+ --gpu-memory) -> (profile, GPU memory in GiB or None, notices). Asks nvidia-smi only when needed.
 
-    auto: gpu when --gpu-memory is given, or by `up`'s own rule (preflight.auto_device: a GPU visible AND usable by
-    Docker, so `validate` and `up` always agree), else embedded. cpu: embedded. gpu: gpu.
+    auto: gpu when --gpu-memory is given, else by `up`'s own rule, preflight.auto_device (the one owner of "auto": a
+    GPU visible AND usable by Docker), so `validate` and `up` always agree; else embedded. cpu: embedded. gpu: gpu.
+    `probe`: preflight's Probe (the real system by default; tests pass a fake).
     """
     from hermes_stack.config.memory import detect_gpu_memory_gib
 
     if device == "cpu":
         return "embedded", None, []
     if device == "auto" and gpu_memory_gib is None:
-        gib = detect_gpu_memory_gib()
-        if gib is None:
-            return "embedded", None, ["no GPU found (no nvidia-smi): using the embedded CPU profile"]
         from hermes_stack.preflight import SystemProbe, auto_device
 
-        resolved, notes = auto_device(SystemProbe())
-        return ("gpu", gib, notes) if resolved == "gpu" else ("embedded", None, notes)
+        resolved, notes = auto_device(probe or SystemProbe())
+        if resolved != "gpu":
+            return "embedded", None, notes or ["no GPU found (no nvidia-smi): using the embedded CPU profile"]
+        return "gpu", detect_gpu_memory_gib(), notes
     gib = gpu_memory_gib if gpu_memory_gib is not None else detect_gpu_memory_gib()
     return "gpu", gib, []
 

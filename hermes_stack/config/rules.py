@@ -15,7 +15,7 @@ from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import Problem
 from hermes_stack.keyfile import KeyFile, check_tinker_key, is_keyfile_secret
-from hermes_stack.service_env import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
+from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
 
 
 @dataclass(frozen=True)
@@ -244,21 +244,18 @@ def locked_fields(i: Inputs) -> list[Problem]:
 
 
 def keyfile_names(i: Inputs) -> list[Problem]:
-    """inference.api_key_env / base_url_env name variables that exist in the key file (skipped offline)."""
+    """inference.api_key_env names a variable that exists in the key file (skipped offline; the default,
+    HERMES_INFERENCE_KEY, is optional: without the line the controller generates the inference key)."""
     kf = i.keyfile
     if kf is None or kf.offline:
         return []
     out = []
-    for key in ("api_key_env", "base_url_env"):
-        name = getattr(i.settings.inference, key)
-        if key == "api_key_env" and name == INFERENCE_KEY_ENV:
-            continue  # optional: without the line, the controller generates the inference key
-        if not kf.values.get(name):
-            present = ", ".join(sorted(kf.values)) or "nothing"
-            out.append(Problem(i.settings_file, f"inference.{key}", repr(name),
-                               f"a variable set in {kf.path} ({present})",
-                               f"add {name}=… to {kf.path} or name one of its variables"))
     name = i.settings.inference.api_key_env
+    if name != INFERENCE_KEY_ENV and not kf.values.get(name):
+        present = ", ".join(sorted(kf.values)) or "nothing"
+        out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
+                           f"a variable set in {kf.path} ({present})",
+                           f"add {name}=… to {kf.path} or name one of its variables"))
     if kf.values.get(name) and not is_keyfile_secret(name):
         # The value would become the inference key although every log and `validate` print it in clear.
         out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
@@ -356,28 +353,6 @@ def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 
-def gpu_split(i: Inputs):
-    """The GPU memory split (config/memory.py: SGLang's static fraction, the trainer's weights, LoRA state and one
-    micro-batch's activations) for this configuration; None off the gpu profile, without a GPU size, or for a model
-    whose shape is unknown."""
-    if i.profile != "gpu" or i.gpu_memory_gib is None:
-        return None
-    from hermes_stack.config import memory
-
-    shape = memory.find_shape(i.settings.inference.model_path, i.base_dir)
-    if shape is None:
-        return None
-    r = i.config.rollout
-    return memory.plan_split(shape, group_size=r.group_size, batch_size=r.batch_size, tokens=r.max_token_length,
-                             lora_rank=i.settings.tinker.lora_rank, gpu_gib=i.gpu_memory_gib,
-                             micro_batch=_configured_micro_batch(i.settings))
-
-
-def _configured_micro_batch(settings: Settings) -> int | None:
-    # trainer.micro_batch_size (the torch engine's micro-batches); null: validate derives it from the split.
-    return getattr(settings.trainer, "micro_batch_size", None)
-
-
 def memory_budget(i: Inputs) -> list[Problem]:
     """SGLang's weights and KV cache, the trainer's weights, LoRA state and one micro-batch must share the GPU (the
     seed's pitfall 2: CUDA OOM). The split itself is printed by `validate` (config/memory.py)."""
@@ -388,14 +363,14 @@ def memory_budget(i: Inputs) -> list[Problem]:
     model = i.settings.inference.model_path
     if model_path_local(i):
         return []  # model_path_local says what is wrong with the folder; there is no shape to budget
-    split = gpu_split(i)
+    split = memory.split_for(i.config, i.settings, i.gpu_memory_gib, i.base_dir)
     if split is None:
         return [Caution(i.settings_file, "inference.model_path", repr(model),
                         "a local model directory with config.json, or a known model "
                         f"({', '.join(sorted(k for k in memory.KNOWN_SHAPES if not k.endswith('-instruct')))})",
                         "the GPU memory budget was not checked; for a hub model, `huggingface-cli download "
                         f"{model} config.json` puts its shape in this machine's cache")]
-    refused = memory.split_refusal(split, _configured_micro_batch(i.settings))
+    refused = memory.split_refusal(split, i.settings.trainer.micro_batch_size)
     if refused is None:
         return []
     key, line = refused

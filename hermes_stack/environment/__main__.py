@@ -3,7 +3,7 @@
 serve: register with Atropos (HERMES_ATROPOS_URL), stream scored groups until `total_steps` ([trainer] num_steps) is
 reached, then exit 0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
 process: atroposlib's process mode: N groups written to a JSONL file, no Atropos needed.
-Configuration: HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE and the URLs/keys of docs/architecture.md.
+Configuration: hermes_stack.service_env.ServiceEnv (docs/architecture.md), through config.loader.load_service_stack.
 """
 
 from __future__ import annotations
@@ -78,15 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("evaluate", help="greedy accuracy on held-out prompts")
     args = parser.parse_args(argv)
     setup_logging()
-    from hermes_stack.service_env import load_secrets
+    from hermes_stack.secret_files import load_secrets
 
     load_secrets()  # /run/secrets -> environment: the inference key, the gateway key (judge), WANDB_API_KEY
     # docker stop sends SIGTERM: turn it into SystemExit so `finally` removes the readiness marker.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        from hermes_stack.environment.runtime import build_configs, stack_from_environ
+        from hermes_stack.config.loader import load_service_stack
+        from hermes_stack.environment.runtime import build_configs
+        from hermes_stack.service_env import ServiceEnv
 
-        stack = stack_from_environ()
+        stack = load_service_stack(ServiceEnv.from_environ())
         for line in stack.overrides and [f"profile {stack.profile} overrides: {stack.overrides}"] or []:
             log.info(line)
         env_config, server_config = build_configs(stack)

@@ -24,9 +24,11 @@ from pathlib import Path
 
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
+from hermes_stack.config.loader import load_service_stack
 from hermes_stack.environment.datasets import load_items
 from hermes_stack.environment.reward import RewardResult, RewardWeights, reference_answer, score_completion
-from hermes_stack.environment.runtime import HermesEnvConfig, build_configs, stack_from_environ
+from hermes_stack.environment.runtime import HermesEnvConfig, build_configs
+from hermes_stack.service_env import ServiceEnv
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
 
 log = logging.getLogger("hermes_stack.environment")
@@ -91,7 +93,7 @@ class HermesMathEnv(BaseEnv):
     @classmethod
     def config_init(cls):
         """From the container's environment (HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, URLs): `cli()` works."""
-        env_config, server_config = build_configs(stack_from_environ())
+        env_config, server_config = build_configs(load_service_stack(ServiceEnv.from_environ()))
         return env_config, [server_config]
 
     async def setup(self) -> None:

@@ -1,6 +1,6 @@
 """Build the atroposlib configs of the environment from our configs and the container's environment variables.
 
-Decisions (see docs/architecture.md for the variables):
+Decisions (the variables: hermes_stack.service_env.ServiceEnv, docs/architecture.md):
 - rollout_server_url = HERMES_ATROPOS_URL, base_url = HERMES_INFERENCE_URL, api_key = HERMES_INFERENCE_KEY (falling
   back to the config files' URLs when run outside compose), server_type "sglang": atroposlib then POSTs
   `<base_url without /v1>/generate` and gets token ids and logprobs back.
@@ -10,7 +10,8 @@ Decisions (see docs/architecture.md for the variables):
   downloaded. A hub name is accepted only online (offline it would hang ~49 s). The Hugging Face libraries are
   online only for the gpu profile with a hub tokenizer or gsm8k and a key file (hermes_stack.hub); HF_HUB_OFFLINE=1
   etc. otherwise.
-- Atropos counts sequences: BaseEnvConfig.batch_size = [rollout] batch_size (prompts) x group_size.
+- Atropos counts sequences: BaseEnvConfig.batch_size = [rollout] sequences_per_step (batch_size prompts x
+  group_size).
 - ensure_scores_are_not_same: off for group_size 1 (PPO: a "group" of one always has equal scores and would be
   dropped every time); on for GRPO (a group whose completions all score the same has zero advantage), and the
   environment counts and logs every group dropped that way so a flat reward curve is explainable.
@@ -30,7 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
 from pydantic import Field
@@ -38,6 +39,10 @@ from pydantic import Field
 from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem, StackError
 from hermes_stack.modelcore import catalog
+from hermes_stack.service_env import ServiceEnv
+
+if TYPE_CHECKING:
+    from hermes_stack.config.loader import StackConfig
 
 
 class HermesEnvConfig(BaseEnvConfig):
@@ -73,23 +78,21 @@ def is_offline(environ: Mapping[str, str], keyfile_path: str | Path | None = Non
     return settings_from(environ, keyfile_path) is None
 
 
-def resolve_tokenizer(stack, environ: Mapping[str, str], offline: bool, override: str | None = None) -> str:
+def resolve_tokenizer(stack: StackConfig, env: ServiceEnv, offline: bool, override: str | None = None) -> str:
     """A local tokenizer directory (or, online only, a hub name)."""
     if override:
         return override
     model_path = stack.settings.inference.model_path
     if catalog.is_catalog_name(model_path):
-        directory = catalog.local_dir(model_path, environ)
+        directory = catalog.local_dir(model_path, env.models_dir)
         if not Path(directory).is_dir():
             raise StackError(f"the tokenizer of {model_path} is not at {directory}; the environment image builds it "
-                             f"(docker/environment.Dockerfile), or set {catalog.MODELS_DIR_ENV} to a folder "
-                             "holding `python -m hermes_stack.modelcore.catalog build "
-                             f"{model_path} <folder>/{model_path}`")
+                             "(docker/environment.Dockerfile), or set HERMES_MODELS_DIR to a folder holding "
+                             f"`python -m hermes_stack.modelcore.catalog build {model_path} <folder>/{model_path}`")
         return directory
     if model_path == EMBEDDED_MODEL or stack.profile == "embedded":
-        embedded = environ.get("HERMES_EMBEDDED_MODEL", "")
-        if embedded and Path(embedded).is_dir():
-            return embedded
+        if env.embedded_model.is_dir():
+            return str(env.embedded_model)
         # The tiny model is baked into the trainer image only; its character tokenizer is deterministic and built
         # from nothing, so the environment (another image, or the host for test-inference) builds its own copy.
         return str(embedded_tokenizer_dir())
@@ -127,13 +130,13 @@ def embedded_tokenizer_dir() -> Path:
     return directory
 
 
-def run_name(stack) -> str:
+def run_name(stack: StackConfig) -> str:
     """The wandb run name: settings' wandb.name when given, else one derived from the algorithm and the task."""
     return stack.settings.wandb.name or f"hermes-{stack.algo}-{stack.config.environment.name}"
 
 
 def build_configs(
-    stack,
+    stack: StackConfig,
     environ: Mapping[str, str] | None = None,
     *,
     tokenizer: str | None = None,
@@ -143,6 +146,7 @@ def build_configs(
 ) -> tuple[HermesEnvConfig, APIServerConfig]:
     """(env config, inference server config) for `stack` (a hermes_stack.config.loader.StackConfig)."""
     environ = os.environ if environ is None else environ
+    env = ServiceEnv.from_environ(environ)
     offline = is_offline(environ) if offline is None else offline
     cfg, settings = stack.config, stack.settings
     # Before any Hugging Face library reads them. Online only when the gpu profile needs the hub (a hub tokenizer, or
@@ -152,18 +156,18 @@ def build_configs(
     hub_dataset = "openai/gsm8k" if cfg.environment.dataset == "gsm8k" else None
     set_hub_access(not offline and needs_hub(stack.profile, settings.inference.model_path, hub_dataset))
     rollout = cfg.rollout
-    tokenizer_path = resolve_tokenizer(stack, environ, offline, tokenizer)
+    tokenizer_path = resolve_tokenizer(stack, env, offline, tokenizer)
     use_wandb = bool(settings.wandb.enabled and environ.get("WANDB_API_KEY"))
     env_config = HermesEnvConfig(
         group_size=rollout.group_size,
-        batch_size=rollout.batch_size * rollout.group_size,
+        batch_size=rollout.sequences_per_step,
         prompts_per_batch=rollout.batch_size,
         max_token_length=rollout.max_token_length,
         temperature=rollout.temperature,
         top_p=rollout.top_p,
         total_steps=settings.trainer.num_steps,
         tokenizer_name=tokenizer_path,
-        rollout_server_url=environ.get("HERMES_ATROPOS_URL") or settings.atropos.rollout_server_url,
+        rollout_server_url=env.atropos_url or settings.atropos.rollout_server_url,
         use_wandb=use_wandb,
         wandb_name=run_name(stack),
         ensure_scores_are_not_same=rollout.group_size > 1,
@@ -186,32 +190,20 @@ def build_configs(
         judge_timeout_s=cfg.reward.judge_timeout_s,
         offline=offline,
         rollout_source=rollout_source,
-        data_dir=environ.get("HERMES_DATA_DIR") or None,
+        data_dir=str(env.data_dir) if env.data_dir else None,
         config_file=str(stack.config_path),
         config_dir=str(Path(stack.config_path).parent),
         algo=stack.algo,
     )
     server_config = APIServerConfig(
         server_type="sglang",
-        base_url=inference_url or environ.get("HERMES_INFERENCE_URL") or settings.inference.base_url,
+        base_url=inference_url or env.inference_url or settings.inference.base_url,
         # openai.AsyncClient (built by atroposlib even for sglang) refuses an empty key; "none" is sent only as
         # a Bearer placeholder to an inference service that has no key.
-        api_key=environ.get("HERMES_INFERENCE_KEY") or "none",
+        api_key=env.key or "none",
         model_name=settings.inference.model_path,
         tokenizer_name=tokenizer_path,
         health_check=False,
         timeout=600,
     )
     return env_config, server_config
-
-
-def stack_from_environ(environ: Mapping[str, str] | None = None):
-    """The StackConfig a service container runs with: HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, HERMES_UNLOCK."""
-    from hermes_stack.config.loader import load_stack
-    from hermes_stack.service_env import unlock_from
-
-    environ = os.environ if environ is None else environ
-    algo = environ.get("HERMES_ALGO", "grpo")
-    return load_stack(algo, Path(environ.get("HERMES_CONFIG_DIR", "configs")), environ.get("HERMES_PROFILE", "gpu"),
-                      unlock=unlock_from(environ),
-                      model=environ.get("HERMES_MODEL") or None)

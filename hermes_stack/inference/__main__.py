@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 from hermes_stack.errors import HermesError
 
 
 def main() -> int:
-    logging.basicConfig(level=os.environ.get("HERMES_LOG_LEVEL", "INFO").upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
     try:
-        from hermes_stack.service_env import load_secrets
+        from hermes_stack.secret_files import load_secrets
 
         load_secrets()  # /run/secrets/hermes_inference_key -> HERMES_INFERENCE_KEY
         from hermes_stack.hub import set_hub_access
         from hermes_stack.inference.service_config import build_backend, load_service_config
 
-        cfg = load_service_config(os.environ)
+        cfg = load_service_config()
+        logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                            stream=sys.stdout)
         # Before any Hugging Face import: online only for the gpu profile with a hub id (the SGLang child inherits
         # it); offline otherwise, where a hub lookup would hang ~49 s before failing.
         set_hub_access(cfg.online)
@@ -35,7 +34,7 @@ def main() -> int:
     import uvicorn
 
     # access_log off: request lines would be noise at rollout rates; errors are still logged.
-    uvicorn.run(app, host=os.environ.get("HERMES_INFERENCE_HOST", "0.0.0.0"), port=cfg.port, access_log=False,
+    uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=False,
                 log_level="info")
     return 0
 

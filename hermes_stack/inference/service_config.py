@@ -1,8 +1,9 @@
-"""What the inference service needs from the environment and the config files (docs/architecture.md, Runtime).
+"""What the inference service needs from its environment (hermes_stack.service_env.ServiceEnv) and the config files
+(docs/architecture.md, Runtime).
 
-Reads HERMES_CONFIG_DIR, HERMES_ALGO, HERMES_PROFILE, HERMES_UNLOCK, HERMES_INFERENCE_KEY (required: the service
-refuses to start without it), HERMES_EMBEDDED_MODEL, HERMES_DATA_DIR (and HERMES_INFERENCE_PORT /
-HERMES_INFERENCE_DEVICE / HERMES_SGLANG_* to override). The key is never printed.
+The configuration comes from config.loader.load_service_stack, like every service's; its typed inference section is
+the one source of the backend, port and model (ServiceEnv's HERMES_INFERENCE_SERVER / HERMES_INFERENCE_PORT override
+them when set). HERMES_INFERENCE_KEY is required: the service refuses to start without it. The key is never printed.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from pathlib import Path
 from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.modelcore import catalog
-
-DEFAULT_EMBEDDED_MODEL = "/opt/hermes/embedded-model"
+from hermes_stack.secret_files import INFERENCE_KEY_ENV
 
 
 @dataclass(frozen=True)
@@ -34,71 +34,51 @@ class ServiceConfig:
     sglang_mem_fraction: float | None = None
     context_length: int | None = None
     online: bool = False  # the gpu profile with a hub id: Hugging Face access on (hermes_stack.hub)
+    host: str = "0.0.0.0"
+    log_level: str = "INFO"
 
     def describe(self) -> str:
         return (f"backend {self.server}, model {self.model_path} (served as {self.served_model}), port {self.port}, "
                 f"device {self.device}, auth {'on' if self.api_key else 'OFF'}")
 
 
-def _settings_dict(env: Mapping[str, str]) -> tuple[dict, str]:
-    """Resolved settings (profile overrides applied, through the one config loader) as a plain dict, and their file."""
-    from hermes_stack.config.loader import load_stack
-    from hermes_stack.service_env import unlock_from
+def load_service_config(environ: Mapping[str, str] | None = None) -> ServiceConfig:
+    """The inference service's settings from `environ` (os.environ by default) and the config files."""
+    from hermes_stack.config.loader import load_service_stack
+    from hermes_stack.hub import needs_hub
+    from hermes_stack.service_env import ServiceEnv
 
-    # HERMES_UNLOCK: the same locked-field rule as the controller (`up --unlock`), not a blanket unlock.
-    stack = load_stack(env.get("HERMES_ALGO", "grpo"), Path(env.get("HERMES_CONFIG_DIR", "configs")),
-                       profile=env.get("HERMES_PROFILE", "gpu"), unlock=unlock_from(env),
-                       model=env.get("HERMES_MODEL") or None)
-    return stack.settings.model_dump(), str(stack.settings_path)
-
-
-def _int_env(env: Mapping[str, str], key: str, default: int) -> int:
-    value = env.get(key)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise InputError(Problem("(environment)", key, repr(value), "an integer")) from exc
-
-
-def load_service_config(env: Mapping[str, str]) -> ServiceConfig:
-    if not env.get("HERMES_INFERENCE_KEY"):
+    env = ServiceEnv.from_environ(environ)
+    if not env.key:
         # Refused before the model loads: a service without a key would leave every route open.
-        raise InputError(Problem("(environment)", "HERMES_INFERENCE_KEY", "no value",
+        raise InputError(Problem("(environment)", INFERENCE_KEY_ENV, "no value",
                                  "the key that protects the inference service",
                                  "start the stack with `hermes-stack up`, which generates one; by hand, set the "
-                                 "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)"))
-    settings, source = _settings_dict(env)
-    inference = settings.get("inference", {})
-    server = env.get("HERMES_INFERENCE_SERVER") or inference.get("server", "builtin")
-    if server not in ("builtin", "sglang"):
-        raise InputError(Problem(source, "inference.server", repr(server), '"builtin" or "sglang"'))
-    model_path = inference.get("model_path", EMBEDDED_MODEL)
-    if model_path == EMBEDDED_MODEL:
-        model_path = env.get("HERMES_EMBEDDED_MODEL", DEFAULT_EMBEDDED_MODEL)
-    model_path = catalog.local_dir(model_path, env)
-    engine = settings.get("trainer", {}).get("engine", "auto")
-    tinker = settings.get("tinker", {})
-    data_dir = env.get("HERMES_DATA_DIR")
-    from hermes_stack.hub import needs_hub
-
+                                 f"Compose secret hermes_inference_key (variable {INFERENCE_KEY_ENV})"))
+    stack = load_service_stack(env)
+    inference, engine = stack.settings.inference, stack.settings.trainer.engine
+    server = env.inference_server or inference.server
+    configured = inference.model_path
+    model_path = str(env.embedded_model) if configured == EMBEDDED_MODEL else configured
+    model_path = catalog.local_dir(model_path, env.models_dir)
     return ServiceConfig(
         server=server,
-        port=_int_env(env, "HERMES_INFERENCE_PORT", int(inference.get("port", 8001))),
+        port=env.inference_port or inference.port,
         model_path=model_path,
-        served_model=env.get("HERMES_SERVED_MODEL_NAME") or inference.get("model_path", model_path),
-        api_key=env.get("HERMES_INFERENCE_KEY") or None,
-        data_dir=Path(data_dir) if data_dir else None,
-        device=env.get("HERMES_INFERENCE_DEVICE", "cpu"),
+        served_model=env.served_model_name or configured,
+        api_key=env.key,
+        data_dir=env.data_dir,
+        device=env.inference_device,
         engine=engine,
         # LoRA serving enabled at launch whenever the trainer pushes adapters: SGLang refuses /load_lora_adapter
         # otherwise, and the flag cannot be turned on later.
-        lora_rank=int(tinker.get("lora_rank", 32)) if server == "sglang" and policy_is_lora(engine, model_path) else None,
-        sglang_port=_int_env(env, "HERMES_SGLANG_PORT", 30000),
-        sglang_tp=_int_env(env, "HERMES_SGLANG_TP", 1),
-        sglang_mem_fraction=_fraction_env(env, "HERMES_SGLANG_MEM_FRACTION"),
-        online=needs_hub(env.get("HERMES_PROFILE", "gpu"), model_path),
+        lora_rank=stack.settings.tinker.lora_rank if server == "sglang" and policy_is_lora(engine, model_path) else None,
+        sglang_port=env.sglang_port,
+        sglang_tp=env.sglang_tp,
+        sglang_mem_fraction=env.sglang_mem_fraction,
+        online=needs_hub(env.profile, model_path),
+        host=env.inference_host,
+        log_level=env.log_level,
     )
 
 
@@ -110,20 +90,6 @@ def policy_is_lora(engine: str, model_path: str) -> bool:
     from hermes_stack.modelcore.embedded import is_embedded_model
 
     return not is_embedded_model(model_path)
-
-
-def _fraction_env(env: Mapping[str, str], key: str) -> float | None:
-    value = env.get(key)
-    if not value:
-        return None
-    try:
-        fraction = float(value)
-    except ValueError:
-        fraction = -1.0
-    if not 0 < fraction < 1:
-        raise InputError(Problem("(environment)", key, repr(value), "a fraction between 0 and 1",
-                                 "hermes-stack validate computes it from the GPU memory"))
-    return fraction
 
 
 def build_backend(cfg: ServiceConfig):

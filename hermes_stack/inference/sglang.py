@@ -32,11 +32,13 @@ import httpx
 
 from hermes_stack.errors import StackError
 from hermes_stack.inference.backend import BackendReply
+from hermes_stack.secret_files import SECRETS
 
 log = logging.getLogger("hermes.inference")
 
-# Variables the child must not inherit: it gets its key from the config file, and has no use for the others.
-SECRET_ENV = ("HERMES_INFERENCE_KEY", "TINKER_API_KEY", "WANDB_API_KEY", "TAOTOKEN_API_KEY")
+# Variables the child must not inherit (every Compose secret's): it gets its key from the config file, and has no use
+# for the others.
+SECRET_ENV = tuple(SECRETS.values())
 
 
 @dataclass(frozen=True)

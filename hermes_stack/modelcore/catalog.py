@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-MODELS_DIR_ENV = "HERMES_MODELS_DIR"
-DEFAULT_MODELS_DIR = "/opt/hermes/models"
+DEFAULT_MODELS_DIR = "/opt/hermes/models"  # where the cpu images keep them (ServiceEnv.models_dir)
 MARKER_FILE = "hermes_catalog.json"
 
 
@@ -56,16 +55,11 @@ def is_catalog_name(value: str | None) -> bool:
     return value in CATALOG
 
 
-def models_dir(environ=None) -> Path:
-    environ = os.environ if environ is None else environ
-    return Path(environ.get(MODELS_DIR_ENV) or DEFAULT_MODELS_DIR)
-
-
-def local_dir(model_path: str, environ=None) -> str:
-    """inference.model_path as a local path: a catalog name becomes its directory in the image, anything else is
-    returned as it is."""
+def local_dir(model_path: str, models_dir: Path | str = DEFAULT_MODELS_DIR) -> str:
+    """inference.model_path as a local path: a catalog name becomes its directory under `models_dir` (the services
+    pass HERMES_MODELS_DIR, hermes_stack.service_env), anything else is returned as it is."""
     if is_catalog_name(model_path):
-        return str(models_dir(environ) / model_path)
+        return str(Path(models_dir) / model_path)
     return model_path
 
 

@@ -3,12 +3,8 @@
 Layers, checked in this order by --dry-run (and by a real start): config -> model -> inference -> atropos. A failure
 prints ONE line `trainer: <layer>: <what>` and exits non-zero (2 for bad config, 1 otherwise).
 
-Environment (docs/architecture.md): HERMES_ALGO, HERMES_CONFIG_DIR, HERMES_PROFILE, HERMES_ATROPOS_URL,
-HERMES_INFERENCE_URL, HERMES_INFERENCE_KEY, HERMES_DATA_DIR, HERMES_EMBEDDED_MODEL, optional
-HERMES_SERVED_MODEL_NAME (a served model name /v1/models may list instead of inference.model_path) and
-HERMES_BATCH_TIMEOUT_S (how long to wait for one batch, default 600) and HERMES_ATROPOS_OUTAGE_S (how long to wait for
-a restarting Atropos before checkpointing and stopping, default 600) and HERMES_ENV_DEPARTED_S (how long an
-environment's queued groups may sit unchanged while no batch forms before it counts as departed, default 120).
+Environment: hermes_stack.service_env.ServiceEnv (docs/architecture.md, Runtime), read once by main() and passed on;
+a function called without it reads the process environment itself.
 """
 
 from __future__ import annotations
@@ -18,9 +14,17 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_stack.errors import HermesError, InputError, StackError
+
+if TYPE_CHECKING:
+    from hermes_stack.config.loader import StackConfig
+    from hermes_stack.config.models import AlgorithmSection
+    from hermes_stack.service_env import ServiceEnv
+    from hermes_stack.trainer.engine import Engine
+    from hermes_stack.trainer.loop import LoopSettings
+    from hermes_stack.trainer.weights_sync import InferenceClient
 
 
 class LayerFailure(Exception):
@@ -29,19 +33,26 @@ class LayerFailure(Exception):
         self.layer, self.exit_code = layer, exit_code
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def _service_env(env: ServiceEnv | None) -> ServiceEnv:
+    from hermes_stack.service_env import ServiceEnv
+
+    return env if env is not None else ServiceEnv.from_environ()
+
+
+def parse_args(argv: list[str] | None, env: ServiceEnv | None = None) -> argparse.Namespace:
+    env = _service_env(env)
     parser = argparse.ArgumentParser(prog="python -m hermes_stack.trainer", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true",
                         help="check config, model, inference and atropos, then exit without training")
     parser.add_argument("--wait", type=float, default=0.0,
                         help="dry-run: after loading the model, wait up to this many seconds for inference and "
                              "atropos to be ready (the controller starts the dry-run alongside `up --wait`)")
-    parser.add_argument("--algo", default=os.environ.get("HERMES_ALGO", "grpo"), help="ppo or grpo")
-    parser.add_argument("--config-dir", type=Path, default=Path(os.environ.get("HERMES_CONFIG_DIR", "configs")))
-    parser.add_argument("--profile", default=os.environ.get("HERMES_PROFILE", "gpu"), help="gpu or embedded")
+    parser.add_argument("--algo", default=env.algo, help="ppo or grpo")
+    parser.add_argument("--config-dir", type=Path, default=env.config_dir)
+    parser.add_argument("--profile", default=env.profile, help="gpu or embedded")
     parser.add_argument("--max-steps", type=int, default=None, help="stop after this step (<= trainer.num_steps)")
     parser.add_argument("--batch-timeout", type=float,
-                        default=float(os.environ.get("HERMES_BATCH_TIMEOUT_S", "600")),
+                        default=env.batch_timeout_s,
                         help="seconds to wait for one batch before failing with the likely cause")
     return parser.parse_args(argv)
 
@@ -49,33 +60,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # ---------------------------------------------------------------- layers
 
 
-def load_config(args: argparse.Namespace) -> Any:
-    from hermes_stack.config.loader import load_stack
-    from hermes_stack.service_env import unlock_from
+def load_config(args: argparse.Namespace, env: ServiceEnv | None = None) -> StackConfig:
+    """The service's StackConfig (config.loader.load_service_stack); --algo/--config-dir/--profile win over the
+    environment's."""
+    from hermes_stack.config.loader import load_service_stack
 
     try:
-        # --unlock reaches the services as HERMES_UNLOCK: they accept what the controller accepted.
-        return load_stack(args.algo, args.config_dir, profile=args.profile, unlock=unlock_from(os.environ),
-                          model=os.environ.get("HERMES_MODEL") or None)
+        env = _service_env(env)
+        return load_service_stack(env.model_copy(update={"algo": args.algo, "config_dir": args.config_dir,
+                                                         "profile": args.profile}))
     except InputError as exc:
         raise LayerFailure("config", "; ".join(exc.lines()), exit_code=2) from exc
     except ValueError as exc:  # e.g. an unknown profile name
         raise LayerFailure("config", str(exc), exit_code=2) from exc
 
 
-def model_dir(stack: Any) -> Path:
+def model_dir(stack: StackConfig, env: ServiceEnv | None = None) -> Path:
     """The policy's directory: the embedded tiny model for the `embedded` sentinel, a catalog model's directory in
     the image for its name (hermes_stack/modelcore/catalog.py), else inference.model_path."""
     from hermes_stack.config.profiles import EMBEDDED_MODEL
     from hermes_stack.modelcore import catalog
 
-    configured = catalog.local_dir(stack.settings.inference.model_path)
+    env = _service_env(env)
+    configured = catalog.local_dir(stack.settings.inference.model_path, env.models_dir)
     if configured == EMBEDDED_MODEL:
-        path = os.environ.get("HERMES_EMBEDDED_MODEL", "")
-        if not path:
-            raise LayerFailure("model", "inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL is unset. "
-                                        "Hint: build it with `python -m hermes_stack.modelcore.embedded build <dir>`")
-        configured = path
+        configured = str(env.embedded_model)
+        if not (env.embedded_model / "config.json").is_file():
+            raise LayerFailure("model", f"inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL ({configured}) "
+                                        "holds no model. Hint: build it with `python -m hermes_stack.modelcore.embedded "
+                                        "build <dir>` and point HERMES_EMBEDDED_MODEL there")
     from hermes_stack.hub import is_hub_id, needs_hub, resolve_model
 
     if needs_hub(stack.profile, configured) and is_hub_id(configured):
@@ -89,7 +102,7 @@ def model_dir(stack: Any) -> Path:
     directory = Path(configured)
     if not directory.is_absolute() and not directory.is_dir():
         # A relative folder is the config's, i.e. the repository's, not the container's working directory.
-        directory = Path(os.environ.get("HERMES_CONFIG_DIR", "configs")).parent / configured
+        directory = env.config_dir.parent / configured
     if not (directory / "config.json").is_file():
         raise LayerFailure("model", f"{directory} is not a model directory (no config.json). Hint: "
                                     "inference.model_path is a hub id (org/name, downloaded once into the shared "
@@ -98,7 +111,7 @@ def model_dir(stack: Any) -> Path:
     return directory
 
 
-def engine_kind(stack: Any) -> str:
+def engine_kind(stack: StackConfig) -> str:
     """settings trainer.engine, with "auto" = tinker on a GPU with a Tinker key, torch otherwise."""
     kind = stack.settings.trainer.engine
     if kind != "auto":
@@ -110,22 +123,18 @@ def engine_kind(stack: Any) -> str:
     return "tinker" if torch.cuda.is_available() else "torch"
 
 
-def micro_batch_size(stack: Any) -> int | None:
+def micro_batch_size(stack: StackConfig, env: ServiceEnv | None = None) -> int | None:
     """trainer.micro_batch_size as written; unset: the GPU memory split's value that `up` passed in
     HERMES_MICRO_BATCH_SIZE (gpu profile); neither: None (the whole minibatch at once)."""
     configured = stack.settings.trainer.micro_batch_size
-    if configured is not None:
-        return configured
-    derived = os.environ.get("HERMES_MICRO_BATCH_SIZE", "")
-    return int(derived) if derived.isdigit() and int(derived) >= 1 else None
+    return configured if configured is not None else _service_env(env).micro_batch_size
 
 
-def build_engine(stack: Any) -> Any:
-    from hermes_stack.trainer.engine import AlgoParams
-
-    algo = AlgoParams.from_section(stack.config.algorithm)
+def build_engine(stack: StackConfig, env: ServiceEnv | None = None) -> Engine:
+    env = _service_env(env)
+    algo = stack.config.algorithm
     kind = engine_kind(stack)
-    directory = model_dir(stack)
+    directory = model_dir(stack, env)
     try:
         import torch
         from transformers.utils import logging as hf_logging
@@ -134,21 +143,22 @@ def build_engine(stack: Any) -> Any:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if kind == "tinker":
-            return _tinker_engine(stack, algo, directory, device)
+            return _tinker_engine(stack, algo, directory, device, env)
 
         from hermes_stack.trainer.engine_torch import TorchEngine
 
         return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
                            lora_rank=stack.settings.tinker.lora_rank,
                            temperature=stack.config.rollout.temperature,
-                           micro_batch_size=micro_batch_size(stack))
+                           micro_batch_size=micro_batch_size(stack, env))
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
         raise LayerFailure("model", f"{kind} engine could not load {directory}: {type(exc).__name__}: {exc}") from exc
 
 
-def _tinker_engine(stack: Any, algo: Any, directory: Path, device: str) -> Any:
+def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, device: str,
+                   env: ServiceEnv | None = None) -> Engine:
     """Tinker trains the LoRA policy remotely; the reference (KL) and the critic (gae) run locally on the same base."""
     import json
 
@@ -175,31 +185,33 @@ def _tinker_engine(stack: Any, algo: Any, directory: Path, device: str) -> Any:
               "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
               "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"", file=sys.stderr, flush=True)
     return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
-                        learning_rate=learning_rate, critic=critic)
+                        learning_rate=learning_rate, critic=critic, timeout_s=_service_env(env).tinker_timeout_s)
 
 
-def inference_client(stack: Any) -> Any:
+def inference_client(stack: StackConfig, env: ServiceEnv | None = None) -> InferenceClient:
     from hermes_stack.trainer.weights_sync import InferenceClient
 
-    return InferenceClient(inference_url(stack), os.environ.get("HERMES_INFERENCE_KEY") or None)
+    env = _service_env(env)
+    return InferenceClient(inference_url(stack, env), env.key)
 
 
-def inference_url(stack: Any) -> str:
-    return os.environ.get("HERMES_INFERENCE_URL") or stack.settings.inference.base_url
+def inference_url(stack: StackConfig, env: ServiceEnv) -> str:
+    return env.inference_url or stack.settings.inference.base_url
 
 
-def check_inference(stack: Any, client: Any) -> str:
+def check_inference(stack: StackConfig, client: InferenceClient, env: ServiceEnv | None = None) -> str:
     """/v1/models lists the model and one 1-token /generate succeeds (what atroposlib will call)."""
     from hermes_stack.config.profiles import EMBEDDED_MODEL
     from hermes_stack.modelcore import catalog
 
+    env = _service_env(env)
     try:
         served = client.models()
         configured = stack.settings.inference.model_path
         # The inference service serves the configured model_path (or its path) unless compose names it.
-        expected = {name for name in (os.environ.get("HERMES_SERVED_MODEL_NAME"), configured) if name}
+        expected = {name for name in (env.served_model_name, configured) if name}
         if configured == EMBEDDED_MODEL or catalog.is_catalog_name(configured):
-            expected.add(str(model_dir(stack)))
+            expected.add(str(model_dir(stack, env)))
         if not served:
             raise LayerFailure("inference", f"{client.root}/v1/models lists no model")
         if not expected & set(served):
@@ -224,7 +236,7 @@ def check_atropos(url: str) -> dict[str, Any]:
         client.close()
 
 
-def wait_until_serving(stack: Any, wait_s: float) -> None:
+def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv | None = None) -> None:
     """Bounded wait for inference, then Atropos, to be ready by their healthchecks' own rules; the layer whose wait
     runs out is named. A dry-run started alongside `up --wait` loads its model meanwhile."""
     if wait_s <= 0:
@@ -233,13 +245,14 @@ def wait_until_serving(stack: Any, wait_s: float) -> None:
 
     from hermes_stack import health
 
-    url = inference_url(stack)
-    key = os.environ.get("HERMES_INFERENCE_KEY", "")
-    model = os.environ.get("HERMES_SERVED_MODEL_NAME") or None
+    env = _service_env(env)
+    url = inference_url(stack, env)
+    key = env.key or ""
+    model = env.served_model_name
     started = time.monotonic()
     deadline = started + wait_s
     probes = (("inference", lambda: health.check_inference(url, key, model, health.http_fetch)),
-              ("atropos", lambda: health.check_atropos(atropos_url(stack), health.http_fetch)))
+              ("atropos", lambda: health.check_atropos(atropos_url(stack, env), health.http_fetch)))
     for layer, probe in probes:
         try:
             health.wait_for(probe, max(0.0, deadline - time.monotonic()))
@@ -254,15 +267,17 @@ def wait_until_serving(stack: Any, wait_s: float) -> None:
           flush=True)
 
 
-def atropos_url(stack: Any) -> str:
-    return os.environ.get("HERMES_ATROPOS_URL") or stack.settings.atropos.rollout_server_url
+def atropos_url(stack: StackConfig, env: ServiceEnv) -> str:
+    return env.atropos_url or stack.settings.atropos.rollout_server_url
 
 
-def data_dir() -> Path:
-    return Path(os.environ.get("HERMES_DATA_DIR", "/data"))
+def data_dir(env: ServiceEnv) -> Path:
+    from hermes_stack.config.rules import DATA_VOLUME
+
+    return env.data_dir or Path(DATA_VOLUME)  # outside compose too: where the checkpoint rule expects it
 
 
-def held_out_evaluator(stack: Any, engine: Any) -> Callable[[], dict[str, float]] | None:
+def held_out_evaluator(stack: StackConfig, engine: Engine) -> Callable[[], dict[str, float]] | None:
     """Greedy accuracy on a held-out split, for the torch engine: it shows whether the policy learns the task, which
     the reward of its own samples alone does not. The offline task's 95 held-out sums (~0.1 s on CPU), or up to
     HELD_OUT_ROWS test rows of a JSONL dataset with the environment's prompt and reward (hermes_stack.heldout).
@@ -286,10 +301,11 @@ HELD_OUT_ROWS = 16  # a real model on CPU: ~15 CPU-seconds of greedy decoding pe
 # ---------------------------------------------------------------- entry
 
 
-def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
+def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv | None = None) -> LoopSettings:
     from hermes_stack.trainer.checkpoint import resolve_checkpoint_dir
     from hermes_stack.trainer.loop import LoopSettings
 
+    env = _service_env(env)
     settings, rollout = stack.settings, stack.config.rollout
     num_steps = settings.trainer.num_steps
     if args.max_steps is not None:
@@ -298,27 +314,29 @@ def loop_settings(stack: Any, args: argparse.Namespace) -> Any:
         num_steps = min(num_steps, args.max_steps)
     return LoopSettings(
         num_steps=num_steps,
-        batch_size_sequences=rollout.batch_size * rollout.group_size,
+        batch_size_sequences=rollout.sequences_per_step,
         # The trainer's limit: Atropos environments drop groups with a sequence at or above it.
         max_token_len=settings.tinker.max_token_trainer_length,
-        checkpoint_dir=resolve_checkpoint_dir(settings.tinker.checkpoint_dir, data_dir()),
+        checkpoint_dir=resolve_checkpoint_dir(settings.tinker.checkpoint_dir, data_dir(env)),
         save_interval=settings.tinker.save_checkpoint_interval,
-        data_dir=data_dir(),
+        data_dir=data_dir(env),
         batch_timeout_s=args.batch_timeout,
-        atropos_outage_s=float(os.environ.get("HERMES_ATROPOS_OUTAGE_S", "600")),
-        departure_s=float(os.environ.get("HERMES_ENV_DEPARTED_S", "120")),
+        atropos_outage_s=env.atropos_outage_s,
+        departure_s=env.env_departed_s,
         wandb_group=settings.wandb.group,
         wandb_project=settings.wandb.project,
     )
 
 
-def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_engine) -> int:
+def run(args: argparse.Namespace, engine_factory: Callable[[StackConfig], Engine] = build_engine,
+        env: ServiceEnv | None = None) -> int:
     from hermes_stack.hub import needs_hub, set_hub_access
     from hermes_stack.trainer.loop import StopFlag
 
     stop = StopFlag()
     stop.install()  # before the slow model load: a SIGTERM then still exits cleanly
-    stack = load_config(args)
+    env = _service_env(env)
+    stack = load_config(args, env)
     # Before any Hugging Face import: online only for the gpu profile with a hub id (hermes_stack.hub).
     set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
     from hermes_stack.trainer.atropos_client import AtroposClient
@@ -330,18 +348,18 @@ def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_e
     if stack.overrides:
         print(f"config: profile {stack.profile} overrides " +
               ", ".join(f"{k}={v}" for k, v in stack.overrides.items()), flush=True)
-    settings = loop_settings(stack, args)
+    settings = loop_settings(stack, args, env)
     engine = engine_factory(stack)
-    inference = inference_client(stack)
+    inference = inference_client(stack, env)
     if args.dry_run:
-        wait_until_serving(stack, args.wait)
-        served = check_inference(stack, inference)
-        status = check_atropos(atropos_url(stack))
+        wait_until_serving(stack, args.wait, env)
+        served = check_inference(stack, inference, env)
+        status = check_atropos(atropos_url(stack, env))
         print(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
               f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
               f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences", flush=True)
         return 0
-    atropos = AtroposClient(atropos_url(stack))
+    atropos = AtroposClient(atropos_url(stack, env))
     sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, wandb_project=settings.wandb_project,
                        wandb_group=settings.wandb_group, wandb_enabled=stack.settings.wandb.enabled,
                        run_config={"algo": stack.algo, "profile": stack.profile})
@@ -360,13 +378,14 @@ def run(args: argparse.Namespace, engine_factory: Callable[[Any], Any] = build_e
     return 0
 
 
-def main(argv: list[str] | None = None, engine_factory: Callable[[Any], Any] = build_engine) -> int:
-    from hermes_stack.service_env import load_secrets
+def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], Engine] = build_engine) -> int:
+    from hermes_stack.secret_files import load_secrets
 
     load_secrets()  # /run/secrets -> environment: the inference key, TINKER_API_KEY, WANDB_API_KEY
-    args = parse_args(argv)
     try:
-        return run(args, engine_factory)
+        env = _service_env(None)
+        args = parse_args(argv, env)
+        return run(args, engine_factory, env)
     except LayerFailure as exc:
         print(" ".join(str(exc).split()), file=sys.stderr, flush=True)  # one line, even for multi-line causes
         return exc.exit_code

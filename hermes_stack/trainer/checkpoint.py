@@ -23,9 +23,6 @@ MANIFEST = "manifest.json"
 STATE_FILE = "state.pt"
 TMP_PREFIX = ".tmp-"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-# Test hook, "<step>:<seconds>": pause the save of that step after the state is on disk but before the manifest
-# is written, so a test can SIGKILL the trainer deterministically in the middle of a save. Unset in production.
-PAUSE_ENV = "HERMES_TEST_CHECKPOINT_PAUSE"
 
 
 @dataclass(frozen=True)
@@ -130,14 +127,6 @@ def latest_checkpoint(root: Path) -> Checkpoint | None:
     return None
 
 
-def _test_pause(step: int) -> None:
-    spec = os.environ.get(PAUSE_ENV, "")
-    if spec:
-        at, _, seconds = spec.partition(":")
-        if int(at) == step:
-            time.sleep(float(seconds))
-
-
 def save_checkpoint(root: Path, step: int, state: dict[str, Any], *, keep: int = 3,
                     meta: dict[str, Any] | None = None) -> Path:
     """Write `state` (policy, critic, optimizer, ...) as checkpoint `step` atomically; keep the newest `keep`."""
@@ -152,7 +141,6 @@ def save_checkpoint(root: Path, step: int, state: dict[str, Any], *, keep: int =
         torch.save({**state, "step": step}, fh)
         fh.flush()
         os.fsync(fh.fileno())
-    _test_pause(step)
     _write_manifest(tmp, step, meta or {})
     _fsync_path(tmp)
     final = root / f"step-{step}"

@@ -34,17 +34,20 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from hermes_stack.errors import InputError, Problem, StackError
-from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+from hermes_stack.trainer.engine import IGNORE, Sequence
+
+if TYPE_CHECKING:
+    from hermes_stack.config.models import AlgorithmSection
 
 LOSSES = ("ppo", "importance_sampling")
 PROBE_PATH = "/api/v1/healthz"
 # Every wait on a Tinker future is bounded: the SDK itself polls (and retries a lost connection) for ~300 s or forever.
-TIMEOUT_ENV = "HERMES_TINKER_TIMEOUT_S"
+TIMEOUT_ENV = "HERMES_TINKER_TIMEOUT_S"  # named in messages; read by ServiceEnv.tinker_timeout_s
 DEFAULT_TIMEOUT_S = 900.0  # a large batch may queue on Tinker for minutes; a stopped server must still end the run
 T = TypeVar("T")
 
@@ -181,7 +184,7 @@ def loss_config(loss: str, clip_epsilon: float) -> tuple[str, dict[str, float] |
     raise InputError(Problem("settings", "tinker loss", repr(loss), " or ".join(LOSSES)))
 
 
-def token_rewards(arrays: TokenArrays, ref_logprobs: list[float] | None, algo: AlgoParams) -> list[float]:
+def token_rewards(arrays: TokenArrays, ref_logprobs: list[float] | None, algo: AlgorithmSection) -> list[float]:
     """Per-token rewards (0 on prompt positions): the entropy bonus, plus the KL as k1 when kl_penalty = k1_reward."""
     out = []
     for t, (old, trained) in enumerate(zip(arrays.old_logprobs, arrays.trained)):
@@ -273,12 +276,12 @@ class LocalCritic:
 class TinkerEngine:
     """hermes_stack.trainer.engine.Engine on Tinker. `service_client` is injectable (tests, shared sessions)."""
 
-    def __init__(self, *, base_model: str, algo: AlgoParams, lora_rank: int, learning_rate: float,
+    def __init__(self, *, base_model: str, algo: AlgorithmSection, lora_rank: int, learning_rate: float,
                  api_key: str | None = None, base_url: str | None = None, loss: str = "ppo",
                  critic: LocalCritic | None = None, service_client: Any = None, rest_client: Any = None,
                  probe_timeout_s: float = 5.0, probe_transport: httpx.BaseTransport | None = None,
                  download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True,
-                 timeout_s: float | None = None):
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
         self.algo = algo
         self.lora_rank = lora_rank
         self.learning_rate = learning_rate
@@ -292,7 +295,7 @@ class TinkerEngine:
             raise InputError(Problem("config", "[algorithm] advantage_estimator", "gae", "a critic with a value head"))
         self.critic = critic
         self.normalize_group_std = normalize_group_std
-        self.timeout_s = float(timeout_s or os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+        self.timeout_s = timeout_s  # the trainer passes HERMES_TINKER_TIMEOUT_S (hermes_stack.service_env)
         self.download = download or _download
         self.step = 0
         self.last_sampler_path: str | None = None

@@ -20,7 +20,7 @@ import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -28,7 +28,10 @@ from torch import nn
 from hermes_stack.modelcore.embedded import is_embedded_model, one_thread_for_tiny_model
 from hermes_stack.modelcore.sampling_core import sample
 from hermes_stack.trainer import algorithms as alg
-from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+from hermes_stack.trainer.engine import IGNORE, Sequence
+
+if TYPE_CHECKING:
+    from hermes_stack.config.models import AlgorithmSection
 
 GRAD_CLIP = 1.0
 LOGPROB_CHUNK_BYTES = 1 << 30  # float32 log-softmax over the vocabulary, per chunk of positions
@@ -113,7 +116,7 @@ class TorchEngine:
     def __init__(
         self,
         model_dir: str | Path,
-        algo: AlgoParams,
+        algo: AlgorithmSection,
         learning_rate: float,
         *,
         device: str = "cpu",

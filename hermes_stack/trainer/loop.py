@@ -15,20 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from hermes_stack.modelcore.weights_layout import export_step_weights, prune_weight_dirs
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient, AtroposUnavailable, groups_from_batch
+from hermes_stack.trainer.engine import Engine
 from hermes_stack.trainer.metrics import MetricsSink, reward_stats
 from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
-
-
-class EngineLike(Protocol):
-    def train_step(self, groups: list[list[Any]]) -> dict[str, float]: ...
-    def export_weights(self, directory: Path) -> Path: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -110,7 +104,7 @@ def remove_ready(data_dir: Path, service: str = "trainer") -> None:
 # ---------------------------------------------------------------- the loop
 
 
-def resume(engine: EngineLike, settings: LoopSettings, log: Any = print) -> int:
+def resume(engine: Engine, settings: LoopSettings, log: Any = print) -> int:
     """Load the newest complete checkpoint into the engine; return its step (0 when starting fresh)."""
     removed = ckpt.clean_incomplete(settings.checkpoint_dir)
     for path in removed:
@@ -157,13 +151,13 @@ def _batch_tokens(groups: list[list[Any]]) -> tuple[int, int]:
     return total, trained
 
 
-def save(engine: EngineLike, settings: LoopSettings, step: int) -> Path:
+def save(engine: Engine, settings: LoopSettings, step: int) -> Path:
     path = ckpt.save_checkpoint(settings.checkpoint_dir, step, {"engine": engine.state_dict()},
                                 keep=settings.keep_checkpoints, meta={"num_steps": settings.num_steps})
     return path
 
 
-def run_training(engine: EngineLike, atropos: AtroposClient, inference: InferenceClient | None,
+def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceClient | None,
                  settings: LoopSettings, sink: MetricsSink, stop: StopFlag | None = None,
                  evaluate: Callable[[], dict[str, float]] | None = None) -> int:
     """Train until `num_steps` (or a stop signal). Returns the last completed step.

@@ -24,7 +24,7 @@ PROJECT = f"hermes-test-{ALGO}"
 ADAPTER = r"""
 import glob, json, os, urllib.request
 from safetensors.torch import load_file
-from hermes_stack.service_env import load_secrets
+from hermes_stack.secret_files import load_secrets
 load_secrets()  # the key is a Compose secret file, as the services read it
 steps = sorted(glob.glob("/data/weights/step-*"), key=lambda p: int(p.rsplit("-", 1)[1]))
 last = steps[-1]

@@ -37,7 +37,7 @@ print(json.dumps({"step": int(last.rsplit("-", 1)[1]), "lora_b": len(b),
 # In the inference container: the same greedy request with the adapter the trainer pushed and with the base model.
 SERVED = r"""
 import json, os, sys, urllib.request
-from hermes_stack.service_env import load_secrets
+from hermes_stack.secret_files import load_secrets
 load_secrets()  # the key is a Compose secret file, as the services read it
 def generate(lora):
     body = {"text": "42+3=", "sampling_params": {"max_new_tokens": 4, "temperature": 0.0}, "return_logprob": True,

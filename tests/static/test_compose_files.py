@@ -112,7 +112,8 @@ def test_no_service_reads_a_key_file_itself_and_every_one_runs_under_init(servic
 
 @pytest.mark.parametrize("files", [("compose.grpo.yml",), ("compose.ppo.yml", "compose.cpu.yml")], ids=" ".join)
 def test_each_service_receives_exactly_the_key_file_variables_it_needs(files):
-    from hermes_stack.service_env import PLAIN, RECEIVERS, SECRETS
+    from hermes_stack.secret_files import SECRETS
+    from hermes_stack.service_env import PLAIN, RECEIVERS
 
     config = compose_config(*files)
     by_variable = {name: set() for name in RECEIVERS}
@@ -249,7 +250,7 @@ def test_merged_config_keeps_healthchecks_init_and_loopback_ports_for_gpu_too():
 
 
 def test_no_secret_value_appears_in_the_merged_config_even_when_compose_has_them():
-    from hermes_stack.service_env import SECRETS
+    from hermes_stack.secret_files import SECRETS
 
     values = {variable: f"value-of-{variable.lower()}-0123456789" for variable in SECRETS.values()}
     text = json.dumps(compose_config("compose.grpo.yml", env={**values, "HERMES_UNLOCK": "1"}))

@@ -162,9 +162,13 @@ def test_choose_profile():
     assert profiles.choose_profile("auto", 24)[:2] == ("gpu", 24)
 
 
-def test_choose_profile_auto_without_gpu(monkeypatch):
-    from hermes_stack.config import memory
+def test_choose_profile_auto_without_gpu():
+    class NoGpu:  # preflight.Probe of a host without nvidia-smi
+        def which(self, name):
+            return None
 
-    monkeypatch.setattr(memory.shutil, "which", lambda name: None)
-    profile, gib, notes = profiles.choose_profile("auto", None)
+        def run(self, argv):
+            return 127, "", "not found"
+
+    profile, gib, notes = profiles.choose_profile("auto", None, NoGpu())
     assert (profile, gib) == ("embedded", None) and "embedded CPU profile" in notes[0]

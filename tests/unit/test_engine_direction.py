@@ -17,9 +17,10 @@ import torch
 from trainer_helpers import grpo_params as grpo
 from trainer_helpers import ppo_params as ppo
 
+from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.modelcore import embedded
 from hermes_stack.trainer import algorithms as alg
-from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+from hermes_stack.trainer.engine import IGNORE, Sequence
 from hermes_stack.trainer.engine_torch import TorchEngine, build_batch
 
 TEMPERATURE = 0.8  # the seed's GRPO value: every check below runs off temperature 1
@@ -34,7 +35,7 @@ def model_dir(tmp_path_factory):
     return directory
 
 
-def engine_for(model_dir, algo: AlgoParams, lr: float = 1e-3, sgd: float | None = None, **kwargs) -> TorchEngine:
+def engine_for(model_dir, algo: AlgorithmSection, lr: float = 1e-3, sgd: float | None = None, **kwargs) -> TorchEngine:
     """The engine; with `sgd`, its optimiser swapped for plain gradient descent at that rate, so the step follows the
     engine's loss gradient itself (Adam's first step moves every parameter by +-lr, which no single sequence's
     direction has to agree with)."""

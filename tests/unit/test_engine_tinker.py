@@ -16,8 +16,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
 
+from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.errors import InputError, StackError
-from hermes_stack.trainer.engine import AlgoParams, Sequence
+from hermes_stack.trainer.engine import Sequence
 from hermes_stack.trainer.engine_tinker import (
     TinkerEngine,
     build_datum,
@@ -28,9 +29,9 @@ from hermes_stack.trainer.engine_tinker import (
     token_rewards,
 )
 
-GRPO = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
+GRPO = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
                   value_loss_coef=0.0, kl_coef=0.0)
-PPO = AlgoParams(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01,
+PPO = AlgorithmSection(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01,
                  value_loss_coef=0.5, kl_coef=0.1)
 
 
@@ -108,10 +109,10 @@ def test_loss_config_uses_clip_epsilon():
 
 def test_token_rewards_add_entropy_and_k1_only_when_kl_is_in_the_reward():
     arrays = token_arrays(seq([1, 10, 11], prompt_len=1, score=0.0, logprobs=[0.0, -1.0, -2.0]))
-    k1 = AlgoParams(**{**PPO.__dict__, "kl_coef": 0.1, "entropy_coef": 0.01, "kl_penalty": "k1_reward"})
+    k1 = AlgorithmSection(**{**PPO.__dict__, "kl_coef": 0.1, "entropy_coef": 0.01, "kl_penalty": "k1_reward"})
     shaped = token_rewards(arrays, ref_logprobs=[-1.5, -1.0], algo=k1)
     assert shaped == pytest.approx([-0.1 * (-1.0 + 1.5) + 0.01, -0.1 * (-2.0 + 1.0) + 0.02])
-    k3 = AlgoParams(**{**k1.__dict__, "kl_penalty": "k3_loss"})  # k3 enters the advantages, not the rewards
+    k3 = AlgorithmSection(**{**k1.__dict__, "kl_penalty": "k3_loss"})  # k3 enters the advantages, not the rewards
     assert token_rewards(arrays, ref_logprobs=[-1.5, -1.0], algo=k3) == pytest.approx([0.01, 0.02])
 
 

@@ -25,8 +25,9 @@ from fakes.guards import bounded
 from trainer_helpers import grpo_params as grpo
 from trainer_helpers import ppo_params as ppo
 
+from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.trainer import algorithms as alg
-from hermes_stack.trainer.engine import AlgoParams, Sequence
+from hermes_stack.trainer.engine import Sequence
 from hermes_stack.trainer.engine_tinker import LocalCritic, TinkerEngine, token_arrays
 
 
@@ -59,7 +60,7 @@ def engines() -> Iterator[list[TinkerEngine]]:
         engine.close()
 
 
-def step(fake: FakeTinker, engines: list, algo: AlgoParams, groups, critic: LocalCritic | None = None):
+def step(fake: FakeTinker, engines: list, algo: AlgorithmSection, groups, critic: LocalCritic | None = None):
     """One train_step through the SDK; returns, per sequence in order, the (advantages, logprobs, targets) sent."""
     engine = bounded(lambda: TinkerEngine(base_model="tiny", algo=algo, lora_rank=8, learning_rate=1e-4,
                                           api_key=fake.api_key, base_url=fake.base_url, probe_timeout_s=2.0,

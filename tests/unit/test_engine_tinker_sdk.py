@@ -18,12 +18,13 @@ tinker = pytest.importorskip("tinker")
 from fakes.fake_tinker import ADAPTER_FILES, API, FakeTinker
 from fakes.guards import bounded as _bounded
 
+from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.errors import StackError
-from hermes_stack.trainer.engine import AlgoParams, Sequence
+from hermes_stack.trainer.engine import Sequence
 from hermes_stack.trainer.engine_tinker import TinkerEngine
 
 GUARD_S = 60.0  # generous: a hang here means the SDK's own ~300 s retry loop, which the engine must not reach
-GRPO = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.3,
+GRPO = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.3,
                   value_loss_coef=0.0, kl_coef=0.0)
 
 
@@ -300,7 +301,7 @@ def test_ppo_with_the_local_critic_and_reference_over_http(trainer, engines, mod
 
     from hermes_stack.trainer.engine_tinker import LocalCritic
 
-    ppo = AlgoParams(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01,
+    ppo = AlgorithmSection(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01,
                      value_loss_coef=0.5, kl_coef=0.1)
     critic = LocalCritic(str(model_dir), learning_rate=1e-3)
     engine = make_engine(trainer, engines, algo=ppo, critic=critic, learning_rate=1e-2)
@@ -401,9 +402,10 @@ def test_the_trainer_process_exits_after_the_server_goes_silent(fake, tmp_path):
         import sys
         sys.path[:0] = [{str(Path(__file__).resolve().parents[2])!r}]
         from hermes_stack.errors import StackError
-        from hermes_stack.trainer.engine import AlgoParams, Sequence
+        from hermes_stack.config.models import AlgorithmSection
+        from hermes_stack.trainer.engine import Sequence
         from hermes_stack.trainer.engine_tinker import TinkerEngine
-        GRPO = AlgoParams(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
+        GRPO = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
                           value_loss_coef=0.0, kl_coef=0.0)
         GROUPS = [[Sequence([1, 5, 6], [-100, 5, 6], 1.0, [1.0, -0.5, -0.5]),
                    Sequence([1, 5, 7], [-100, 5, 7], 0.0, [1.0, -0.5, -0.5])]]

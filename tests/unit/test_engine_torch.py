@@ -9,14 +9,15 @@ import shutil
 import pytest
 import torch
 
+from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.modelcore import embedded
 from hermes_stack.tasks.offline_arith import offline_arith, score
-from hermes_stack.trainer.engine import IGNORE, AlgoParams, Sequence
+from hermes_stack.trainer.engine import IGNORE, Sequence
 from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, lr_factor
 
-GRPO = AlgoParams("grpo", "group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, entropy_coef=0.0,
+GRPO = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, entropy_coef=0.0,
                   value_loss_coef=0.0, kl_coef=0.1)
-PPO = AlgoParams("ppo", "gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01, value_loss_coef=0.5,
+PPO = AlgorithmSection(name="ppo", advantage_estimator="gae", gamma=1.0, lam=0.95, clip_epsilon=0.2, entropy_coef=0.01, value_loss_coef=0.5,
                  kl_coef=0.1)
 
 
@@ -46,7 +47,7 @@ def params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 # The blog's GRPO file sets gamma = 1.0 and no lam, so lam is PPO's default 0.95: GRPO ignores both, and the engine
 # must train with them as it does with 1.0 (validate only warns; the rule lives in config/rules.py alone).
-GRPO_BLOG = AlgoParams("grpo", "group_relative", gamma=1.0, lam=0.95, clip_epsilon=0.2, kl_coef=0.04)
+GRPO_BLOG = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=0.95, clip_epsilon=0.2, kl_coef=0.04)
 
 
 @pytest.mark.parametrize("algo", [GRPO, PPO, GRPO_BLOG], ids=["grpo", "ppo", "grpo-blog-lam-0.95"])
@@ -177,7 +178,7 @@ def test_learning_rate_decays_per_step_and_resumes_on_schedule(model_dir):
 
 
 def test_algo_params_from_a_plain_mapping():
-    algo = AlgoParams.from_section({"name": "ppo", "advantage_estimator": "gae", "gamma": 0.99, "lam": 0.9,
+    algo = AlgorithmSection.model_validate({"name": "ppo", "advantage_estimator": "gae", "gamma": 0.99, "lam": 0.9,
                                     "clip_epsilon": 0.1, "entropy_coef": 0.0, "value_loss_coef": 1.0,
                                     "kl_coef": 0.05})
     assert algo.uses_critic and algo.gamma == 0.99 and algo.kl_coef == 0.05

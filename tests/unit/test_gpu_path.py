@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from hermes_stack.config import memory
+from hermes_stack.config.models import RolloutSection
 from hermes_stack.errors import InputError
 from hermes_stack.hub import OFFLINE_FLAGS
 from hermes_stack.inference.service_config import load_service_config
@@ -146,9 +147,12 @@ def test_trainer_resolves_a_relative_model_folder_against_the_config_folder_pare
 # ---------------------------------------------------------------- 5: the GPU memory split
 
 
+SHIPPED_ROLLOUT = RolloutSection(group_size=8, batch_size=32, max_token_length=2048)  # 256 sequences a step
+
+
 def test_split_reference_figures_for_qwen3_8b_on_80_gib():
     shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
-    split = memory.plan_split(shape, group_size=8, batch_size=32, tokens=2048, lora_rank=32, gpu_gib=80)
+    split = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=80)
     # bf16 weights, from Qwen3-8B's config.json shapes (untied embeddings; its q/k norms, 9,216 parameters, left out)
     per_layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096
     assert split.weights_bytes == 2 * (2 * 151_936 * 4096 + 36 * per_layer + 4096) == 16_381_452_288
@@ -163,11 +167,10 @@ def test_split_reference_figures_for_qwen3_8b_on_80_gib():
 
 def test_split_refusals_name_the_model_or_the_micro_batch():
     shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
-    small = memory.plan_split(shape, group_size=8, batch_size=32, tokens=2048, lora_rank=32, gpu_gib=24)
+    small = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=24)
     key, line = memory.split_refusal(small)
     assert key == "inference.model_path" and "the model twice" in line and "this GPU has 24 GiB" in line
-    forced = memory.plan_split(shape, group_size=8, batch_size=32, tokens=2048, lora_rank=32, gpu_gib=141,
-                               micro_batch=8)
+    forced = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=141, micro_batch=8)
     key, line = memory.split_refusal(forced, 8)
     assert key == "trainer.micro_batch_size" and line.startswith("micro_batch_size 8 x 2048 tokens")
     assert line.endswith("try micro_batch_size 7")  # the largest next to one group's KV cache
@@ -327,6 +330,31 @@ def test_driver_version_is_checked_against_the_sglang_image(image, version, ok, 
         assert f"{version} is older than" in found.line() and hint in found.line()
 
 
+H100 = "NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06"
+
+
+@pytest.mark.parametrize("smi, runtimes, gib", [
+    (None, '{"runc":{}}', None),            # no GPU
+    (H100, '{"runc":{}}', 79.6),            # a GPU Docker cannot use (no container toolkit)
+    (H100, '{"nvidia":{}}', 79.6),          # a usable GPU
+    (H100, '{"nvidia":{}}', None),          # a usable GPU whose memory nvidia-smi does not report
+], ids=["no-gpu", "no-toolkit", "gpu", "gpu-memory-unknown"])
+def test_validate_and_up_resolve_auto_to_the_same_device(monkeypatch, smi, runtimes, gib):
+    """One owner of "auto" (preflight.auto_device): the profile `validate` picks is the device `up` picks, with the
+    same notices, whatever the host; the GPU's size only sizes the memory split."""
+    from hermes_stack import preflight
+    from hermes_stack.config import profiles
+
+    probe = Probe(smi, runtimes)
+    monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: gib)
+    up_notes: list[str] = []
+    device = preflight.resolve_device("auto", probe, notify=up_notes.append)
+    profile, found_gib, notes = profiles.choose_profile("auto", None, probe)
+    assert profile == {"gpu": "gpu", "cpu": "embedded"}[device]
+    assert found_gib == (gib if device == "gpu" else None)
+    assert up_notes == [n for n in notes if not n.startswith("no GPU found")]
+
+
 def test_a_gpu_docker_cannot_use_is_said_and_validate_agrees_with_up(monkeypatch):
     from hermes_stack import preflight
     from hermes_stack.config import profiles
@@ -372,10 +400,11 @@ def test_the_trainer_takes_the_split_micro_batch_unless_the_settings_name_one(mo
     def stack(value):
         return SimpleNamespace(settings=SimpleNamespace(trainer=SimpleNamespace(micro_batch_size=value)))
 
-    monkeypatch.delenv("HERMES_MICRO_BATCH_SIZE", raising=False)
-    assert micro_batch_size(stack(None)) is None
-    monkeypatch.setenv("HERMES_MICRO_BATCH_SIZE", "16")  # what `up` passes from the split
-    assert micro_batch_size(stack(None)) == 16
-    assert micro_batch_size(stack(4)) == 4
-    monkeypatch.setenv("HERMES_MICRO_BATCH_SIZE", "0")  # a refused split's 0 is never used
-    assert micro_batch_size(stack(None)) is None
+    from hermes_stack.service_env import ServiceEnv
+
+    assert micro_batch_size(stack(None), ServiceEnv.from_environ({})) is None
+    split = ServiceEnv.from_environ({"HERMES_MICRO_BATCH_SIZE": "16"})  # what `up` passes from the split
+    assert micro_batch_size(stack(None), split) == 16
+    assert micro_batch_size(stack(4), split) == 4
+    with pytest.raises(InputError):  # a refused split's 0 never reaches a service
+        ServiceEnv.from_environ({"HERMES_MICRO_BATCH_SIZE": "0"})

@@ -19,11 +19,10 @@ CONFIGS = ROOT / "configs"
 
 
 def test_catalog_names_resolve_to_the_models_folder_and_other_paths_pass_through():
-    env = {"HERMES_MODELS_DIR": "/srv/models"}
-    assert catalog.local_dir("smollm2-135m", env) == "/srv/models/smollm2-135m"
-    assert catalog.local_dir("smollm2-135m", {}) == "/opt/hermes/models/smollm2-135m"
-    assert catalog.local_dir("/data/my-model", env) == "/data/my-model"
-    assert catalog.local_dir("Qwen/Qwen3-8B", env) == "Qwen/Qwen3-8B"
+    assert catalog.local_dir("smollm2-135m", "/srv/models") == "/srv/models/smollm2-135m"
+    assert catalog.local_dir("smollm2-135m") == "/opt/hermes/models/smollm2-135m"
+    assert catalog.local_dir("/data/my-model", "/srv/models") == "/data/my-model"
+    assert catalog.local_dir("Qwen/Qwen3-8B", "/srv/models") == "Qwen/Qwen3-8B"
     assert catalog.names() == ["smollm2-135m"]
 
 
@@ -69,6 +68,7 @@ def test_unknown_model_is_one_line_naming_the_option():
 def test_services_resolve_the_catalog_model_from_their_environment(tmp_path):
     from hermes_stack.environment.runtime import resolve_tokenizer
     from hermes_stack.inference.service_config import load_service_config
+    from hermes_stack.service_env import ServiceEnv
     from hermes_stack.trainer.__main__ import load_config, model_dir, parse_args
 
     (tmp_path / "smollm2-135m").mkdir()
@@ -81,9 +81,10 @@ def test_services_resolve_the_catalog_model_from_their_environment(tmp_path):
     assert service.server == "builtin"
 
     stack = load_stack("grpo", CONFIGS, profile="embedded", model="smollm2-135m")
-    assert resolve_tokenizer(stack, env, offline=True) == str(tmp_path / "smollm2-135m")
+    assert resolve_tokenizer(stack, ServiceEnv.from_environ(env), offline=True) == str(tmp_path / "smollm2-135m")
     with pytest.raises(StackError, match="tokenizer of smollm2-135m"):
-        resolve_tokenizer(stack, {**env, "HERMES_MODELS_DIR": str(tmp_path / "absent")}, offline=True)
+        absent = {**env, "HERMES_MODELS_DIR": str(tmp_path / "absent")}
+        resolve_tokenizer(stack, ServiceEnv.from_environ(absent), offline=True)
 
     import os
 

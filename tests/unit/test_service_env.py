@@ -13,7 +13,8 @@ import pytest
 from hermes_stack.compose_env import compose_env
 from hermes_stack.errors import InputError
 from hermes_stack.keyfile import load_keyfile
-from hermes_stack.service_env import RECEIVERS, SECRETS, compose_environment, load_secrets, unlock_from
+from hermes_stack.secret_files import SECRETS, load_secrets
+from hermes_stack.service_env import RECEIVERS, ServiceEnv, compose_environment
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 KEYFILE = ("TAOTOKEN_API_KEY=sk-gateway-0123456789abcdef\nTAOTOKEN_BASE_URL=https://gw.example.test/api\n"
@@ -22,17 +23,53 @@ KEYFILE = ("TAOTOKEN_API_KEY=sk-gateway-0123456789abcdef\nTAOTOKEN_BASE_URL=http
 
 def test_compose_gets_every_variable_empty_when_absent_the_inference_key_and_unlock():
     env = compose_environment({"TAOTOKEN_API_KEY": "sk-a", "TAOTOKEN_BASE_URL": "https://gw", "OTHER": "x"},
-                              "hs-key", unlock=True)
-    assert env == {"HERMES_INFERENCE_KEY": "hs-key", "TAOTOKEN_API_KEY": "sk-a", "TAOTOKEN_BASE_URL": "https://gw",
-                   "TAOTOKEN_MODEL": "", "TINKER_API_KEY": "", "TINKER_BASE_URL": "", "WANDB_API_KEY": "",
-                   "HERMES_UNLOCK": "1"}
-    assert compose_environment({}, "hs-key", unlock=False)["HERMES_UNLOCK"] == "0"
+                              ServiceEnv.for_stack(None, "hs-key", unlock=True, environ={}))
+    key_file = {name: env.pop(name) for name in RECEIVERS if name != "HERMES_INFERENCE_KEY"}
+    assert key_file == {"TAOTOKEN_API_KEY": "sk-a", "TAOTOKEN_BASE_URL": "https://gw", "TAOTOKEN_MODEL": "",
+                        "TINKER_API_KEY": "", "TINKER_BASE_URL": "", "WANDB_API_KEY": ""}
+    assert env["HERMES_INFERENCE_KEY"] == "hs-key" and env["HERMES_UNLOCK"] == "1"
+    assert "OTHER" not in env and all(name.startswith("HERMES_") for name in env)  # the rest: ServiceEnv's
+    assert compose_environment({}, ServiceEnv.for_stack(None, "k", False, {}))["HERMES_UNLOCK"] == "0"
+
+
+def test_up_checks_the_users_tuning_knobs_and_derives_the_rest_from_the_stack():
+    """A knob set in the shell that runs `up` reaches compose (checked first); what the configuration decides
+    (served name, port, --model, unlock) is the stack's, whatever the shell says."""
+    from hermes_stack.config.loader import load_stack
+
+    stack = load_stack("grpo", CONFIGS, profile="embedded", model="smollm2-135m")
+    shell = {"HERMES_BATCH_TIMEOUT_S": "30", "HERMES_MODEL": "other", "HERMES_PROFILE": "nonsense"}
+    env = ServiceEnv.for_stack(stack, "hs-k", unlock=False, environ=shell).to_compose_env()
+    assert env["HERMES_BATCH_TIMEOUT_S"] == "30" and env["HERMES_ATROPOS_OUTAGE_S"] == "600"
+    assert env["HERMES_MODEL"] == "smollm2-135m" and env["HERMES_SERVED_MODEL_NAME"] == "smollm2-135m"
+    assert env["HERMES_INFERENCE_PORT"] == "8001" and env["HERMES_UNLOCK"] == "0"
+    assert "HERMES_PROFILE" not in env  # compose files set it, not the shell
+    with pytest.raises(InputError) as caught:
+        ServiceEnv.for_stack(stack, "hs-k", unlock=False, environ={"HERMES_BATCH_TIMEOUT_S": "soon"})
+    assert caught.value.lines()[0].startswith("(environment): HERMES_BATCH_TIMEOUT_S: found 'soon', expected a number")
+
+
+def test_a_bad_value_is_one_problem_per_variable_naming_it():
+    with pytest.raises(InputError) as caught:
+        ServiceEnv.from_environ({"HERMES_SGLANG_MEM_FRACTION": "1.5", "HERMES_MICRO_BATCH_SIZE": "0",
+                                 "HERMES_ALGO": "dpo", "HERMES_SERVED_MODEL_NAME": ""})
+    assert [line.split(": found")[0] for line in caught.value.lines()] == [
+        "(environment): HERMES_ALGO", "(environment): HERMES_SGLANG_MEM_FRACTION",
+        "(environment): HERMES_MICRO_BATCH_SIZE"]
+    assert "found '1.5', expected less than 1" in caught.value.lines()[1]
+
+
+def test_empty_means_unset_and_the_key_stays_out_of_repr():
+    env = ServiceEnv.from_environ({"HERMES_SERVED_MODEL_NAME": "", "HERMES_INFERENCE_KEY": "hs-secret-0123",
+                                   "HERMES_LOG_LEVEL": "debug", "HERMES_DATA_DIR": "/data"})
+    assert env.served_model_name is None and env.key == "hs-secret-0123" and env.log_level == "DEBUG"
+    assert env.data_dir == Path("/data") and "hs-secret-0123" not in repr(env)
 
 
 def _stack(tmp_path: Path, text: str = KEYFILE):
     (tmp_path / "keys").write_text(text)
     return SimpleNamespace(keyfile=load_keyfile(tmp_path / "keys", register=False), config=None, settings=None,
-                           profile="embedded", gpu_memory_gib=None, model=None)
+                           profile="embedded", gpu_memory_gib=None, model=None, gpu_split=None)
 
 
 def test_the_controller_passes_the_key_file_lines_but_not_a_defaulted_tinker_key(tmp_path):
@@ -67,14 +104,15 @@ def test_every_secret_has_receivers_and_no_service_receives_the_gateway_key_with
 
 @pytest.mark.parametrize("value,expected", [("", False), ("0", False), ("1", True)])
 def test_unlock_values(value, expected):
-    assert unlock_from({"HERMES_UNLOCK": value}) is expected
+    assert ServiceEnv.from_environ({"HERMES_UNLOCK": value}).unlock is expected
 
 
 def test_unlock_refuses_anything_else_with_one_line():
     with pytest.raises(InputError) as caught:
-        unlock_from({"HERMES_UNLOCK": "yes"})
-    assert caught.value.lines() == [("(environment): HERMES_UNLOCK: found 'yes', expected 0 or 1. Hint: hermes-stack "
-                                     "up sets it: 1 with --unlock, else 0")]
+        ServiceEnv.from_environ({"HERMES_UNLOCK": "yes"})
+    (line,) = caught.value.lines()
+    assert line.startswith("(environment): HERMES_UNLOCK: found 'yes', expected 0 or 1. Hint: 1 when the controller "
+                           "ran with --unlock")
 
 
 # ---- --unlock reaches every service's config loading ------------------------------------------------------------
@@ -111,12 +149,13 @@ def test_trainer_loads_a_changed_locked_field_only_when_unlocked(unlocked_config
 
 
 def test_environment_loads_a_changed_locked_field_only_when_unlocked(unlocked_configs):
-    from hermes_stack.environment.runtime import stack_from_environ
+    from hermes_stack.config.loader import load_service_stack
 
     with pytest.raises(InputError) as caught:
-        stack_from_environ(_env(unlocked_configs, "0"))
+        load_service_stack(ServiceEnv.from_environ(_env(unlocked_configs, "0")))
     assert any(LOCKED_LINE in line for line in caught.value.lines())
-    assert stack_from_environ(_env(unlocked_configs, "1")).settings.tinker.learning_rate == 1e-4
+    unlocked = load_service_stack(ServiceEnv.from_environ(_env(unlocked_configs, "1")))
+    assert unlocked.settings.tinker.learning_rate == 1e-4
 
 
 def test_inference_loads_a_changed_locked_field_only_when_unlocked(unlocked_configs):
@@ -149,7 +188,7 @@ def test_inference_service_with_an_empty_key_refuses_to_start_before_loading_any
         monkeypatch.delenv("HERMES_INFERENCE_KEY", raising=False)
     else:
         monkeypatch.setenv("HERMES_INFERENCE_KEY", key)
-    monkeypatch.setattr("hermes_stack.service_env.SECRETS_DIR", tmp_path)  # no secret file either
+    monkeypatch.setattr("hermes_stack.secret_files.SECRETS_DIR", tmp_path)  # no secret file either
     monkeypatch.setattr(service_config, "build_backend", lambda cfg: pytest.fail("a backend was built"))
     assert entry.main() == 2
     assert capsys.readouterr().err.strip().splitlines() == [NO_KEY]

@@ -178,14 +178,13 @@ def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_foll
 
     from hermes_stack.trainer import engine_tinker
     from hermes_stack.trainer.__main__ import _tinker_engine, load_config, parse_args
-    from hermes_stack.trainer.engine import AlgoParams
 
     made = {}
     monkeypatch.setattr(engine_tinker, "LocalCritic", lambda *a, **k: made.setdefault("critic", k))
     monkeypatch.setattr(engine_tinker, "TinkerEngine", lambda **k: made.setdefault("engine", k))
     write_configs(env["configs"], algo="ppo", group_size=1)
     stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "gpu"]))
-    algo = AlgoParams.from_section(stack.config.algorithm)
+    algo = stack.config.algorithm
     _tinker_engine(stack, algo, embedded_model_dir(), "cpu")
     assert made["critic"]["temperature"] == 0.7
     assert made["critic"]["learning_rate"] == pytest.approx(0.5 * stack.settings.tinker.learning_rate)

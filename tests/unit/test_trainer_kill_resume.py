@@ -26,6 +26,22 @@ pytestmark = pytest.mark.slow
 WAIT_S = 90  # generous: the machine may be shared; nothing asserts on time
 
 
+# The trainer's entry point with one checkpoint save held between its state file and its manifest (no hook in the
+# product: the child wraps checkpoint._write_manifest itself).
+PAUSED_SAVE = """
+import sys, time
+from hermes_stack.trainer import checkpoint
+from hermes_stack.trainer.__main__ import main
+write = checkpoint._write_manifest
+def paused(directory, step, meta):
+    if step == {0}:
+        time.sleep({1})
+    write(directory, step, meta)
+checkpoint._write_manifest = paused
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 class Run:
     """One training run: configs, data volume, feeder, and trainer processes started one after the other."""
 
@@ -43,13 +59,16 @@ class Run:
         self.proc: subprocess.Popen | None = None
         self.logs: list[Path] = []
 
-    def start(self, **extra_env: str) -> subprocess.Popen:
+    def start(self, pause_save: tuple[int, float] | None = None, **extra_env: str) -> subprocess.Popen:
+        """The trainer in a child process; `pause_save` (step, seconds) holds that step's checkpoint save after its
+        state is on disk and before its manifest, so the test can SIGKILL it right there."""
         log = self.tmp / f"trainer-{len(self.logs)}.log"
         self.logs.append(log)
         env = trainer_env(self.data, self.api.url, self.inference,
                           HERMES_EMBEDDED_MODEL=str(embedded_model_dir()), **extra_env)
+        entry = ["-m", "hermes_stack.trainer"] if pause_save is None else ["-c", PAUSED_SAVE.format(*pause_save)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hermes_stack.trainer", "--algo", "grpo", "--config-dir", str(self.configs),
+            [sys.executable, *entry, "--algo", "grpo", "--config-dir", str(self.configs),
              "--profile", "embedded", "--batch-timeout", "120"],
             env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
         if self.feeder.env_id is None:
@@ -120,7 +139,7 @@ def test_sigkill_during_training_resumes_from_last_complete_checkpoint(api, infe
 def test_sigkill_during_a_checkpoint_write_is_never_resumed_from(api, inference, tmp_path) -> None:
     run = Run(tmp_path, api, inference, num_steps=5, interval=2)
     # The save of step 4 stops after state.pt is on disk, before its manifest: kill it right there.
-    run.start(**{ckpt.PAUSE_ENV: "4:120"})
+    run.start(pause_save=(4, 120))
     run.feed_steps(4)
 
     def saving() -> bool:

@@ -193,10 +193,6 @@ CASES = [
                                  "(TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TAOTOKEN_MODEL, TINKER_API_KEY). Hint: add "
                                  "MY_KEY=… to {kf} or name one of its variables")],
          json={"inference.api_key_env": "MY_KEY"}, keyfile=GOOD_KEYFILE),
-    Case("base-url-env-missing", [("{json}: inference.base_url_env: found 'GATEWAY_URL', expected a variable set in "
-                                  "{kf} (TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TAOTOKEN_MODEL, TINKER_API_KEY). Hint: "
-                                  "add GATEWAY_URL=… to {kf} or name one of its variables")],
-         json={"inference.base_url_env": "GATEWAY_URL"}, keyfile=GOOD_KEYFILE),
     Case("keyfile-base-url-v1", [("{kf}:2: TAOTOKEN_BASE_URL: found https://taotoken.net/api/v1, expected the gateway "
                                  "root without /v1. Hint: set TAOTOKEN_BASE_URL=https://taotoken.net/api; hermes-stack "
                                  "adds /v1 for OpenAI-style clients")],

@@ -261,18 +261,18 @@ def write_configs(directory: Path, *, algo: str = "grpo", group_size: int = 4, b
 
 
 def grpo_params(**changes):
-    """AlgoParams of the shipped GRPO shape with no regularisers, for engine tests; `changes` override."""
-    from hermes_stack.trainer.engine import AlgoParams
+    """AlgorithmSection of the shipped GRPO shape with no regularisers, for engine tests; `changes` override."""
+    from hermes_stack.config.models import AlgorithmSection
 
     base = {"name": "grpo", "advantage_estimator": "group_relative", "gamma": 1.0, "lam": 1.0, "clip_epsilon": 0.2,
             "entropy_coef": 0.0, "value_loss_coef": 0.0, "kl_coef": 0.0}
-    return AlgoParams(**{**base, **changes})
+    return AlgorithmSection(**{**base, **changes})
 
 
 def ppo_params(**changes):
-    """AlgoParams of the shipped PPO shape (a critic, GAE) with no regularisers, for engine tests."""
-    from hermes_stack.trainer.engine import AlgoParams
+    """AlgorithmSection of the shipped PPO shape (a critic, GAE) with no regularisers, for engine tests."""
+    from hermes_stack.config.models import AlgorithmSection
 
     base = {"name": "ppo", "advantage_estimator": "gae", "gamma": 1.0, "lam": 0.95, "clip_epsilon": 0.2,
             "entropy_coef": 0.0, "value_loss_coef": 0.5, "kl_coef": 0.0}
-    return AlgoParams(**{**base, **changes})
+    return AlgorithmSection(**{**base, **changes})
