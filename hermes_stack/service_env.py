@@ -219,6 +219,15 @@ def _problem(err: Any) -> Problem:
     return Problem("(environment)", alias, repr(found), expected, hint)
 
 
+def load_service_stack(env: ServiceEnv) -> StackConfig:
+    """The StackConfig a service runs with, from its environment: the same files, profile, --model and --unlock as
+    the controller's (HERMES_CONFIG_DIR, HERMES_ALGO, HERMES_PROFILE, HERMES_MODEL, HERMES_UNLOCK), so a service
+    accepts exactly what `up` accepted. Every service loads its configuration here."""
+    from hermes_stack.config.loader import load_stack
+
+    return load_stack(env.algo, env.config_dir, env.profile, unlock=env.unlock, model=env.model)
+
+
 def compose_environment(values: Mapping[str, str], service: ServiceEnv) -> dict[str, str]:
     """The variables compose's process needs: every key-file name of RECEIVERS (empty when the key file lacks it:
     compose then creates no secret file, and a plain `docker compose up` without them stops at once), plus the

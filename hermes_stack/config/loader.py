@@ -27,7 +27,6 @@ from hermes_stack.textfile import decode_text
 
 if TYPE_CHECKING:
     from hermes_stack.config.memory import GpuSplit
-    from hermes_stack.service_env import ServiceEnv
 
 
 @dataclass(frozen=True)
@@ -305,13 +304,6 @@ def load_stack(
     if errors:
         raise InputError(errors)
     return stack
-
-
-def load_service_stack(env: ServiceEnv) -> StackConfig:
-    """The StackConfig a service runs with, from its environment: the same files, profile, --model and --unlock as
-    the controller's (HERMES_CONFIG_DIR, HERMES_ALGO, HERMES_PROFILE, HERMES_MODEL, HERMES_UNLOCK), so a service
-    accepts exactly what `up` accepted. Every service loads its configuration here."""
-    return load_stack(env.algo, env.config_dir, env.profile, unlock=env.unlock, model=env.model)
 
 
 def evaluate_stack(

@@ -3,7 +3,7 @@
 serve: register with Atropos (HERMES_ATROPOS_URL), stream scored groups until `total_steps` ([trainer] num_steps) is
 reached, then exit 0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
 process: atroposlib's process mode: N groups written to a JSONL file, no Atropos needed.
-Configuration: hermes_stack.service_env.ServiceEnv (docs/architecture.md), through config.loader.load_service_stack.
+Configuration: hermes_stack.service_env.ServiceEnv (docs/architecture.md), through service_env.load_service_stack.
 """
 
 from __future__ import annotations
@@ -84,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     # docker stop sends SIGTERM: turn it into SystemExit so `finally` removes the readiness marker.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        from hermes_stack.config.loader import load_service_stack
         from hermes_stack.environment.runtime import build_configs
-        from hermes_stack.service_env import ServiceEnv
+        from hermes_stack.service_env import ServiceEnv, load_service_stack
 
         stack = load_service_stack(ServiceEnv.from_environ())
         for line in stack.overrides and [f"profile {stack.profile} overrides: {stack.overrides}"] or []:

@@ -1,7 +1,7 @@
 """What the inference service needs from its environment (hermes_stack.service_env.ServiceEnv) and the config files
 (docs/architecture.md, Runtime).
 
-The configuration comes from config.loader.load_service_stack, like every service's; its typed inference section is
+The configuration comes from service_env.load_service_stack, like every service's; its typed inference section is
 the one source of the backend, port and model (ServiceEnv's HERMES_INFERENCE_SERVER / HERMES_INFERENCE_PORT override
 them when set). HERMES_INFERENCE_KEY is required: the service refuses to start without it. The key is never printed.
 """
@@ -44,9 +44,8 @@ class ServiceConfig:
 
 def load_service_config(environ: Mapping[str, str] | None = None) -> ServiceConfig:
     """The inference service's settings from `environ` (os.environ by default) and the config files."""
-    from hermes_stack.config.loader import load_service_stack
     from hermes_stack.hub import needs_hub
-    from hermes_stack.service_env import ServiceEnv
+    from hermes_stack.service_env import ServiceEnv, load_service_stack
 
     env = ServiceEnv.from_environ(environ)
     if not env.key:

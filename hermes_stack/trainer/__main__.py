@@ -61,9 +61,9 @@ def parse_args(argv: list[str] | None, env: ServiceEnv | None = None) -> argpars
 
 
 def load_config(args: argparse.Namespace, env: ServiceEnv | None = None) -> StackConfig:
-    """The service's StackConfig (config.loader.load_service_stack); --algo/--config-dir/--profile win over the
+    """The service's StackConfig (service_env.load_service_stack); --algo/--config-dir/--profile win over the
     environment's."""
-    from hermes_stack.config.loader import load_service_stack
+    from hermes_stack.service_env import load_service_stack
 
     try:
         env = _service_env(env)

@@ -149,7 +149,7 @@ def test_trainer_loads_a_changed_locked_field_only_when_unlocked(unlocked_config
 
 
 def test_environment_loads_a_changed_locked_field_only_when_unlocked(unlocked_configs):
-    from hermes_stack.config.loader import load_service_stack
+    from hermes_stack.service_env import load_service_stack
 
     with pytest.raises(InputError) as caught:
         load_service_stack(ServiceEnv.from_environ(_env(unlocked_configs, "0")))
