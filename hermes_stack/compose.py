@@ -143,7 +143,7 @@ Runner = Callable[[list[str], dict[str, str], bool], str]
 # Seconds a command may take before it is killed and reported (a hung daemon must not hang the controller).
 QUICK_S = 60          # ps, config, inspect, network, rm
 PROBE_S = 20          # version, info: preflight's probes (a hung daemon must not hang the preflight)
-EXEC_S = 120          # exec / cp in a running container (tail of metrics.jsonl, a kill)
+EXEC_S = 120          # exec / cp in a running container (tail of metrics.jsonl, a kill); image prune
 DOWN_S = 240          # down: every container gets its stop_grace_period (the trainer's checkpoint) first
 BUILD_S = 3600        # image builds from nothing on 2 cores take minutes
 RUN_S = 3600          # one-off containers (the dry-run is bounded by its own --wait as well)
@@ -163,7 +163,7 @@ def command_timeout(argv: Sequence[str]) -> float | None:
         wait = args[args.index("--wait-timeout") + 1] if "--wait-timeout" in args else "600"
         return float(wait) + UP_MARGIN_S
     return {"build": BUILD_S, "run": RUN_S, "down": DOWN_S, "exec": EXEC_S, "cp": EXEC_S, "version": PROBE_S,
-            "info": PROBE_S, "load": BUILD_S, "import": BUILD_S, "save": BUILD_S}.get(verb or "", QUICK_S)
+            "info": PROBE_S, "load": BUILD_S, "import": BUILD_S, "save": BUILD_S, "image": EXEC_S}.get(verb or "", QUICK_S)
 
 
 _VERBS = {"logs", "up", "build", "run", "down", "exec", "cp", "ps", "config", "inspect", "network", "rm", "info",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 from hermes_stack.cli import main
 from hermes_stack.keyfile import redact_config
@@ -66,3 +67,17 @@ def test_the_chosen_model_reaches_compose_so_every_service_resolves_the_same_con
     chosen = compose_env(load_stack("ppo", configs, profile="embedded", model="smollm2-135m"), "k", None)
     assert chosen["HERMES_MODEL"] == "smollm2-135m" and chosen["HERMES_SERVED_MODEL_NAME"] == "smollm2-135m"
     assert compose_env(load_stack("ppo", configs, profile="embedded"), "k", None)["HERMES_MODEL"] == ""
+
+
+def test_a_build_prunes_only_the_images_it_untagged_after_building():
+    """A rebuild untags the previous image; the controller removes exactly those (our label), after the build."""
+    from hermes_stack.bring_up import build_images
+    from hermes_stack.compose import BUILD_LABEL, Compose, stack_params
+
+    seen: list[list[str]] = []
+    compose = Compose(stack_params("grpo", "cpu", Path(".")), runner=lambda argv, env, capture: seen.append(argv) or "",
+                      streamer=lambda argv, env: seen.append(argv) or iter(["#1 done"]))
+    build_images(compose)
+    assert [argv[:3] for argv in seen][-1] == ["docker", "image", "prune"]
+    assert any(a == "build" for a in seen[0]) and f"label={BUILD_LABEL}" in seen[-1] and "--force" in seen[-1]
+    assert not any(a == "--all" or a == "-a" for a in seen[-1])  # dangling only: tagged images stay
