@@ -60,9 +60,18 @@ def base_image() -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def _prune_our_untagged_images():
-    """After the tier: the images our rebuilds untagged (labelled by compose.base.yml), so no dangling image stays."""
+    """After the tier: the images our rebuilds untagged. Compose labels each image it builds with its project, so the
+    same tag built by two test projects is two images and the first is left dangling: remove every dangling image of
+    a hermes-* compose project (the product's own builds also carry hermes-stack.image, which `up` prunes)."""
     yield
-    if _PROBLEM and _PROBLEM[0] is None:
-        from hermes_stack.compose import prune_built_images_argv
-
-        subprocess.run(prune_built_images_argv(), check=False, capture_output=True, timeout=300)
+    if not _PROBLEM or _PROBLEM[0] is not None:
+        return
+    dangling = subprocess.run(["docker", "image", "ls", "--filter", "dangling=true", "--quiet", "--no-trunc"],
+                              check=False, capture_output=True, text=True, timeout=60).stdout.split()
+    labels = subprocess.run(["docker", "image", "inspect", "--format",
+                             '{{.Id}} {{index .Config.Labels "com.docker.compose.project"}}', *dangling],
+                            check=False, capture_output=True, text=True, timeout=60).stdout if dangling else ""
+    ours = [line.split()[0] for line in labels.splitlines()
+            if len(line.split()) == 2 and line.split()[1].startswith("hermes-")]
+    if ours:  # an image still used by a container is refused by Docker and stays: that is fine
+        subprocess.run(["docker", "image", "rm", *sorted(set(ours))], check=False, capture_output=True, timeout=300)
