@@ -69,7 +69,8 @@ def validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | Non
 
 def _stream(compose: Compose, argv: list[str], prefix: str = "      ") -> None:
     for line in compose.stream(argv):
-        console.info(prefix + line)
+        if line.strip():  # BuildKit's plain progress separates its steps with blank lines: 100+ of them per build
+            console.info(prefix + line)
 
 
 def _up(compose: Compose, services: Sequence[str], wait_timeout: int,

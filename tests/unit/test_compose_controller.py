@@ -81,3 +81,16 @@ def test_a_build_prunes_only_the_images_it_untagged_after_building():
     assert [argv[:3] for argv in seen][-1] == ["docker", "image", "prune"]
     assert any(a == "build" for a in seen[0]) and f"label={BUILD_LABEL}" in seen[-1] and "--force" in seen[-1]
     assert not any(a == "--all" or a == "-a" for a in seen[-1])  # dangling only: tagged images stay
+
+
+def test_build_progress_is_shown_without_buildkits_blank_separator_lines(capsys):
+    from hermes_stack.bring_up import build_images
+    from hermes_stack.compose import Compose, stack_params
+
+    compose = Compose(stack_params("grpo", "cpu", Path(".")), runner=lambda argv, env, capture: "",
+                      streamer=lambda argv, env: iter(["#1 [atropos] load", "", "   ", "#1 DONE 0.0s"]))
+    build_images(compose)
+    captured = capsys.readouterr()
+    shown = captured.out.splitlines() + captured.err.splitlines()
+    assert [line.strip() for line in shown if "#1" in line] == ["#1 [atropos] load", "#1 DONE 0.0s"]
+    assert not any(line.strip() == "" for line in shown)
