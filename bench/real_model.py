@@ -86,8 +86,10 @@ def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, basel
     rollout, env, reward = cfg.rollout, cfg.environment, cfg.reward
     weights = RewardWeights(reward.correctness_weight, reward.format_weight)
     torch.manual_seed(seed)
+    # As the trainer builds it (trainer/__main__.py): the rollout temperature scales the logits of the ratio, the KL
+    # and the entropy, so they compare like with like against the behaviour log-probs sampled at that temperature.
     engine = TorchEngine(directory, params, settings.tinker.learning_rate, lora_rank=settings.tinker.lora_rank,
-                         seed=seed)
+                         temperature=rollout.temperature, seed=seed)
     where = {"offline": True, "base_dir": ROOT / "configs", "config_file": str(stack.config_path)}
     train = load_items(env.dataset, "train", env.max_samples, seed=seed, **where)
     examples = fewshot_examples(env.dataset, env.fewshot, **where)
