@@ -56,7 +56,7 @@ def lora(workdir: Path) -> Path:
     params = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, kl_coef=0.1)
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    engine = TorchEngine(model, params, tinker.learning_rate, device=DEVICE,
+    engine = TorchEngine(model, params, tinker.learning_rate, device=DEVICE, temperature=1.0,  # generate's default
                          lora_rank=tinker.lora_rank)
     prompts = [f"{a}+{b}=" for a, b in zip(range(8), range(8, 16))]
     times = []
@@ -124,7 +124,7 @@ def split(workdir: Path, layers: int = 4) -> None:
     shape = memory.ModelShape.from_config(config.to_dict())
     params = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
                         kl_coef=0.1)
-    engine = TorchEngine(directory, params, 4e-5, device=DEVICE, lora_rank=32)
+    engine = TorchEngine(directory, params, 4e-5, device=DEVICE, lora_rank=32, temperature=1.0)
     fixed = memory.trainer_fixed_bytes(shape, 32)
     loaded = torch.cuda.memory_allocated() if DEVICE == "cuda" else 0
     print(f"split: {layers}-layer Qwen3-8B-shaped model, params {memory.param_count(shape):,}; loaded "

@@ -119,6 +119,7 @@ class TorchEngine:
         algo: AlgorithmSection,
         learning_rate: float,
         *,
+        temperature: float,
         device: str = "cpu",
         lora_rank: int | None = None,
         epochs: int = 2,
@@ -132,11 +133,11 @@ class TorchEngine:
         min_lr_ratio: float = 0.1,
         seed: int = 0,
         dtype: torch.dtype | None = None,
-        temperature: float = 1.0,
         micro_batch_size: int | None = None,
     ):
         """`temperature`: the rollout temperature ([rollout] temperature), by which logits are divided for the ratio,
-        the KL and the entropy. `micro_batch_size`: sequences per forward/backward pass (None: a whole minibatch).
+        the KL and the entropy; required, because a default of 1 silently mismatched behaviour log-probs sampled at
+        0.7/0.8 (bench/real_model.py trained that way before). `micro_batch_size`: sequences per forward/backward pass (None: a whole minibatch).
         `critic_learning_rate` overrides value_loss_coef x learning_rate."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

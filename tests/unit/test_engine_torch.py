@@ -52,7 +52,7 @@ GRPO_BLOG = AlgorithmSection(name="grpo", advantage_estimator="group_relative", 
 
 @pytest.mark.parametrize("algo", [GRPO, PPO, GRPO_BLOG], ids=["grpo", "ppo", "grpo-blog-lam-0.95"])
 def test_train_step_changes_policy_and_returns_finite_metrics(model_dir, algo):
-    engine = TorchEngine(model_dir, algo, 5e-4, seed=1)
+    engine = TorchEngine(model_dir, algo, 5e-4, temperature=1.0, seed=1)
     before = params(engine.policy)
     critic_before = params(engine.critic) if engine.critic is not None else None
     grpo = algo.name == "grpo"
@@ -74,14 +74,14 @@ def test_train_step_changes_policy_and_returns_finite_metrics(model_dir, algo):
 
 
 def test_first_pass_kl_is_zero_and_ratio_one(model_dir):
-    engine = TorchEngine(model_dir, GRPO, 5e-4, epochs=1, seed=2)
+    engine = TorchEngine(model_dir, GRPO, 5e-4, temperature=1.0, epochs=1, seed=2)
     metrics = engine.train_step(rollouts(engine, n=4))
     assert metrics["kl"] == pytest.approx(0.0, abs=1e-6)  # before the first update policy == reference
     assert metrics["clip_fraction"] == 0.0
 
 
 def test_sampling_logprobs_match_the_training_forward(model_dir):
-    engine = TorchEngine(model_dir, GRPO, 5e-4, seed=3)
+    engine = TorchEngine(model_dir, GRPO, 5e-4, temperature=1.0, seed=3)
     groups = rollouts(engine, n=3, prompts=5)
     batch = build_batch([s for g in groups for s in g], engine.pad_token_id)
     with torch.no_grad():
@@ -91,7 +91,7 @@ def test_sampling_logprobs_match_the_training_forward(model_dir):
 
 
 def test_greedy_generation_is_deterministic_and_stops_on_eos(model_dir):
-    engine = TorchEngine(model_dir, GRPO, 5e-4)
+    engine = TorchEngine(model_dir, GRPO, 5e-4, temperature=1.0)
     first = engine.generate(["1+2=", "9+9="], n=2, temperature=0.0, max_new_tokens=8)
     second = engine.generate(["1+2=", "9+9="], n=2, temperature=0.0, max_new_tokens=8)
     assert [[c.tokens for c in g] for g in first] == [[c.tokens for c in g] for g in second]
@@ -103,10 +103,10 @@ def test_greedy_generation_is_deterministic_and_stops_on_eos(model_dir):
 
 
 def test_state_dict_round_trip(model_dir):
-    source = TorchEngine(model_dir, PPO, 5e-4, seed=4)
+    source = TorchEngine(model_dir, PPO, 5e-4, temperature=1.0, seed=4)
     source.train_step(rollouts(source, n=1, prompts=6))
     state = source.state_dict()
-    target = TorchEngine(model_dir, PPO, 5e-4, seed=5)
+    target = TorchEngine(model_dir, PPO, 5e-4, temperature=1.0, seed=5)
     target.load_state_dict(state)
     assert target.steps_done == 1
     for mine, theirs in ((target.policy, source.policy), (target.critic, source.critic)):
@@ -114,11 +114,11 @@ def test_state_dict_round_trip(model_dir):
         assert all(torch.equal(a[k], b[k]) for k in a)
     assert target.optimizer.state_dict()["state"].keys() == source.optimizer.state_dict()["state"].keys()
     with pytest.raises(ValueError, match="algo=ppo"):
-        TorchEngine(model_dir, GRPO, 5e-4).load_state_dict(state)
+        TorchEngine(model_dir, GRPO, 5e-4, temperature=1.0).load_state_dict(state)
 
 
 def test_recomputes_old_logprobs_when_inference_sent_none(model_dir):
-    engine = TorchEngine(model_dir, PPO, 5e-4, seed=6)
+    engine = TorchEngine(model_dir, PPO, 5e-4, temperature=1.0, seed=6)
     metrics = engine.train_step(rollouts(engine, n=1, prompts=6, with_logprobs=False))
     assert all(math.isfinite(v) for v in metrics.values())
 
@@ -126,7 +126,7 @@ def test_recomputes_old_logprobs_when_inference_sent_none(model_dir):
 def test_export_weights_reload_gives_the_same_policy(model_dir, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    engine = TorchEngine(model_dir, GRPO, 5e-4, seed=7)
+    engine = TorchEngine(model_dir, GRPO, 5e-4, temperature=1.0, seed=7)
     engine.train_step(rollouts(engine, n=4))
     out = engine.export_weights(tmp_path / "step-1")
     reloaded = AutoModelForCausalLM.from_pretrained(out)
@@ -140,7 +140,7 @@ def test_lora_on_a_real_checkpoint_trains_only_the_adapter(model_dir, tmp_path):
     real = tmp_path / "real"
     shutil.copytree(model_dir, real)
     (real / embedded.MARKER_FILE).unlink()  # no marker: treated as a real checkpoint
-    engine = TorchEngine(real, GRPO, 1e-3, lora_rank=4, seed=8)
+    engine = TorchEngine(real, GRPO, 1e-3, temperature=1.0, lora_rank=4, seed=8)
     assert engine.use_lora and engine.reference is None
     before = params(engine.policy)
     engine.train_step(rollouts(engine, n=4))
@@ -149,7 +149,7 @@ def test_lora_on_a_real_checkpoint_trains_only_the_adapter(model_dir, tmp_path):
     assert changed and all("lora_" in k for k in changed)
     state = engine.state_dict()
     assert state["policy"] and all("lora_" in k for k in state["policy"])
-    clone = TorchEngine(real, GRPO, 1e-3, lora_rank=4, seed=9)
+    clone = TorchEngine(real, GRPO, 1e-3, temperature=1.0, lora_rank=4, seed=9)
     clone.load_state_dict(state)
     assert all(torch.equal(params(clone.policy)[k], after[k]) for k in after)
 
@@ -164,15 +164,15 @@ def test_lr_factor_is_cosine_from_one_to_the_floor():
 
 
 def test_learning_rate_decays_per_step_and_resumes_on_schedule(model_dir):
-    engine = TorchEngine(model_dir, GRPO, 1e-3, seed=10, lr_decay_steps=2, min_lr_ratio=0.1)
+    engine = TorchEngine(model_dir, GRPO, 1e-3, temperature=1.0, seed=10, lr_decay_steps=2, min_lr_ratio=0.1)
     first = engine.train_step(rollouts(engine, n=2, prompts=2))
     second = engine.train_step(rollouts(engine, n=2, prompts=2))
     assert first["learning_rate"] == pytest.approx(1e-3)
     assert second["learning_rate"] == pytest.approx(1e-3 * 0.55)
-    resumed = TorchEngine(model_dir, GRPO, 1e-3, seed=11, lr_decay_steps=2, min_lr_ratio=0.1)
+    resumed = TorchEngine(model_dir, GRPO, 1e-3, temperature=1.0, seed=11, lr_decay_steps=2, min_lr_ratio=0.1)
     resumed.load_state_dict(engine.state_dict())  # steps_done = 2: the schedule continues at its floor
     assert resumed.train_step(rollouts(resumed, n=2, prompts=2))["learning_rate"] == pytest.approx(1e-4)
-    constant = TorchEngine(model_dir, GRPO, 1e-3, seed=12)
+    constant = TorchEngine(model_dir, GRPO, 1e-3, temperature=1.0, seed=12)
     constant.train_step(rollouts(constant, n=2, prompts=2))
     assert constant.train_step(rollouts(constant, n=2, prompts=2))["learning_rate"] == pytest.approx(1e-3)
 
