@@ -131,13 +131,17 @@ def test_blog_values_are_used(project):
     assert ppo.config.algorithm.kl_coef == 0.04 and ppo.settings.algorithm.kl_coef == 0.04
 
 
-def test_grpo_gamma_or_lam_other_than_1_is_only_a_warning(project, capsys):
+@pytest.mark.parametrize("written,key,found", [("gamma = 1.0\nlam = 0.95", "lam", "0.95"),
+                                               ("gamma = 0.9", "gamma", "0.9")])
+def test_grpo_gamma_or_lam_other_than_1_is_only_a_warning(project, capsys, written, key, found):
+    """Issue 15's rule, the one place it lives (config/rules.py): GRPO ignores gamma and lam, so a written value other
+    than 1 is named (file, key) as a warning, and nothing later refuses it (no check in the engines)."""
     toml = project / "configs" / "config_grpo.toml"
-    toml.write_text(toml.read_text().replace("gamma = 1.0", "gamma = 1.0\nlam = 0.95"))
+    toml.write_text(toml.read_text().replace("gamma = 1.0", written))
     assert main(validate("grpo", "--device", "cpu")) == 0
     _out, err = capsys.readouterr()
-    assert ("warning: configs/config_grpo.toml: algorithm.lam: found 0.95, expected 1 or nothing for GRPO. Hint: "
-            "GRPO has no GAE and ignores lam; remove it or set it to 1.0") in err.splitlines()
+    assert (f"warning: configs/config_grpo.toml: algorithm.{key}: found {found}, expected 1 or nothing for GRPO. "
+            f"Hint: GRPO has no GAE and ignores {key}; remove it or set it to 1.0") in err.splitlines()
 
 
 def test_base_url_follows_a_moved_port(project):
