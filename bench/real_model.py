@@ -1,7 +1,7 @@
 """Does RL move a real pretrained model on CPU? GRPO and PPO on SmolLM2-135M-Instruct (LoRA), in-process.
 
     nice -n 10 .venv/bin/python bench/real_model.py [--algo grpo|ppo|both] [--seeds 0,1,2] [--steps N]
-                                                    [--eval-rows N] [--plot docs/real-model.png] [--model-dir DIR]
+                                                    [--eval-rows N] [--lr LR] [--plot docs/real-model.png] [--model-dir DIR]
 
 Everything the stack uses with `--model smollm2-135m` on CPU, in one process: the catalog model converted from its
 GGUF wheel (hermes_stack.modelcore.catalog; cached under ~/.cache/hermes-stack/models), the configuration the loader
@@ -75,7 +75,8 @@ def collect(engine, rows, prompts, rng, batch_size, group_size, temperature, top
     return kept[:batch_size], sum(scores) / len(scores), sum(formatted) / len(formatted)
 
 
-def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, baseline: dict | None) -> dict:
+def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, baseline: dict | None,
+        lr: float | None = None) -> dict:
     import torch
 
     from hermes_stack.trainer.engine_torch import TorchEngine
@@ -88,7 +89,8 @@ def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, basel
     torch.manual_seed(seed)
     # As the trainer builds it (trainer/__main__.py): the rollout temperature scales the logits of the ratio, the KL
     # and the entropy, so they compare like with like against the behaviour log-probs sampled at that temperature.
-    engine = TorchEngine(directory, params, settings.tinker.learning_rate, lora_rank=settings.tinker.lora_rank,
+    lr = settings.tinker.learning_rate if lr is None else lr  # --lr: a sweep away from the profile's value
+    engine = TorchEngine(directory, params, lr, lora_rank=settings.tinker.lora_rank,
                          temperature=rollout.temperature, seed=seed)
     where = {"offline": True, "base_dir": ROOT / "configs", "config_file": str(stack.config_path)}
     train = load_items(env.dataset, "train", env.max_samples, seed=seed, **where)
@@ -97,7 +99,7 @@ def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, basel
     prompts = [tok.encode(prompt_text(tok, r["question"], env.system_prompt, examples)) for r in train]
     max_new = max(1, rollout.max_token_length - max(len(p) for p in prompts) - 1)
     held_out = HeldOut.from_stack(stack, tok, rows=eval_rows)
-    print(f"[{algo} seed {seed}] lora_rank={settings.tinker.lora_rank} lr={settings.tinker.learning_rate} "
+    print(f"[{algo} seed {seed}] lora_rank={settings.tinker.lora_rank} lr={lr} "
           f"prompts/step={rollout.batch_size} group={rollout.group_size} kl={params.kl_coef} "
           f"temperature={rollout.temperature} prompt tokens {min(map(len, prompts))}-{max(map(len, prompts))}, "
           f"<= {max_new} new; held-out rows {len(held_out.rows)}", flush=True)
@@ -118,7 +120,7 @@ def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, basel
     print(f"[{algo} seed {seed}] after {steps} steps ({seconds:.0f} s): format {after['format']:.2f} "
           f"accuracy {after['accuracy']:.2f}", flush=True)
     return {"algo": algo, "seed": seed, "steps": steps, "seconds": seconds, "before": before, "after": after,
-            "curve": curve, "eval_rows": len(held_out.rows)}
+            "curve": curve, "eval_rows": len(held_out.rows), "lr": lr}
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--eval-rows", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate instead of the profile's (CATALOG_CPU: 1e-3), for a sweep")
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in seeds:
         for algo in algos:
             # Greedy decoding of the untrained model is the same for every run: evaluated once.
-            result = run(algo, seed, args.steps, directory, args.eval_rows, baseline)
+            result = run(algo, seed, args.steps, directory, args.eval_rows, baseline, args.lr)
             baseline = result["before"]
             results.append(result)
             if args.json:
