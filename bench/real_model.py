@@ -144,8 +144,10 @@ def plot(results: list[dict], path: Path) -> None:
         ax.set_xticks([])
         ax.set_title(title + ": before (grey) / after")
     steps = sorted({r["steps"] for r in results})
-    fig.suptitle(f"SmolLM2-135M-Instruct + LoRA, RL on CPU, {'/'.join(map(str, steps))} steps per run, greedy on "
-                 f"{results[0]['eval_rows']} held-out word problems")
+    rates = sorted({r["lr"] for r in results if r.get("lr")})
+    fig.suptitle(f"SmolLM2-135M-Instruct + LoRA (lr {'/'.join(f'{x:g}' for x in rates) or 'of the profile'}), RL on "
+                 f"CPU, {'/'.join(map(str, steps))} steps per run, greedy on {results[0]['eval_rows']} held-out word "
+                 "problems")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
