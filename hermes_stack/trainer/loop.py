@@ -129,9 +129,11 @@ def wait_for_inference(inference: InferenceClient, timeout_s: float, stop: StopF
 
 
 def push_weights_riding_out(inference: InferenceClient, weights: Path, step: int, settings: LoopSettings,
-                            stop: StopFlag, log: Any) -> None:
+                            stop: StopFlag, log: Any, retry_s: float = 1.0) -> None:
     """Push the step's weights; an inference service that is restarting (it loads the newest weights from the data
-    volume when it starts) is waited for, bounded by inference_wait_s, and the push repeated."""
+    volume when it starts) is waited for and the push repeated until it takes, bounded by inference_wait_s in all.
+    Repeated, not tried once more: a restarted server answers /health before it can load an adapter, and a second
+    failure used to end training after the step was trained but before its metrics line was written."""
     try:
         inference.push_weights(weights, step)
         return
@@ -140,8 +142,16 @@ def push_weights_riding_out(inference: InferenceClient, weights: Path, step: int
             raise
         log(f"inference unreachable ({exc}); waiting up to {settings.inference_wait_s:.0f} s for it to come back")
     started = time.monotonic()
-    wait_for_inference(inference, settings.inference_wait_s, stop)
-    inference.push_weights(weights, step)
+    deadline = started + settings.inference_wait_s
+    while True:
+        wait_for_inference(inference, max(0.0, deadline - time.monotonic()), stop)
+        try:
+            inference.push_weights(weights, step)
+            break
+        except InferenceError as exc:
+            if "refused" in str(exc) or stop or time.monotonic() + retry_s > deadline:
+                raise
+            time.sleep(retry_s)
     log(f"inference back after {time.monotonic() - started:.1f} s; step {step}'s weights pushed")
 
 

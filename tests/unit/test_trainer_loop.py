@@ -195,3 +195,41 @@ def test_sigterm_mid_step_finishes_the_step_saves_and_returns(api, inference, tm
     assert last == 2 and engine.steps == 2
     assert "stopped by SIGTERM after step 2; saved step-2" in out
     assert ckpt.load_checkpoint(ckpt.latest_checkpoint(tmp_path / "checkpoints"))["engine"]["steps"] == 2
+
+
+def test_a_restarting_inference_service_is_ridden_out_until_a_push_takes():
+    """Killed inference: the first push fails, /health answers again before an adapter can load (a second push
+    fails too), the third takes; the step goes on. A bound still ends it when inference never takes the weights."""
+    from pathlib import Path
+
+    from hermes_stack.trainer.loop import push_weights_riding_out
+    from hermes_stack.trainer.weights_sync import InferenceError
+
+    class Restarting:
+        def __init__(self, failures: int):
+            self.failures, self.pushes = failures, 0
+
+        def health(self) -> bool:
+            return True
+
+        def push_weights(self, weights, step):
+            self.pushes += 1
+            if self.pushes <= self.failures:
+                raise InferenceError("connection reset")
+
+    class Settings:
+        inference_wait_s = 5.0
+
+    lines: list[str] = []
+    server = Restarting(failures=2)
+    push_weights_riding_out(server, Path("w"), 6, Settings(), stop=False, log=lines.append, retry_s=0.01)
+    assert server.pushes == 3 and "step 6's weights pushed" in lines[-1]
+    never = Restarting(failures=10**6)
+    Settings.inference_wait_s = 0.2
+    try:
+        push_weights_riding_out(never, Path("w"), 6, Settings(), stop=False, log=lines.append, retry_s=0.05)
+    except InferenceError:
+        pass
+    else:
+        raise AssertionError("a push that never takes must end in InferenceError at the bound")
+    assert 2 <= never.pushes < 100
