@@ -139,22 +139,6 @@ def test_the_algo_files_declare_the_same_secrets_as_the_base_file():
         assert load(name)["secrets"] == base, name
 
 
-def test_the_readme_key_file_table_names_the_services_receiving_each_variable():
-    from hermes_stack.service_env import RECEIVERS
-
-    rows = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| `") and len(cells) >= 4:
-            rows[cells[0].strip("`")] = cells
-    header = next(line for line in (ROOT / "README.md").read_text().splitlines()
-                  if line.startswith("| variable | secret |"))
-    column = [c.strip() for c in header.strip().strip("|").split("|")].index("received by")
-    for name, services in RECEIVERS.items():
-        listed = {s.strip().strip("`") for s in rows[name][column].split(",")}
-        assert listed == set(services), (name, listed)
-
-
 def _all_services():
     for name in ["compose.base.yml", *ALGO_FILES, "compose.cpu.yml"]:
         for service, svc in (load(name).get("services") or {}).items():
