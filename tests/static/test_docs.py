@@ -281,3 +281,13 @@ def test_the_configuration_tables_list_every_field_of_the_config_models(header, 
     assert set(rows) == set(model.model_fields)
     for section, keys in rows.items():
         assert keys == set(model.model_fields[section].annotation.model_fields), section
+
+
+def test_the_readme_names_the_sections_of_both_config_files():
+    from hermes_stack.config.models import AlgoConfig, Settings
+
+    configs = text(README).split("## The configs", 1)[1].split("\n## ", 1)[0]
+    toml = next(line for line in configs.splitlines() if line.startswith("- `configs/config_<algo>.toml`"))
+    json = next(line for line in configs.splitlines() if line.startswith("- `configs/settings_<algo>.json`"))
+    assert names(toml.split(":", 1)[1]) == set(AlgoConfig.model_fields)
+    assert names(json.split(":", 1)[1]) == set(Settings.model_fields)
