@@ -13,8 +13,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest.importorskip("torch")
-openai = pytest.importorskip("openai")
 
+import openai  # a dev dependency (pyproject.toml)
 from fastapi.testclient import TestClient
 
 from hermes_stack.inference.builtin import BuiltinBackend
