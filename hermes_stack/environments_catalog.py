@@ -260,12 +260,11 @@ def _installed_closure(roots: tuple[str, ...]) -> frozenset[str] | None:
     atroposlib (the environment image's core) is not installed here."""
     import importlib.metadata as md
 
-    from packaging.requirements import Requirement
-
     try:
         md.distribution("atroposlib")
     except md.PackageNotFoundError:
         return None
+    from packaging.requirements import Requirement  # transformers' dependency, present wherever atroposlib is
     seen: set[str] = set()
     todo = list(roots)
     while todo:
