@@ -41,7 +41,9 @@ async def serve(env_config, server_configs, env_class=None) -> int:
     """Serve `env_class` (a user's environment, prepared by user_env.prepare) or the built-in one."""
     from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker
 
-    env = (env_class or HermesMathEnv)(env_config, server_configs)
+    # slurm/testing given as atroposlib's `serve` CLI gives them (ServerManagerConfig: off): upstream files default
+    # slurm=True in their __init__ and would look for a SLURM allocation.
+    env = (env_class or HermesMathEnv)(env_config, server_configs, slurm=False, testing=False)
     try:
         await env.env_manager()
     finally:

@@ -39,7 +39,8 @@ def test_an_upstream_style_environment_file_trains_three_steps_unchanged(tmp_pat
     HERE[ALGO] = project_copy(tmp_path)
     try:
         up = hs("up", "--algo", ALGO, "--device", "cpu", "--wait-timeout", "600", "--no-build")
-        assert up.returncode == 0, f"up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
+        assert up.returncode == 0, (f"up failed:\n{up.stdout[-2000:]}\n{up.stderr[-2000:]}\n"
+                                    + compose(ALGO, "logs", "--tail", "60", "environment").stdout)
 
         deadline = time.monotonic() + 600  # bounded: three GRPO steps of the tiny model on 2 CPU cores
         while time.monotonic() < deadline and len(metrics(ALGO)) < 3:
