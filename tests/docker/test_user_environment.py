@@ -55,8 +55,8 @@ def test_an_upstream_style_environment_file_trains_three_steps_unchanged(tmp_pat
         for line in ("replaced tokenizer_name: found 'NousResearch/DeepHermes-3-Llama-3-3B-Preview', used ",
                      "replaced rollout_server_url: found 'http://localhost:8000', used 'http://atropos:8000'",
                      "replaced use_wandb: found True, used False", "replaced group_size: found 16, used 8",
-                     "replaced server_configs[0].base_url: found 'http://localhost:9001/v1', used "
-                     "'http://inference:8001/v1'",
+                     ("replaced server_configs[0].base_url: found 'http://localhost:9001/v1', used "
+                     "'http://inference:8001/v1'"),
                      "replaced server_configs[0].api_key: found (hidden), used (the stack's internal key)"):
             assert line in logs, (line, logs[-3000:])
         assert (tmp_path / "environments" / "upstream_sums.py").read_bytes() == FILE.read_bytes()  # unchanged

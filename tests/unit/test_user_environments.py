@@ -50,7 +50,7 @@ def test_environments_lists_the_built_in_ones_and_the_folder_file(project, capsy
     assert lines[0].split()[:3] == ["gsm8k", "HermesMathEnv", "hermes_stack/environment/env.py"]
     ours = [line for line in lines if line.startswith("upstream-sums")]
     assert len(ours) == 1
-    name, cls, file, *description = ours[0].split()
+    _name, cls, file, *description = ours[0].split()
     assert (cls, file) == ("UpstreamSumsEnv", "environments/upstream_sums.py:15")
     assert " ".join(description) == "Two-number sums scored +1 / -1 (an upstream-style test environment)."
 
@@ -84,30 +84,30 @@ def _write(project: Path, name: str, text: str) -> None:
 
 BROKEN = [
     ("unknown-name", "nope", None,
-     "found 'nope', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
-     "attributes"),
-    ("folder-missing", "upstream-sums", "no-folder", "found 'upstream-sums' (no environments/ folder: {root}/"
-     "environments), expected a built-in environment (gsm8k, hermes-math) or one defined in environments/"),
-    ("file-missing", "environments/missing.py", None, "found 'environments/missing.py' (no such file: {root}/"
-     "environments/missing.py)"),
+     ("found 'nope', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
+     "attributes")),
+    ("folder-missing", "upstream-sums", "no-folder", ("found 'upstream-sums' (no environments/ folder: {root}/"
+     "environments), expected a built-in environment (gsm8k, hermes-math) or one defined in environments/")),
+    ("file-missing", "environments/missing.py", None, ("found 'environments/missing.py' (no such file: {root}/"
+     "environments/missing.py)")),
     ("syntax-error", "broken-one", ("broken.py", "class X(BaseEnv):\n    name = 'broken-one'\n    def (:\n"),
-     "found 'broken-one' (not found; syntax error at environments/broken.py:3: invalid syntax), expected a file "
-     "that Python can parse"),
+     ("found 'broken-one' (not found; syntax error at environments/broken.py:3: invalid syntax), expected a file "
+     "that Python can parse")),
     ("no-subclass-in-file", "environments/helpers.py", ("helpers.py", "def helper():\n    return 1\n"),
-     "found 'environments/helpers.py' (the file defines no BaseEnv subclass), expected a file with one class "
-     "deriving from atroposlib's BaseEnv"),
+     ("found 'environments/helpers.py' (the file defines no BaseEnv subclass), expected a file with one class "
+     "deriving from atroposlib's BaseEnv")),
     ("no-subclass-named", "helpers", ("helpers.py", "class Helper:\n    name = 'helpers'\n"),
-     "found 'helpers', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
-     "attributes; environments/helpers.py define no BaseEnv subclass"),
+     ("found 'helpers', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
+     "attributes; environments/helpers.py define no BaseEnv subclass")),
     ("same-name-twice", "upstream-sums", ("copy.py", UPSTREAM.read_text()),
-     "found 'upstream-sums', defined 2 times: environments/copy.py:15 (UpstreamSumsEnv), "
-     "environments/upstream_sums.py:15 (UpstreamSumsEnv), expected one environment with that name"),
-    ("import-missing", "needs-more", ("needs_more.py", "import json\nimport surely_not_installed_pkg.sub\n"
+     ("found 'upstream-sums', defined 2 times: environments/copy.py:15 (UpstreamSumsEnv), "
+     "environments/upstream_sums.py:15 (UpstreamSumsEnv), expected one environment with that name")),
+    ("import-missing", "needs-more", ("needs_more.py", ("import json\nimport surely_not_installed_pkg.sub\n"
                                       "from atroposlib.envs.base import BaseEnv\n\n"
-                                      "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n"),
-     "found 'needs-more', whose file imports surely_not_installed_pkg (environments/needs_more.py:2), expected "
+                                      "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n")),
+     ("found 'needs-more', whose file imports surely_not_installed_pkg (environments/needs_more.py:2), expected "
      "imports the environment image has. Hint: add the package, pinned (name==version), to "
-     "environments/requirements.txt"),
+     "environments/requirements.txt")),
 ]
 
 
