@@ -13,6 +13,14 @@ RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
 RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
     python3 /src/requirements.py /src/pyproject.toml base environment > /src/environment.txt \
  && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/environment.txt
+# The packages the user's environments/*.py need (environments/requirements.txt: pinned, the whole set, as our lock):
+# --no-deps, constrained by our lock, from the same wheelhouse (scripts/wheelhouse.sh fetches them). The files
+# themselves are mounted at run time (compose.base.yml), so editing one needs no rebuild.
+COPY environments/requirements.txt /src/environments-requirements.txt
+RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
+    if grep -qvE '^[[:space:]]*(#|$)' /src/environments-requirements.txt; then \
+      /opt/venv/bin/pip install -q --no-index --find-links /wheels --no-deps -c /src/requirements.lock \
+        -r /src/environments-requirements.txt; fi
 
 # The tokenizer and chat template of the catalog's real model (`--model smollm2-135m`), which atroposlib needs to build
 # prompts and read completions. transformers reads a GGUF tokenizer only with torch installed, so this throwaway

@@ -14,7 +14,7 @@ from hermes_stack.errors import HermesError
 
 # Commands whose module is imported alone when they are the one invoked: `validate` must not pay for the imports
 # of the others (the stack commands' modules and what they import when loaded).
-_LIGHT_COMMANDS = {"validate": "hermes_stack.commands.validate"}
+_LIGHT_COMMANDS = {"validate": "hermes_stack.commands.validate", "environments": "hermes_stack.commands.environments"}
 
 
 def _register_commands(argv: list[str] | None = None) -> None:
@@ -25,7 +25,7 @@ def _register_commands(argv: list[str] | None = None) -> None:
     if command in _LIGHT_COMMANDS and "--help" not in (argv or []):
         importlib.import_module(_LIGHT_COMMANDS[command])
         return
-    from hermes_stack.commands import stack, test_inference, validate  # noqa: F401
+    from hermes_stack.commands import environments, stack, test_inference, validate  # noqa: F401
 
 
 def _usage_line(exc: Exception, argv: list[str]) -> str:

@@ -13,7 +13,7 @@ if [ -z "${PIP:-}" ]; then
 fi
 say() { printf '[wheelhouse] %s\n' "$*" >&2; }
 
-key=$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)
+key=$(cat requirements.lock pyproject.toml environments/requirements.txt 2>/dev/null | sha256sum | cut -c1-16)
 if [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$key" ] && [ "${1:-}" != "--force" ]; then
   say "up to date ($OUT)"; exit 0
 fi
@@ -23,5 +23,10 @@ say "collecting wheels for requirements.lock into $OUT"
 # --no-deps: the lock is already the full resolved set. `pip wheel` reuses wheels and builds the rare sdist.
 # (The filter drops pip's noise about local index folders that lack a package; real errors still show.)
 $PIP wheel -q --no-deps -r requirements.lock -w "$OUT" 2> >(grep -v 'is neither a file nor a directory' >&2)
+# The user's environment packages (pinned, the whole set, like the lock: environments/requirements.txt).
+if grep -qvE '^[[:space:]]*(#|$)' environments/requirements.txt 2>/dev/null; then
+  say "collecting wheels for environments/requirements.txt"
+  $PIP wheel -q --no-deps -r environments/requirements.txt -w "$OUT" 2> >(grep -v 'is neither a file nor a directory' >&2)
+fi
 echo "$key" > "$OUT/.stamp"
 say "done: $(ls "$OUT"/*.whl | wc -l) wheels, $(du -sh "$OUT" | cut -f1)"

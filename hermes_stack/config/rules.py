@@ -350,6 +350,59 @@ def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
                     "relative paths land in <data>/checkpoints/; the seed uses ./temp/")]
 
 
+# ---------------------------------------------------------------- the environment ([environment] name)
+
+
+def _selection(i: Inputs):
+    from hermes_stack import environments_catalog
+
+    if i.base_dir is None:
+        return None
+    return environments_catalog.select(i.base_dir, i.config.environment.name)
+
+
+def environment_selected(i: Inputs) -> list[Problem]:
+    """`[environment] name` must name an environment: a built-in one, or exactly one BaseEnv subclass of the
+    project's environments/ folder (read with ast, never run: hermes_stack/environments_catalog.py)."""
+    selection = _selection(i)
+    if selection is None or selection.problem is None:
+        return []
+    found, expected, hint = selection.problem
+    return [Problem(i.config_file, "environment.name", found, expected, hint)]
+
+
+def environment_imports(i: Inputs) -> list[Problem]:
+    """Every module the selected environment file imports must be in the environment image (the standard library,
+    our environment dependencies, environments/requirements.txt, the folder's own modules)."""
+    from hermes_stack import environments_catalog
+
+    selection = _selection(i)
+    if selection is None or selection.environment is None or selection.environment.builtin:
+        return []
+    missing = environments_catalog.missing_imports(i.base_dir, selection.imports)
+    if not missing:
+        return []
+    file = selection.environment.file
+    listed = ", ".join(f"{module} ({file}:{line})" for module, line in missing)
+    return [Problem(i.config_file, "environment.name", f"{i.config.environment.name!r}, whose file imports {listed}",
+                    "imports the environment image has",
+                    f"add the package, pinned (name==version), to {environments_catalog.REQUIREMENTS} and rebuild "
+                    "the images (hermes-stack build)")]
+
+
+def environment_requirements_pinned(i: Inputs) -> list[Problem]:
+    """environments/requirements.txt is installed into the environment image like requirements.lock: every line
+    `name==version` (the whole set, dependencies included: it installs with --no-deps)."""
+    from hermes_stack import environments_catalog
+
+    if i.base_dir is None:
+        return []
+    return [Problem(f"{environments_catalog.REQUIREMENTS}:{number}", "requirement", repr(text), "name==version",
+                    "pin every package and each of its dependencies, as requirements.lock does; the file installs "
+                    "with --no-deps from the wheelhouse")
+            for number, text in environments_catalog.unpinned_requirements(i.base_dir)]
+
+
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 
@@ -402,6 +455,9 @@ RULES: tuple[Rule, ...] = (
     checkpoint_dir_on_volume,
     model_path_local,
     dataset_file,
+    environment_selected,
+    environment_imports,
+    environment_requirements_pinned,
     memory_budget,
 )
 

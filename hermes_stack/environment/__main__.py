@@ -37,17 +37,29 @@ def setup_logging() -> None:
         handler.addFilter(Redact())
 
 
-async def serve(env_config, server_configs) -> int:
+async def serve(env_config, server_configs, env_class=None) -> int:
+    """Serve `env_class` (a user's environment, prepared by user_env.prepare) or the built-in one."""
     from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker
 
-    env = HermesMathEnv(env_config, server_configs)
+    # slurm/testing given as atroposlib's `serve` CLI gives them (ServerManagerConfig: off): upstream files default
+    # slurm=True in their __init__ and would look for a SLURM allocation.
+    env = (env_class or HermesMathEnv)(env_config, server_configs, slurm=False, testing=False)
     try:
         await env.env_manager()
     finally:
         remove_ready_marker(env.ready_marker)
-    log.info("total_steps %d reached (Atropos at step %s): %s; exiting",
-             env.config.total_steps, env.curr_step, env.totals.as_dict())
+    totals = env.totals.as_dict() if hasattr(env, "totals") else {"groups returned as None": env.none_groups}
+    log.info("total_steps %d reached (Atropos at step %s): %s; exiting", env.config.total_steps, env.curr_step, totals)
     return 0
+
+
+def selected_environment(stack):
+    """The environment `[environment] name` selects (environments_catalog.select, validated at load)."""
+    from hermes_stack import environments_catalog
+
+    project_root = Path(stack.config_path).resolve().parent.parent
+    selection = environments_catalog.select(project_root, stack.config.environment.name)
+    return project_root, selection.environment
 
 
 async def run_process(env_config, server_configs, *, groups: int, out: Path, gateway_client=None):
@@ -91,6 +103,17 @@ def main(argv: list[str] | None = None) -> int:
         for line in stack.overrides and [f"profile {stack.profile} overrides: {stack.overrides}"] or []:
             log.info(line)
         env_config, server_config = build_configs(stack)
+        project_root, chosen = selected_environment(stack)
+        if chosen is not None and not chosen.builtin:
+            from hermes_stack.environment import user_env
+
+            if args.command != "serve":
+                log.error("%s: only `serve` runs a user's environment (%s)", chosen.file, args.command)
+                return 2
+            served = ServiceEnv.from_environ().served_model_name or stack.settings.inference.model_path
+            env_class, user_config, user_servers = user_env.prepare(project_root, chosen, env_config, server_config,
+                                                                    served)
+            return asyncio.run(serve(user_config, user_servers, env_class))
         if args.command == "serve":
             return asyncio.run(serve(env_config, [server_config]))
         if args.command == "process":

@@ -16,9 +16,7 @@ them was equal, judge failures), the first format failures with their text, and 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +25,11 @@ from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 from hermes_stack.environment.datasets import load_items
 from hermes_stack.environment.reward import RewardResult, RewardWeights, reference_answer, score_completion
 from hermes_stack.environment.runtime import HermesEnvConfig, build_configs
+from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
+    StackBehaviour,
+    remove_ready_marker,
+    write_ready_marker,
+)
 from hermes_stack.service_env import ServiceEnv, load_service_stack
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
 
@@ -71,7 +74,7 @@ class Totals:
                 "judge_overturned": self.judge_overturned}
 
 
-class HermesMathEnv(BaseEnv):
+class HermesMathEnv(StackBehaviour, BaseEnv):
     name = "hermes-math"
     env_config_cls = HermesEnvConfig
 
@@ -85,7 +88,6 @@ class HermesMathEnv(BaseEnv):
         self._next = 0
         self.gateway_client = gateway_client  # test-inference online: rollouts from the gateway model
         self.judge = None
-        self.ready_marker: Path | None = None
 
     # ------------------------------------------------------------ atroposlib hooks
 
@@ -116,25 +118,6 @@ class HermesMathEnv(BaseEnv):
         item = self.train_items[self._next % len(self.train_items)]
         self._next += 1
         return item
-
-    async def register_env(self):
-        await super().register_env()
-        if self.config.data_dir:
-            self.ready_marker = write_ready_marker(Path(self.config.data_dir), env_id=getattr(self, "env_id", None))
-        log.info("registered with Atropos at %s (env_id %s); ready", self.config.rollout_server_url,
-                 getattr(self, "env_id", None))
-
-    async def get_status(self):
-        """atroposlib's /status-env poll; when it fails (Atropos restarted and forgot this environment: its env_id
-        is unknown, or it was reset), register again in this process instead of crashing the service. If Atropos
-        stays unreachable, registering fails after atroposlib's retries and the service restarts (compose)."""
-        try:
-            await super().get_status()
-        except Exception as exc:  # noqa: BLE001 - tenacity.RetryError around aiohttp/KeyError causes
-            log.warning("atropos: /status-env for env_id %s failed (%s); atropos restarted or reset? registering "
-                        "again", getattr(self, "env_id", None), type(exc).__name__)
-            await self.register_env()
-            await super().get_status()
 
     async def collect_trajectories(self, item: dict) -> tuple[ScoredDataGroup | None, list]:
         """One group for `item`; for GRPO, a group whose scores all agree is dropped here and the worker draws the
@@ -326,25 +309,3 @@ def make_judge(cfg: HermesEnvConfig):
         raise InputError(f"{cfg.config_file}: [reward] judge: found true, expected false in offline mode. Hint: the "
                          "judge calls the gateway model; add .env.taotoken (TAOTOKEN_*) or set judge = false")
     return Judge(GatewayClient(settings), style=style_for(settings.model, cfg.judge_style))
-
-
-def write_ready_marker(data_dir: Path, **extra) -> Path:
-    """$HERMES_DATA_DIR/ready/environment (JSON with the pid), written atomically."""
-    ready = data_dir / "ready"
-    ready.mkdir(parents=True, exist_ok=True)
-    path = ready / "environment"
-    tmp = ready / f".environment.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"pid": os.getpid(), **extra}))
-    tmp.replace(path)
-    return path
-
-
-def remove_ready_marker(path: Path | None) -> None:
-    if path is None:
-        return
-    try:
-        marker = json.loads(path.read_text())
-        if marker.get("pid") == os.getpid():  # never remove a marker another process wrote
-            path.unlink()
-    except (OSError, ValueError):
-        pass

@@ -6,7 +6,7 @@ request bodies. `builtin` computes the answers itself; `sglang` forwards them to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -22,6 +22,8 @@ class Generated:
     logprobs: tuple[float, ...]
     text: str
     finish_reason: dict[str, Any]  # {"type": "stop", "matched": ...} | {"type": "length", "length": N}
+    # Per output position, the most likely (token id, log-prob) pairs, when the request asked for top_logprobs.
+    top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = field(default=())
 
 
 class BackendReply(Exception):

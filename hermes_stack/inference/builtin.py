@@ -182,14 +182,28 @@ class BuiltinBackend:
         return rows
 
     def _adapter(self, requested: Any) -> str | None:
+        """The adapter a request's `model` selects. As SGLang (entrypoints/openai/serving_base.py,
+        OpenAIServingBase._resolve_lora_path): `base-model:adapter-name` selects that adapter, and an adapter that is
+        not loaded is an error; any other name is answered, never refused (SGLang does not check the model name;
+        the response repeats it). The Hermes extension: a name that selects no adapter gets the newest one (the
+        trainer's current policy), as the sglang backend's _with_adapter does; a name that is not served is logged
+        once."""
         if requested is None or requested == self.served_model or requested == "":
             return self.default_adapter
-        if isinstance(requested, str) and ":" in requested and requested.split(":", 1)[1] in self.adapters:
-            return requested.split(":", 1)[1]
+        if isinstance(requested, str) and ":" in requested:
+            adapter = requested.split(":", 1)[1]
+            if adapter not in self.adapters:
+                raise RequestError(f"LoRA adapter {adapter!r} (from model {requested!r}) is not loaded; loaded: "
+                                   f"{', '.join(self.adapters) or 'none'}")
+            return adapter
         if requested in self.adapters:
             return requested
         if requested == "base":
             return None
+        if requested not in self._warned:
+            self._warned.add(requested)
+            log.warning("model %r is not a served name (%s); answered by %s, as SGLang answers any model name",
+                        requested, ", ".join(self.models()), self.served_model)
         return self.default_adapter
 
     def _encode(self, text: str) -> list[int]:
@@ -229,8 +243,7 @@ class BuiltinBackend:
     # ------------------------------------------------------------------ OpenAI
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("stream"):
-            raise RequestError("stream is not supported by the builtin backend")
+        # stream: the front (server.py) turns this answer into server-sent events
         if body.get("echo"):
             raise RequestError("echo is not supported by the builtin backend")
         prompt = body.get("prompt")
@@ -244,20 +257,28 @@ class BuiltinBackend:
             prompts = prompt
         else:
             raise RequestError("prompt must be a string, a list of strings, or token ids")
-        params = openai_sampling_params(body, default_max_tokens=16)
+        # The completions route's `logprobs` is the number of top log-probs (serving_completions.py,
+        # OpenAIServingCompletion._convert_to_internal_request: top_logprobs_num=request.logprobs).
+        wanted = body.get("logprobs")
+        top = wanted if isinstance(wanted, int) and not isinstance(wanted, bool) else 0
+        params = openai_sampling_params(body, default_max_tokens=16, context=context_length(self.model),
+                                        top_logprobs=top)
         rows = self._rows(prompts, [params] * len(prompts))
         results = await self._submit(rows, self._adapter(body.get("model")))
-        return completion_response(results, body.get("logprobs") is not None and body.get("logprobs") is not False,
+        return completion_response(results, wanted is not None and wanted is not False,
                                    self.tokenizer, body.get("model") or self.served_model)
 
     async def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("stream"):
-            raise RequestError("stream is not supported by the builtin backend")
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError("messages must be a non-empty list")
         ids = prompt_from_messages(self.tokenizer, messages)
-        params = openai_sampling_params(body, default_max_tokens=context_length(self.model))
+        # top_logprobs are computed when asked and returned with logprobs=true (serving_chat.py,
+        # OpenAIServingChat._convert_to_internal_request: top_logprobs_num=request.top_logprobs or 0,
+        # return_logprob=request.logprobs).
+        params = openai_sampling_params(body, default_max_tokens=context_length(self.model),
+                                        context=context_length(self.model),
+                                        top_logprobs=body.get("top_logprobs") or 0 if body.get("logprobs") else 0)
         rows = self._rows([ids], [params])
         results = await self._submit(rows, self._adapter(body.get("model")))
         return chat_response(results, bool(body.get("logprobs")), self.tokenizer, body.get("model") or self.served_model)

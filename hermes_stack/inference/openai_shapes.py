@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -51,6 +52,23 @@ def generate_response(results: list[Generated], return_logprob: bool, text_in_lo
     return answers
 
 
+def _top_completion(tokenizer, r: Generated) -> list[dict[str, float]] | None:
+    # OpenAI completions: per position {token text: log-prob} of the most likely tokens (SGLang's LogProbs)
+    if not r.top_logprobs:
+        return None
+    return [{tokenizer.decode([t]): v for t, v in pairs} for pairs in r.top_logprobs]
+
+
+def _top_chat(tokenizer, r: Generated, position: int) -> list[dict[str, Any]]:
+    if not r.top_logprobs:
+        return []
+    out = []
+    for t, v in r.top_logprobs[position]:
+        text = tokenizer.decode([t])
+        out.append({"token": text, "logprob": v, "bytes": list(text.encode("utf-8"))})
+    return out
+
+
 def completion_response(results: list[Generated], logprobs: bool, tokenizer, model: str) -> dict[str, Any]:
     choices = []
     for index, r in enumerate(results):
@@ -61,7 +79,8 @@ def completion_response(results: list[Generated], logprobs: bool, tokenizer, mod
             for token in tokens:
                 offsets.append(at)
                 at += len(token)
-            lp = {"tokens": tokens, "token_logprobs": list(r.logprobs), "top_logprobs": None, "text_offset": offsets}
+            lp = {"tokens": tokens, "token_logprobs": list(r.logprobs), "top_logprobs": _top_completion(tokenizer, r),
+                  "text_offset": offsets}
         choices.append({"index": index, "text": r.text, "logprobs": lp, "finish_reason": _finish(r.finish_reason)})
     return {"id": _id("cmpl"), "object": "text_completion", "created": int(time.time()), "model": model,
             "choices": choices, "usage": _usage(results)}
@@ -73,8 +92,9 @@ def chat_response(results: list[Generated], logprobs: bool, tokenizer, model: st
         lp = None
         if logprobs:
             lp = {"content": [
-                {"token": tok, "logprob": value, "bytes": list(tok.encode("utf-8")), "top_logprobs": []}
-                for tok, value in zip(_token_texts(tokenizer, r.output_ids), r.logprobs)
+                {"token": tok, "logprob": value, "bytes": list(tok.encode("utf-8")),
+                 "top_logprobs": _top_chat(tokenizer, r, i)}
+                for i, (tok, value) in enumerate(zip(_token_texts(tokenizer, r.output_ids), r.logprobs))
             ]}
         choices.append({"index": index, "message": {"role": "assistant", "content": r.text}, "logprobs": lp,
                         "finish_reason": _finish(r.finish_reason)})
@@ -101,3 +121,72 @@ def prompt_from_messages(tokenizer, messages: list[dict[str, Any]]) -> list[int]
         return ids
     text = "".join(FALLBACK_ROLE_FORMAT.format(**m) for m in clean) + "assistant:"
     return tokenizer.encode(text)
+
+
+# ---------------------------------------------------------------- streaming (server-sent events)
+# The chunk shapes of SGLang's streaming routes (entrypoints/openai/serving_chat.py,
+# OpenAIServingChat._generate_chat_stream; serving_completions.py, OpenAIServingCompletion._generate_completion_stream;
+# protocol.py ChatCompletionStreamResponse / CompletionStreamResponse): a first chat chunk with the role, content
+# chunks, a last chunk per choice with finish_reason, a usage chunk with no choices when
+# stream_options.include_usage is set, then `data: [DONE]`. Built here from a finished response: the service
+# generates a request's tokens in one batch, so the chunks follow each other as soon as the batch is done.
+
+
+def _pieces(text: str, tokens: list[str] | None) -> list[str]:
+    """The text cut at token boundaries when the token texts add up to it, else in one piece."""
+    if tokens and "".join(tokens) == text:
+        return tokens
+    return [text] if text else []
+
+
+def chat_stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    head = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"],
+            "model": response["model"]}
+    chunks = []
+    for choice in response["choices"]:
+        index = choice["index"]
+        chunks.append({**head, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
+                                            "logprobs": None, "finish_reason": None}]})
+        content = (choice.get("logprobs") or {}).get("content")
+        text = choice["message"]["content"]
+        pieces = _pieces(text, [c["token"] for c in content] if content else None)
+        for n, piece in enumerate(pieces):
+            lp = {"content": [content[n]]} if content and len(pieces) == len(content) else (
+                {"content": content} if content and n == 0 else None)
+            chunks.append({**head, "choices": [{"index": index, "delta": {"content": piece}, "logprobs": lp,
+                                                "finish_reason": None}]})
+        chunks.append({**head, "choices": [{"index": index, "delta": {}, "logprobs": None,
+                                            "finish_reason": choice["finish_reason"]}]})
+    if include_usage:
+        chunks.append({**head, "choices": [], "usage": response["usage"]})
+    return chunks
+
+
+def completion_stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    head = {"id": response["id"], "object": "text_completion", "created": response["created"],
+            "model": response["model"]}
+    chunks = []
+    for choice in response["choices"]:
+        lp = choice.get("logprobs")
+        pieces = _pieces(choice["text"], lp["tokens"] if lp else None)
+        for n, piece in enumerate(pieces):
+            piece_lp = None
+            if lp and len(pieces) == len(lp["tokens"]):
+                piece_lp = {"tokens": [lp["tokens"][n]], "token_logprobs": [lp["token_logprobs"][n]],
+                            "top_logprobs": [lp["top_logprobs"][n]] if lp.get("top_logprobs") else None,
+                            "text_offset": [lp["text_offset"][n]]}
+            elif lp and n == 0:
+                piece_lp = lp
+            chunks.append({**head, "choices": [{"index": choice["index"], "text": piece, "logprobs": piece_lp,
+                                                "finish_reason": None}]})
+        chunks.append({**head, "choices": [{"index": choice["index"], "text": "", "logprobs": None,
+                                            "finish_reason": choice["finish_reason"]}]})
+    if include_usage:
+        chunks.append({**head, "choices": [], "usage": response["usage"]})
+    return chunks
+
+
+def sse_lines(chunks: list[dict[str, Any]]):
+    for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"

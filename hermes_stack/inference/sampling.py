@@ -24,6 +24,9 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
     skip_special_tokens: bool = True
+    # How many most likely tokens to report per position (SGLang's top_logprobs_num; OpenAI's top_logprobs, or the
+    # completions route's integer `logprobs`). Not a sampling parameter upstream, carried here per row.
+    top_logprobs: int = 0
     # Keys we received but do not implement (penalties, regex, json_schema...): reported, never applied silently.
     ignored: tuple[str, ...] = field(default=(), compare=False)
 
@@ -31,7 +34,8 @@ class SamplingParams:
 # Keys accepted and ignored without changing the result (they only affect things we do not compute).
 _HARMLESS = {"spaces_between_special_tokens", "no_stop_trim", "logprobs", "model", "sampling_seed", "seed"}
 _KNOWN = {"max_new_tokens", "temperature", "top_p", "top_k", "n", "stop", "stop_token_ids", "ignore_eos",
-          "skip_special_tokens"}
+          "skip_special_tokens", "top_logprobs"}
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat top_logprobs
 
 
 def _number(params: dict[str, Any], key: str, default: float, low: float, high: float | None = None) -> float:
@@ -72,9 +76,16 @@ def parse_sampling_params(params: dict[str, Any] | None) -> SamplingParams:
         max_new = 128
     if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 0:
         raise RequestError(f"sampling_params.max_new_tokens: found {max_new!r}, expected an integer >= 0")
-    n = params.get("n", 1) or 1
+    # n = 0 is refused, not read as 1: SGLang fans a request out into `n` samples as given
+    # (srt/managers/io_struct.py, GenerateReqInput._handle_parallel_sampling) and OpenAI's schema has minimum 1.
+    n = params.get("n", 1)
+    if n is None:
+        n = 1
     if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 1024:
         raise RequestError(f"sampling_params.n: found {n!r}, expected an integer in [1, 1024]")
+    top = params.get("top_logprobs") or 0
+    if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise RequestError(f"top_logprobs: found {top!r}, expected an integer in [0, {MAX_TOP_LOGPROBS}]")
     ignored = tuple(sorted(k for k in params if k not in _KNOWN and k not in _HARMLESS and params[k] is not None))
     return SamplingParams(
         max_new_tokens=max_new,
@@ -86,13 +97,25 @@ def parse_sampling_params(params: dict[str, Any] | None) -> SamplingParams:
         stop_token_ids=tuple(stop_ids),
         ignore_eos=bool(params.get("ignore_eos", False)),
         skip_special_tokens=bool(params.get("skip_special_tokens", True)),
+        top_logprobs=top,
         ignored=ignored,
     )
 
 
-def openai_sampling_params(body: dict[str, Any], default_max_tokens: int) -> SamplingParams:
-    """OpenAI completions/chat body -> SamplingParams (max_tokens / max_completion_tokens -> max_new_tokens)."""
+def openai_sampling_params(body: dict[str, Any], default_max_tokens: int, context: int | None = None,
+                           top_logprobs: int = 0) -> SamplingParams:
+    """OpenAI completions/chat body -> SamplingParams (max_tokens / max_completion_tokens -> max_new_tokens).
+
+    max_tokens as SGLang validates it: a positive integer (entrypoints/openai/protocol.py,
+    CompletionRequest.validate_max_tokens_positive: "max_tokens must be positive"), at most the model's context
+    (entrypoints/openai/serving_chat.py, OpenAIServingChat._validate_request: "max_completion_tokens is too large")."""
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+            raise RequestError(f"max_tokens must be positive (found {max_tokens!r})")
+        if context is not None and max_tokens > context:
+            raise RequestError(f"max_completion_tokens is too large: {max_tokens}. This model supports at most "
+                               f"{context} completion tokens.")
     mapped = {
         "max_new_tokens": default_max_tokens if max_tokens is None else max_tokens,
         "temperature": body.get("temperature"),
@@ -102,6 +125,7 @@ def openai_sampling_params(body: dict[str, Any], default_max_tokens: int) -> Sam
         "stop": body.get("stop"),
         "stop_token_ids": body.get("stop_token_ids"),
         "ignore_eos": body.get("ignore_eos", False),
+        "top_logprobs": top_logprobs or None,
     }
     return parse_sampling_params({k: v for k, v in mapped.items() if v is not None})
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.inference.backend import Backend, BackendReply
+from hermes_stack.inference.openai_shapes import chat_stream_chunks, completion_stream_chunks, sse_lines
 from hermes_stack.inference.sampling import RequestError
 
 log = logging.getLogger("hermes.inference")
@@ -80,6 +81,24 @@ def outside_data_volume(field: str, path: Any, data_dir: Path | None) -> str | N
     if os.path.commonpath([root, real]) != root:
         return f"{field} {path!r} is outside the data volume {data_dir}; weights and adapters load only from there"
     return None
+
+
+def streaming_of(body: dict[str, Any]) -> tuple[dict[str, Any], bool, bool]:
+    """(the body the backend answers, stream?, include usage?). Either backend answers the whole request; a
+    streaming one is then sent as SGLang's server-sent events (openai_shapes.chat_stream_chunks). Errors come before
+    the stream starts, as plain JSON with their status, as SGLang's do."""
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError(f"stream: found {stream!r}, expected true or false")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise RequestError(f"stream_options: found {options!r}, expected an object")
+    rest = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    return rest, stream, bool(options.get("include_usage"))
+
+
+def sse(chunks: list[dict[str, Any]]) -> StreamingResponse:
+    return StreamingResponse(sse_lines(chunks), media_type="text/event-stream")
 
 
 def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = None) -> FastAPI:
@@ -177,11 +196,15 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        return await backend.completions(await body_of(request))
+        body, stream, usage = streaming_of(await body_of(request))
+        answer = await backend.completions(body)
+        return sse(completion_stream_chunks(answer, usage)) if stream else answer
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await backend.chat_completions(await body_of(request))
+        body, stream, usage = streaming_of(await body_of(request))
+        answer = await backend.chat_completions(body)
+        return sse(chat_stream_chunks(answer, usage)) if stream else answer
 
     def refused(message: str) -> JSONResponse:
         log.warning("%s", message)

@@ -267,9 +267,12 @@ class SGLangBackend:
 
     def _with_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
         # Hermes extension: the newest loaded adapter serves requests that name none (the trainer's latest policy).
+        # A model name that selects no adapter (`base:adapter` does, in SGLang) is answered by that adapter too:
+        # SGLang would answer an unknown name with the base model, the builtin backend's _adapter says why not.
         if self.default_adapter is not None and body.get("lora_path") is None:
             model = body.get("model")
-            if model is None or model == self.served_model:
+            if model is None or model == self.served_model or (isinstance(model, str) and ":" not in model
+                                                                 and model != "base"):
                 return {**body, "lora_path": self.default_adapter}
         return body
 

@@ -84,6 +84,7 @@ def sample_rows(model, tokenizer, rows: list[Row], generator: torch.Generator | 
         top_k=[r.params.top_k for r in rows],
         generator=generator,
         on_step=stops if stops.rows else None,
+        top_logprobs=max(r.params.top_logprobs for r in rows),
     )
     results = []
     for i, (row, s) in enumerate(zip(rows, sampled)):
@@ -94,5 +95,6 @@ def sample_rows(model, tokenizer, rows: list[Row], generator: torch.Generator | 
             text = tokenizer.decode(s.tokens, skip_special_tokens=row.params.skip_special_tokens)
             finish = ({"type": "stop", "matched": s.tokens[-1]} if s.finish == "token"
                       else {"type": "length", "length": len(s.tokens)})
-        results.append(Generated(tuple(row.prompt_ids), tuple(s.tokens), tuple(s.logprobs), text, finish))
+        top = tuple(tuple(pairs[: row.params.top_logprobs]) for pairs in s.top) if row.params.top_logprobs else ()
+        results.append(Generated(tuple(row.prompt_ids), tuple(s.tokens), tuple(s.logprobs), text, finish, top))
     return results

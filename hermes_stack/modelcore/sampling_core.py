@@ -9,7 +9,7 @@ It lives in modelcore, not in a service package: the trainer image bakes the emb
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -24,6 +24,9 @@ class Sampled:
     # by default: the distribution the trainer's PPO ratio is measured against (it scales its logits the same way).
     logprobs: list[float]
     finish: str  # "token" (a stop token) | "hook" (on_step stopped it) | "length" (its budget is spent)
+    # Per position, the `top_logprobs` most likely (token, log-prob) under the same distribution (SGLang's
+    # top_logprobs_num); empty when none were asked for.
+    top: list[list[tuple[int, float]]] = field(default_factory=list)
 
 
 StepHook = Callable[[torch.Tensor, torch.Tensor], "torch.Tensor | None"]
@@ -89,11 +92,14 @@ class _Chooser:
         drawn = torch.multinomial(torch.softmax(weights, dim=-1), 1, generator=self.generator).squeeze(-1)
         return torch.where(self.greedy, logits.argmax(-1), drawn) if self.any_greedy else drawn
 
-    def logprob(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        """log softmax(logits / T)[token] per row, untruncated (SGLang's default); greedy rows: raw logits."""
+    def log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
+        """log softmax(logits / T) per row, untruncated (SGLang's default); greedy rows: of the raw logits."""
         scale = torch.where(self.greedy, torch.ones_like(self.temperature), self.temperature)
-        logp = torch.log_softmax(logits / scale.unsqueeze(-1), -1)
-        return logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        return torch.log_softmax(logits / scale.unsqueeze(-1), -1)
+
+    def logprob(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """log softmax(logits / T)[token] per row (see log_softmax)."""
+        return self.log_softmax(logits).gather(-1, token.unsqueeze(-1)).squeeze(-1)
 
 
 def _stop_table(stop_token_ids: list[Collection[int]], device) -> torch.Tensor:
@@ -116,6 +122,7 @@ def sample_batch(
     top_k: int | list[int] = -1,
     generator: torch.Generator | None = None,
     on_step: StepHook | None = None,
+    top_logprobs: int = 0,
 ) -> list[Sampled]:
     """Sample every row (a prompt and its own parameters) in one left-padded batch with a KV cache.
 
@@ -123,7 +130,7 @@ def sample_batch(
     sampled) and the token ids that end it (included in its tokens). `on_step(tokens, active)` is called after each
     step with the tokens so far [B, step+1] and the rows still running; it returns a bool [B] of rows to stop now
     (finish "hook"), or None. Log-probs are of softmax(logits / temperature), untruncated (raw when greedy), for the
-    chosen token.
+    chosen token; with `top_logprobs` > 0, also the most likely tokens of each position under that distribution.
     """
     device = next(model.parameters()).device
     count = len(prompts)
@@ -146,6 +153,9 @@ def sample_batch(
 
     out_tokens = torch.full((count, steps), pad_token_id, dtype=torch.long, device=device)
     out_logprobs = torch.zeros((count, steps), device=device)
+    top_k_wanted = max(0, int(top_logprobs))
+    top_ids = torch.zeros((count, steps, top_k_wanted), dtype=torch.long, device=device)
+    top_values = torch.zeros((count, steps, top_k_wanted), device=device)
     lengths = torch.zeros(count, dtype=torch.long, device=device)
     reason = torch.zeros(count, dtype=torch.long, device=device)  # keys of _FINISH
     finished = budget <= 0
@@ -159,6 +169,10 @@ def sample_batch(
         logits = output.logits[:, -1, :].float()
         token = choose(logits)
         logprob = choose.logprob(logits, token)
+        if top_k_wanted:
+            values, indices = choose.log_softmax(logits).topk(min(top_k_wanted, logits.shape[-1]), dim=-1)
+            top_ids[:, step, : indices.shape[-1]] = indices
+            top_values[:, step, : values.shape[-1]] = values
         running = ~finished
         token = torch.where(running, token, torch.full_like(token, pad_token_id))
         out_tokens[:, step] = token
@@ -181,7 +195,11 @@ def sample_batch(
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
 
     tokens, logprobs, lengths, reason = out_tokens.tolist(), out_logprobs.tolist(), lengths.tolist(), reason.tolist()
-    return [Sampled(tokens[i][: lengths[i]], logprobs[i][: lengths[i]], _FINISH[reason[i]]) for i in range(count)]
+    k = top_k_wanted
+    ids_list, values_list = (top_ids.tolist(), top_values.tolist()) if k else ([], [])
+    return [Sampled(tokens[i][: lengths[i]], logprobs[i][: lengths[i]], _FINISH[reason[i]],
+                    [list(zip(ids_list[i][t], values_list[i][t])) for t in range(lengths[i])] if k else [])
+            for i in range(count)]
 
 
 def sample(

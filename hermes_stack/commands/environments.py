@@ -1,0 +1,46 @@
+"""`hermes-stack environments`: every environment `[environment] name` can select: the built-in ones and the
+atroposlib BaseEnv files of the project's environments/ folder (read with ast, never run), one line each with name,
+class, file and description (the class's docstring, first line). A file that does not parse is named on stderr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hermes_stack.commands.app import app
+
+
+def listing_lines(project_root: Path) -> list[str]:
+    from hermes_stack import environments_catalog as catalog
+
+    envs = catalog.list_environments(project_root)
+    width = max(len(e.name) for e in envs)
+    cls_width = max(len(e.class_name) for e in envs)
+    lines = []
+    for env in envs:
+        where = env.file + ("" if env.builtin else f":{env.line}")
+        description = (env.description.splitlines() or ["(no docstring)"])[0]
+        lines.append(f"{env.name:<{width}}  {env.class_name:<{cls_width}}  {where}  {description}")
+    return lines
+
+
+@app.command("environments")
+def environments(
+    root: Annotated[Path | None, typer.Option(
+        "--root", help="Project folder holding environments/ (default: $HERMES_ROOT or the current folder).")] = None,
+) -> None:
+    """List the environments: built-in and environments/*.py (name, class, file, description)."""
+    from hermes_stack import console
+    from hermes_stack import environments_catalog as catalog
+    from hermes_stack.stack_state import project_root
+
+    base = root or project_root()
+    for line in listing_lines(base):
+        console.info(line)
+    for scan in catalog.scan_folder(base):
+        if scan.error:
+            console.warn(f"{scan.error} (its environments are not listed)")
+    if not catalog.folder(base).is_dir():
+        console.notice(f"no {catalog.FOLDER}/ folder in {base}: only the built-in environments")

@@ -1,0 +1,74 @@
+"""What every environment the stack runs does the same way, the built-in one and a user's BaseEnv file alike:
+the readiness marker from registration on, registering again when Atropos forgot it, and groups returned as None
+counted and logged (upstream files return None for a group whose scores are all equal).
+
+A mixin placed before the environment's own class (`class Run(StackBehaviour, UserEnv)`), so its methods wrap the
+environment's through `super()`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger("hermes_stack.environment")
+
+
+class StackBehaviour:
+    ready_marker: Path | None = None
+    ready_dir: str | None = None  # $HERMES_DATA_DIR; else the config's data_dir (HermesEnvConfig has one)
+    none_groups: int = 0
+
+    async def register_env(self):
+        await super().register_env()
+        data_dir = self.ready_dir or getattr(self.config, "data_dir", None)
+        if data_dir:
+            self.ready_marker = write_ready_marker(Path(data_dir), env_id=getattr(self, "env_id", None))
+        log.info("registered with Atropos at %s (env_id %s); ready", self.config.rollout_server_url,
+                 getattr(self, "env_id", None))
+
+    async def get_status(self):
+        """atroposlib's /status-env poll; when it fails (Atropos restarted and forgot this environment: its env_id
+        is unknown, or it was reset), register again in this process instead of crashing the service. If Atropos
+        stays unreachable, registering fails after atroposlib's retries and the service restarts (compose)."""
+        try:
+            await super().get_status()
+        except Exception as exc:  # noqa: BLE001 - tenacity.RetryError around aiohttp/KeyError causes
+            log.warning("atropos: /status-env for env_id %s failed (%s); atropos restarted or reset? registering "
+                        "again", getattr(self, "env_id", None), type(exc).__name__)
+            await self.register_env()
+            await super().get_status()
+
+    async def collect_trajectories(self, item):
+        result = await super().collect_trajectories(item)
+        group = result[0] if isinstance(result, tuple) else result
+        if group is None:
+            self.none_groups += 1
+            if self.none_groups in (1, 10, 100) or self.none_groups % 500 == 0:
+                log.info("the environment returned no group for an item (None; upstream files do so when every "
+                         "score is equal): %d so far, nothing sent for them", self.none_groups)
+        return result
+
+
+def write_ready_marker(data_dir: Path, **extra) -> Path:
+    """$HERMES_DATA_DIR/ready/environment (JSON with the pid), written atomically."""
+    ready = data_dir / "ready"
+    ready.mkdir(parents=True, exist_ok=True)
+    path = ready / "environment"
+    tmp = ready / f".environment.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"pid": os.getpid(), **extra}))
+    tmp.replace(path)
+    return path
+
+
+def remove_ready_marker(path: Path | None) -> None:
+    if path is None:
+        return
+    try:
+        marker = json.loads(path.read_text())
+        if marker.get("pid") == os.getpid():  # never remove a marker another process wrote
+            path.unlink()
+    except (OSError, ValueError):
+        pass

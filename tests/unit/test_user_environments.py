@@ -1,0 +1,215 @@
+"""Bring your own environment (issue 21): the environments/ folder read with ast on the host, `hermes-stack
+environments` listing it, validate refusing each broken case in one line (exit 2, nothing started), and the
+environment service's overrides of an upstream-style file's laptop config."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hermes_stack.cli import main
+
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
+ROOT = Path(__file__).resolve().parents[2]
+UPSTREAM = ROOT / "tests" / "fixtures" / "user_environments" / "upstream_sums.py"
+VALIDATE = ["validate", "--algo", "grpo", "--device", "cpu"]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of the project's configs with an environments/ folder holding the upstream-style file."""
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    (tmp_path / "environments").mkdir()
+    shutil.copy(UPSTREAM, tmp_path / "environments" / "upstream_sums.py")
+    monkeypatch.delenv("HERMES_KEYFILE", raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env.taotoken here: offline
+    return tmp_path
+
+
+def select(project: Path, name: str) -> None:
+    config = project / "configs" / "config_grpo.toml"
+    text = config.read_text()
+    changed = text.replace('name = "gsm8k"', f'name = "{name}"', 1)
+    assert changed != text
+    config.write_text(changed)
+
+
+def validate(project: Path, capsys, compose_calls) -> tuple[int, list[str]]:
+    code = main([*VALIDATE, "--config-dir", str(project / "configs")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert compose_calls == []
+    return code, errors
+
+
+def test_environments_lists_the_built_in_ones_and_the_folder_file(project, capsys):
+    assert main(["environments", "--root", str(project)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["gsm8k", "HermesMathEnv", "hermes_stack/environment/env.py"]
+    ours = [line for line in lines if line.startswith("upstream-sums")]
+    assert len(ours) == 1
+    _name, cls, file, *description = ours[0].split()
+    assert (cls, file) == ("UpstreamSumsEnv", "environments/upstream_sums.py:15")
+    assert " ".join(description) == "Two-number sums scored +1 / -1 (an upstream-style test environment)."
+
+
+def test_list_environments_is_the_shared_function_the_mcp_tool_uses(project):
+    from hermes_stack.environments_catalog import list_environments
+
+    found = {e.name: e for e in list_environments(project)}
+    assert found["upstream-sums"].class_name == "UpstreamSumsEnv" and not found["upstream-sums"].builtin
+    assert found["gsm8k"].builtin
+
+
+def test_validate_accepts_the_upstream_file_selected_by_its_name(project, capsys, compose_calls):
+    select(project, "upstream-sums")
+    code, errors = validate(project, capsys, compose_calls)
+    assert (code, errors) == (0, [])
+
+
+def test_the_embedded_profile_keeps_a_user_selected_environment():
+    from hermes_stack.config import profiles
+
+    for algo in ("grpo", "ppo"):
+        for model in (None, "smollm2-135m"):
+            assert not any(k.startswith("environment.name") for k in profiles.overrides_for("embedded", algo,
+                                                                                              model=model))
+
+
+def _write(project: Path, name: str, text: str) -> None:
+    (project / "environments" / name).write_text(text)
+
+
+BROKEN = [
+    ("unknown-name", "nope", None,
+     ("found 'nope', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
+     "attributes")),
+    ("folder-missing", "upstream-sums", "no-folder", ("found 'upstream-sums' (no environments/ folder: {root}/"
+     "environments), expected a built-in environment (gsm8k, hermes-math) or one defined in environments/")),
+    ("file-missing", "environments/missing.py", None, ("found 'environments/missing.py' (no such file: {root}/"
+     "environments/missing.py)")),
+    ("syntax-error", "broken-one", ("broken.py", "class X(BaseEnv):\n    name = 'broken-one'\n    def (:\n"),
+     ("found 'broken-one' (not found; syntax error at environments/broken.py:3: invalid syntax), expected a file "
+     "that Python can parse")),
+    ("no-subclass-in-file", "environments/helpers.py", ("helpers.py", "def helper():\n    return 1\n"),
+     ("found 'environments/helpers.py' (the file defines no BaseEnv subclass), expected a file with one class "
+     "deriving from atroposlib's BaseEnv")),
+    ("no-subclass-named", "helpers", ("helpers.py", "class Helper:\n    name = 'helpers'\n"),
+     ("found 'helpers', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
+     "attributes; environments/helpers.py define no BaseEnv subclass")),
+    ("same-name-twice", "upstream-sums", ("copy.py", UPSTREAM.read_text()),
+     ("found 'upstream-sums', defined 2 times: environments/copy.py:15 (UpstreamSumsEnv), "
+     "environments/upstream_sums.py:15 (UpstreamSumsEnv), expected one environment with that name")),
+    ("import-missing", "needs-more", ("needs_more.py", ("import json\nimport surely_not_installed_pkg.sub\n"
+                                      "from atroposlib.envs.base import BaseEnv\n\n"
+                                      "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n")),
+     ("found 'needs-more', whose file imports surely_not_installed_pkg (environments/needs_more.py:2), expected "
+     "imports the environment image has. Hint: add the package, pinned (name==version), to "
+     "environments/requirements.txt")),
+]
+
+
+@pytest.mark.parametrize("case", BROKEN, ids=[c[0] for c in BROKEN])
+def test_validate_refuses_each_broken_environment_in_one_line(project, capsys, compose_calls, case):
+    _, name, extra, expected = case
+    select(project, name)
+    if extra == "no-folder":
+        shutil.rmtree(project / "environments")
+    elif extra:
+        _write(project, *extra)
+    code, errors = validate(project, capsys, compose_calls)
+    assert code == 2
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"error: {project}/configs/config_grpo.toml: environment.name: "), errors
+    assert expected.format(root=project) in errors[0], errors[0]
+
+
+def test_a_package_listed_in_requirements_txt_satisfies_the_import_and_must_be_pinned(project, capsys, compose_calls):
+    _write(project, "needs_more.py", "import surely_not_installed_pkg\nfrom atroposlib.envs.base import BaseEnv\n\n"
+                                     "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n")
+    select(project, "needs-more")
+    (project / "environments" / "requirements.txt").write_text("# pinned, as requirements.lock\n"
+                                                              "surely-not-installed-pkg>=1\n")
+    code, errors = validate(project, capsys, compose_calls)
+    assert code == 2 and len(errors) == 1
+    assert errors[0] == ("error: environments/requirements.txt:2: requirement: found 'surely-not-installed-pkg>=1', "
+                         "expected name==version. Hint: pin every package and each of its dependencies, as "
+                         "requirements.lock does; the file installs with --no-deps from the wheelhouse")
+    (project / "environments" / "requirements.txt").write_text("surely-not-installed-pkg==1.0\n")
+    assert validate(project, capsys, compose_calls) == (0, [])
+
+
+def test_a_guarded_import_is_optional(project, capsys, compose_calls):
+    _write(project, "optional.py", "try:\n    import surely_not_installed_pkg\nexcept ImportError:\n    pass\n"
+                                   "from atroposlib.envs.base import BaseEnv\n\nclass Opt(BaseEnv):\n"
+                                   "    name = 'optional'\n")
+    select(project, "optional")
+    assert validate(project, capsys, compose_calls) == (0, [])
+
+
+# ---------------------------------------------------------------- the service's overrides
+
+
+def test_the_upstream_files_laptop_config_is_replaced_and_each_value_logged(project, caplog):
+    pytest.importorskip("atroposlib")
+    from atroposlib.envs.base import APIServerConfig
+
+    from hermes_stack.environment import user_env
+    from hermes_stack.environment.runtime import HermesEnvConfig
+    from hermes_stack.environments_catalog import select as choose
+
+    info = choose(project, "upstream-sums").environment
+    ours = HermesEnvConfig(group_size=4, batch_size=8, max_token_length=32, tokenizer_name="/opt/tok",
+                           rollout_server_url="http://atropos:8000", use_wandb=False, total_steps=3,
+                           ensure_scores_are_not_same=True, max_batches_offpolicy=1, wandb_name="hermes-grpo-x",
+                           data_dir="/data")
+    server = APIServerConfig(server_type="sglang", base_url="http://inference:8001/v1", api_key="k" * 40,
+                             model_name="embedded", tokenizer_name="/opt/tok", health_check=False)
+    caplog.set_level("INFO", logger="hermes_stack.environment")
+    cls, config, servers = user_env.prepare(project, info, ours, server, served_model="served-name")
+    assert (config.tokenizer_name, config.rollout_server_url, config.use_wandb) == ("/opt/tok",
+                                                                                   "http://atropos:8000", False)
+    assert (config.group_size, config.batch_size, config.max_token_length, config.total_steps) == (4, 8, 32, 3)
+    assert config.steps_per_eval == 100 and config.wandb_name == "upstream-sums"  # the file's own, kept
+    (s,) = servers
+    assert (s.base_url, s.api_key, s.model_name, s.health_check) == ("http://inference:8001/v1", "k" * 40,
+                                                                     "served-name", False)
+    assert s.server_type == "openai" and s.num_requests_for_eval == 256  # the file's own, kept
+    text = caplog.text
+    assert "replaced tokenizer_name: found 'NousResearch/DeepHermes-3-Llama-3-3B-Preview', used '/opt/tok'" in text
+    assert "replaced rollout_server_url: found 'http://localhost:8000', used 'http://atropos:8000'" in text
+    assert "replaced group_size: found 16, used 4" in text and "replaced use_wandb: found True, used False" in text
+    assert "replaced server_configs[0].base_url: found 'http://localhost:9001/v1', used 'http://inference:8001/v1'" \
+        in text
+    assert "replaced server_configs[0].api_key: found (hidden), used (the stack's internal key)" in text
+    assert "k" * 16 not in text
+    assert cls.__name__ == "UpstreamSumsEnv" and cls.ready_dir == "/data"
+
+
+def test_a_group_returned_as_none_is_counted_and_passed_on(caplog):
+    pytest.importorskip("atroposlib")
+    from atroposlib.envs.base import BaseEnv
+
+    from hermes_stack.environment.user_env import with_stack_behaviour
+
+    class AllEqual(BaseEnv):
+        name = "all-equal"
+
+        async def setup(self):
+            pass
+
+        async def get_next_item(self):
+            return {}
+
+        async def evaluate(self, *args, **kwargs):
+            return None
+
+        async def collect_trajectories(self, item):
+            return None, []
+
+    env = object.__new__(with_stack_behaviour(AllEqual))
+    caplog.set_level("INFO", logger="hermes_stack.environment")
+    assert asyncio.run(env.collect_trajectories({})) == (None, [])
+    assert env.none_groups == 1 and "returned no group for an item (None" in caplog.text
