@@ -275,6 +275,21 @@ def inference_key_is_not_the_gateway_key(i: Inputs) -> list[Problem]:
                     "the paid gateway key would also protect the local inference service and reach its container")]
 
 
+GATEWAY_BASE_URL_ENV = "TAOTOKEN_BASE_URL"
+
+
+def base_url_env_names_the_gateway_root(i: Inputs) -> list[Problem]:
+    """The blog's inference.base_url_env names the variable holding the gateway's base URL. hermes-stack reads the
+    gateway root from TAOTOKEN_BASE_URL only, so that name is accepted (the blog's value) and any other is refused:
+    a different name would be silently ignored."""
+    name = i.settings.inference.base_url_env
+    if name == GATEWAY_BASE_URL_ENV:
+        return []
+    return [Problem(i.settings_file, "inference.base_url_env", repr(name), repr(GATEWAY_BASE_URL_ENV),
+                    f"the gateway root is always read from {GATEWAY_BASE_URL_ENV} in the key file; set it there and "
+                    f"write \"base_url_env\": \"{GATEWAY_BASE_URL_ENV}\" (or leave the key out)")]
+
+
 def tinker_key(i: Inputs) -> list[Problem]:
     """The Tinker engine needs a real Tinker key (TINKER_API_KEY defaults to TAOTOKEN_API_KEY)."""
     if i.settings.trainer.engine != "tinker":
@@ -398,6 +413,7 @@ RULES: tuple[Rule, ...] = (
     locked_fields,
     keyfile_names,
     inference_key_is_not_the_gateway_key,
+    base_url_env_names_the_gateway_root,
     tinker_key,
     checkpoint_dir_on_volume,
     model_path_local,
