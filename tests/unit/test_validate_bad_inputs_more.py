@@ -64,7 +64,7 @@ CASES = [
     url_case("base-url-space-inside", "https://taotoken.net/my api",
              "a URL with a space inside ('https://taotoken.net/my api')", "a URL without spaces",
              "retype it, e.g. https://taotoken.net/api"),
-    url_case("base-url-query", "https://taotoken.net/api?region=cn", "https://taotoken.net/api?region=cn",
+    url_case("base-url-query", "https://taotoken.net/api?region=cn", "https://taotoken.net/api?region=…",
              "the gateway root without ?query or #fragment",
              "set TAOTOKEN_BASE_URL=https://taotoken.net/api; clients append paths to it"),
     url_case("base-url-fragment", "https://taotoken.net/api#docs", "https://taotoken.net/api#docs",
