@@ -316,7 +316,9 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
                                  "settings belong in configs/settings_<algo>.json"))
     previous: tuple[str, int] | None = None  # the last NAME=value line: a broken value continues it
     for binding in parse_stream(io.StringIO(text)):
-        line = binding.original.line
+        # python-dotenv counts from the blank lines before a binding; the binding itself starts after them.
+        original = binding.original.string
+        line = binding.original.line + original[: len(original) - len(original.lstrip())].count("\n")
         if binding.key is not None and binding.value is None and not binding.error:
             # python-dotenv reads a lone word as a name without a value and drops it: a key broken over two lines
             # would be accepted shortened. The line's text is never shown (it may be the rest of a key).

@@ -52,12 +52,13 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
              gpu_memory: float | None = None, device: str = "auto", model: str | None = None) -> Outcome:
     """Run every check and collect everything: option, key-file and config problems come back together."""
     from hermes_stack.config.loader import evaluate_stack
+    from hermes_stack.environ_check import environment_problems
     from hermes_stack.keyfile import load_keyfile, path_is_explicit, resolve_path
 
     errors = check_options(algo, device, gpu_memory)
     if errors:
         return Outcome(None, errors)
-    outcome = Outcome(None)
+    outcome = Outcome(None, environment_problems())
     try:
         # Only the default file may be absent (offline mode); a path the user named must be a key file.
         keyfile = load_keyfile(keyfile_path, must_exist=path_is_explicit(keyfile_path))

@@ -332,7 +332,17 @@ def model_path_local(i: Inputs) -> list[Problem]:
                         "a local model folder holding config.json and the weights",
                         "copy or link the model there, or name a hub model such as Qwen/Qwen3-8B")]
     _, problems = memory.read_model_config(directory / "config.json")
-    return problems
+    return [_as_model_path_problem(i, model, p) for p in problems]
+
+
+def _as_model_path_problem(i: Inputs, model: str, p: Problem) -> Problem:
+    """A config.json problem named by the setting the user wrote (inference.model_path), the derived file in found."""
+    if p.key in ("(file)", "(top level)"):
+        return Problem(i.settings_file, "inference.model_path", f"{model!r} ({p.file}: {p.found})",
+                       f"a model folder holding {p.expected}", p.hint)
+    detail = f"no {p.key}" if p.found == "nothing" else f"{p.key} {p.found}"
+    return Problem(i.settings_file, "inference.model_path", f"{model!r} ({p.file}: {detail})",
+                   f"a model folder whose config.json has {p.key} as {p.expected}", p.hint)
 
 
 def dataset_file(i: Inputs) -> list[Problem]:
@@ -345,10 +355,30 @@ def dataset_file(i: Inputs) -> list[Problem]:
         return []
     # Relative to the config directory, then to the working directory: what the environment does.
     base = Path(i.config_file).parent
+    document = _json_document(dataset, base)
+    if document is not None:
+        return [Problem(str(document), "(file)", "a JSON document spread over several lines",
+                        "JSONL: one JSON object per line", 'write each row on one line like {"question": "…", '
+                        '"answer": "… #### 42"}')]
     problems = datasets.check_jsonl(dataset, base, i.config_file)
     if problems:
         return problems
     return _dataset_as_the_environment_loads_it(i, dataset, base)
+
+
+def _json_document(dataset: str, base: Path) -> Path | None:
+    """The dataset's path when it is a pretty-printed JSON document (a lone `[` or `{` first): one line says so
+    instead of one per physical line."""
+    path = Path(dataset)
+    found = next((c for c in ((path,) if path.is_absolute() else (base / path, path)) if c.is_file()), None)
+    if found is None:
+        return None
+    try:
+        with found.open(encoding="utf-8") as f:
+            first = next((line.strip() for line in f if line.strip()), "")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return found if first in ("[", "{") else None
 
 
 def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, base: Path) -> list[Problem]:

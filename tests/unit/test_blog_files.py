@@ -122,9 +122,9 @@ def test_embedded_cpu_profile_accepts_the_blog_files_as_they_are(algo, project, 
     assert errors(err) == []
     # The one warning: the blog names the paid gateway key as the local inference service's key.
     assert [line for line in err.splitlines() if line.startswith("warning: ")] == [
-        f"warning: configs/settings_{algo}.json: inference.api_key_env: found 'TAOTOKEN_API_KEY', expected "
+        (f"warning: configs/settings_{algo}.json: inference.api_key_env: found 'TAOTOKEN_API_KEY', expected "
         "'HERMES_INFERENCE_KEY' (a key of its own, generated unless the key file sets it). Hint: the paid gateway key "
-        "would also protect the local inference service and reach its container"]
+        "would also protect the local inference service and reach its container")]
     assert "profile embedded" in out and f"valid: {algo} (1 warning)" in out
     # The profile's overrides are marked; the blog's own values are kept.
     assert "max_token_length=32*" in out and "model_path=embedded*" in out and "dataset=offline-arith*" in out
@@ -189,9 +189,9 @@ def test_base_url_env_naming_another_variable_says_what_it_should_name(algo, pro
                                                      '"base_url_env": "OPENAI_BASE_URL"'))
     assert main(validate(algo, "--device", "cpu")) == 2
     assert errors(capsys.readouterr().err) == [
-        f"configs/settings_{algo}.json: inference.base_url_env: found 'OPENAI_BASE_URL', expected "
+        (f"configs/settings_{algo}.json: inference.base_url_env: found 'OPENAI_BASE_URL', expected "
         "'TAOTOKEN_BASE_URL'. Hint: the gateway root is always read from TAOTOKEN_BASE_URL in the key file; set it "
-        'there and write "base_url_env": "TAOTOKEN_BASE_URL" (or leave the key out)']
+        'there and write "base_url_env": "TAOTOKEN_BASE_URL" (or leave the key out)')]
 
 
 def test_inference_server_other_than_the_two_is_refused_naming_them(project, capsys):
