@@ -101,6 +101,16 @@ def build_images(compose: Compose) -> None:
     compose.run(prune_built_images_argv())
 
 
+def _check_ports(stack, project: str) -> None:
+    """Another stack on our host ports is named, with the command that stops it, before anything is created."""
+    from hermes_stack.host_ports import check_host_ports
+
+    if stack is None or not hasattr(stack, "config"):
+        return  # tests that stub validation
+    check_host_ports({"[atropos] api_port": stack.config.atropos.api_port,
+                      "inference.port": stack.settings.inference.port}, project)
+
+
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None) -> Plan:
@@ -118,10 +128,10 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
     findings = preflight(resolved, probe)
-    _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
-
     plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
                 os.environ.get("HERMES_PROJECT_NAME") or None)
+    _check_ports(stack, plan.project or f"hermes-{algo}")
+    _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")
     # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
     dotenv = write_dotenv(project_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))
 
