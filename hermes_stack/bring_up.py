@@ -111,6 +111,36 @@ def _check_ports(stack, project: str) -> None:
                       "inference.port": stack.settings.inference.port}, project)
 
 
+def volume_exists(name: str) -> bool:
+    from hermes_stack.compose import probe
+
+    rc, out, _ = probe(["docker", "volume", "ls", "-q", "--filter", f"name=^{name}$"])
+    return rc == 0 and name in out.split()
+
+
+def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
+    """A configuration that cannot resume the run whose checkpoints the project's volume holds (another model,
+    engine, LoRA rank) is refused before anything starts, with the two commands that choose; one that can resumes
+    and says what changed. The identity is then recorded for the next `up`."""
+    from hermes_stack.errors import InputError
+    from hermes_stack.run_identity import decide, forget_record, identity_of, read_record, refusal, write_record
+
+    if stack is None or not hasattr(stack, "config"):
+        return  # tests that stub validation
+    state = project_root() / STATE_DIR
+    old = read_record(state, project)
+    if old is not None and not (has_volume or volume_exists)(f"{project}_hermes-data"):
+        forget_record(state, project)  # the volume went (down --volumes, docker volume rm): a fresh run
+        old = None
+    new = identity_of(stack)
+    decision = decide(old, new)
+    if not decision.resume:
+        raise InputError(refusal(project, algo, decision))
+    if decision.notice():
+        console.notice(decision.notice())
+    write_record(state, project, new)
+
+
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None) -> Plan:
@@ -131,6 +161,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
                 os.environ.get("HERMES_PROJECT_NAME") or None)
     _check_ports(stack, plan.project or f"hermes-{algo}")
+    _check_resume(stack, algo, plan.project or f"hermes-{algo}")
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")
     # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
     dotenv = write_dotenv(project_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))
