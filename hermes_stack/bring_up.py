@@ -111,6 +111,18 @@ def _check_ports(stack, project: str) -> None:
                       "inference.port": stack.settings.inference.port}, project)
 
 
+def _check_owner(stack, algo: str, project: str) -> None:
+    """The project's run belongs to another checkout: one line naming it, before anything changes."""
+    from hermes_stack.checkout_owner import check_owner
+    from hermes_stack.errors import InputError
+
+    if stack is None or not hasattr(stack, "config"):
+        return  # tests that stub validation
+    problem = check_owner(project, algo, project_root())
+    if problem is not None:
+        raise InputError(problem)
+
+
 def volume_exists(name: str) -> bool:
     from hermes_stack.compose import probe
 
@@ -160,6 +172,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     findings = preflight(resolved, probe)
     plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
                 os.environ.get("HERMES_PROJECT_NAME") or None)
+    _check_owner(stack, algo, plan.project or f"hermes-{algo}")
     _check_ports(stack, plan.project or f"hermes-{algo}")
     _check_resume(stack, algo, plan.project or f"hermes-{algo}")
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")

@@ -66,7 +66,9 @@ def test_up_of_a_second_algorithm_exits_2_before_anything_is_created(tmp_path, m
 
     def fake_probe(argv):
         asked.append(list(argv))
-        return (0, GRPO_PS, "") if argv[:2] == ["docker", "ps"] else (0, "", "")
+        if argv[:3] == ["docker", "ps", "--format"]:
+            return 0, GRPO_PS, ""
+        return 0, "", ""  # no ppo volume, no ppo containers: this checkout's own, fresh run
 
     monkeypatch.setattr(compose, "probe", fake_probe)
     monkeypatch.setattr(host_ports, "port_in_use", lambda _port: False)
@@ -80,4 +82,5 @@ def test_up_of_a_second_algorithm_exits_2_before_anything_is_created(tmp_path, m
     assert len(lines) == 2 and "Traceback" not in err
     assert compose_calls == []  # no compose command ran: no container created
     assert not (tmp_path / ".env").exists()  # nor the .env a started stack leaves
-    assert asked == [["docker", "ps", "--format", host_ports.PS_FORMAT]]
+    assert ["docker", "ps", "--format", host_ports.PS_FORMAT] in asked
+    assert all(argv[1] in ("ps", "volume") and argv[2] in ("--format", "-a", "inspect") for argv in asked)  # read-only
