@@ -175,6 +175,10 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     _check_owner(stack, algo, plan.project or f"hermes-{algo}")
     _check_ports(stack, plan.project or f"hermes-{algo}")
     _check_resume(stack, algo, plan.project or f"hermes-{algo}")
+    if stack is not None and hasattr(stack, "config"):
+        from hermes_stack.checkout_owner import claim
+
+        claim(plan.project or f"hermes-{algo}", project_root())  # every check passed: this checkout's run
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")
     # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
     dotenv = write_dotenv(project_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))

@@ -21,10 +21,6 @@ def compose_env(stack: StackConfig | None, key: str, base_image: str | None, unl
     env = compose_environment(values, ServiceEnv.for_stack(stack, key, unlock))
     if stack is not None:
         env["HERMES_ATROPOS_PORT"] = str(stack.config.atropos.api_port)  # compose.base.yml's ports and run-api
-    from hermes_stack.checkout_owner import CHECKOUT_ENV, this_checkout
-    from hermes_stack.stack_state import project_root
-
-    env[CHECKOUT_ENV] = this_checkout(project_root())  # the data volume's owner label (compose.base.yml)
     if base_image:
         env["HERMES_BASE_IMAGE"] = base_image
     return env

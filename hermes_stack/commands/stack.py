@@ -131,9 +131,11 @@ def down(algo: str = ALGO_OPT,
     compose.down(volumes=volumes)
     remove_dotenv(project_root(), compose.params.project_name or f"hermes-{algo}")
     if volumes:  # the run's checkpoints are gone: the next `up` starts a fresh run, whatever its configuration
+        from hermes_stack.checkout_owner import release
         from hermes_stack.run_identity import forget_record
 
         forget_record(project_root() / STATE_DIR, compose.params.project_name or f"hermes-{algo}")
+        release(compose.params.project_name or f"hermes-{algo}")
     console.info(f"hermes-{algo} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
 
 

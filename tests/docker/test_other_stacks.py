@@ -78,22 +78,26 @@ def test_a_second_algorithm_beside_a_stack_on_its_port_exits_2_and_creates_nothi
         docker("rm", "-f", holder, check=False)
 
 
-def test_another_checkouts_run_is_neither_adopted_nor_deleted(checkout):
+def test_another_checkouts_run_is_neither_adopted_nor_deleted(checkout, tmp_path_factory):
+    first = tmp_path_factory.mktemp("first-checkout")  # the owner: a checkout that exists on this machine
     project = f"h25-{uuid.uuid4().hex[:6]}"
-    volume = f"{project}_hermes-data"
+    volume, owner = f"{project}_hermes-data", f"{project}_checkout"
+    # The first checkout's run, as its `up` leaves it: compose's data volume and the owner marker beside it.
     docker("volume", "create", "--label", f"com.docker.compose.project={project}", "--label",
-           "com.docker.compose.volume=hermes-data", "--label", "io.hermes-stack.checkout=/home/u/hermes", volume)
+           "com.docker.compose.volume=hermes-data", volume)
+    docker("volume", "create", "--label", f"io.hermes-stack.checkout={first}", owner)
     try:
         up = hermes(checkout, "up", "--algo", "grpo", "--device", "cpu", HERMES_PROJECT_NAME=project)
         assert up.returncode == 2, up.stderr[-2000:]
         assert errors(up) == [
-            (f"error: {project} (data volume {volume}): checkout: found the run of /home/u/hermes, expected a run of "
+            (f"error: {project} (data volume {volume}): checkout: found the run of {first}, expected a run of "
             f"this checkout ({checkout.resolve()}). Hint: `HERMES_PROJECT_NAME={project}-{checkout.name.lower()} "
             "make up ALGO=grpo` runs this checkout's own stack beside it (its own volume); `make down ALGO=grpo` in "
-            "/home/u/hermes stops that one")]
+            f"{first} stops that one")]
         down = hermes(checkout, "down", "--algo", "grpo", "--volumes", HERMES_PROJECT_NAME=project)
-        assert down.returncode == 2 and len(errors(down)) == 1 and "/home/u/hermes" in errors(down)[0]
+        assert down.returncode == 2 and len(errors(down)) == 1 and str(first) in errors(down)[0]
         assert docker("volume", "inspect", volume, check=False).returncode == 0  # the other run's data is intact
+        assert docker("volume", "inspect", owner, check=False).returncode == 0
         assert containers(project) == set()
     finally:
-        docker("volume", "rm", "-f", volume, check=False)
+        docker("volume", "rm", "-f", volume, owner, check=False)
