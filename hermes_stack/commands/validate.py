@@ -74,10 +74,21 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
         outcome.errors += exc.problems
         return outcome
     outcome.stack = stack
-    outcome.errors += errors
+    outcome.errors += errors + _controller_rules(stack)
     outcome.warnings += stack.warnings
     outcome.notices += stack.notices
     return outcome
+
+
+def _controller_rules(stack: StackConfig) -> list[Problem]:
+    """Rules about where the stack will run (containers), checked by validate and up, not by a service loading its
+    own configuration inside one."""
+    from hermes_stack.config import rules
+
+    inputs = rules.Inputs(algo=stack.algo, config=stack.config_as_written or stack.config,
+                          settings=stack.settings_as_written or stack.settings, config_file=str(stack.config_path),
+                          settings_file=str(stack.settings_path), profile=stack.profile)
+    return rules.dataset_in_configs(inputs)
 
 
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,

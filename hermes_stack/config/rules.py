@@ -382,21 +382,11 @@ def _json_document(dataset: str, base: Path) -> Path | None:
 
 
 def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, base: Path) -> list[Problem]:
-    """What the environment service does at start (environment/env.py setup): the file must be inside configs/ (the
-    one folder compose mounts into the containers), and hold rows for the run's split, for the other split (held-out
-    evaluation) and for `fewshot` solved examples (train rows)."""
+    """What the environment service does at start (environment/env.py setup): the file must hold rows for the run's
+    split, for the other split (held-out evaluation) and for `fewshot` solved examples (train rows). Where the file
+    is (inside configs/, which the containers see) is the controller's rule: dataset_in_configs."""
     from hermes_stack.environment import datasets
 
-    path = Path(dataset)
-    found = path if path.is_absolute() else next((c for c in (base / path, path) if c.is_file()), base / path)
-    try:
-        inside = found.resolve().is_relative_to(base.resolve())
-    except OSError:
-        inside = False
-    if not inside:
-        return [Problem(i.config_file, datasets.KEY, f"{dataset!r} ({found.resolve()}, outside {base})",
-                        f"a JSONL file inside {base}/", "the containers see only the configs/ folder (mounted as "
-                        "/app/configs): move the file there and write its path relative to it")]
     common = {"offline": True, "base_dir": base, "config_file": i.config_file, "shuffle": False}
     counts = {}
     for split in ("train", "test"):
@@ -414,6 +404,28 @@ def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, base: Path) ->
                         f"at most the {counts['train']} train rows of {dataset}",
                         "the solved examples are train rows; lower fewshot or add rows")]
     return []
+
+
+def dataset_in_configs(i: Inputs) -> list[Problem]:
+    """For the controller (validate, up), not for a service loading its stack: a JSONL dataset the host can see must
+    also be one the containers see, i.e. inside configs/ (compose mounts that folder alone, as /app/configs)."""
+    from hermes_stack.environment import datasets
+
+    dataset = i.config.environment.dataset
+    if i.profile != "gpu" or dataset in datasets.BUILT_IN or dataset_file(i):
+        return []  # dataset_file names a missing or malformed file first
+    base = Path(i.config_file).parent
+    path = Path(dataset)
+    found = path if path.is_absolute() else next((c for c in (base / path, path) if c.is_file()), base / path)
+    try:
+        inside = found.resolve().is_relative_to(base.resolve())
+    except OSError:
+        inside = False
+    if inside:
+        return []
+    return [Problem(i.config_file, datasets.KEY, f"{dataset!r} ({found.resolve()}, outside {base})",
+                    f"a JSONL file inside {base}/", "the containers see only the configs/ folder (mounted as "
+                    "/app/configs): move the file there and write its path relative to it")]
 
 
 # The trainer's data volume inside its container (compose.base.yml mounts hermes-data there).
