@@ -49,7 +49,8 @@ def check_options(algo: str, device: str, gpu_memory: float | None) -> list[Prob
 
 
 def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlock: bool = False,
-             gpu_memory: float | None = None, device: str = "auto", model: str | None = None) -> Outcome:
+             gpu_memory: float | None = None, device: str = "auto", model: str | None = None,
+             in_containers: bool = True) -> Outcome:
     """Run every check and collect everything: option, key-file and config problems come back together."""
     from hermes_stack.config.loader import evaluate_stack
     from hermes_stack.environ_check import environment_problems
@@ -74,7 +75,7 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
         outcome.errors += exc.problems
         return outcome
     outcome.stack = stack
-    outcome.errors += errors + _controller_rules(stack)
+    outcome.errors += errors + (_controller_rules(stack) if in_containers else [])
     outcome.warnings += stack.warnings
     outcome.notices += stack.notices
     return outcome
@@ -93,12 +94,13 @@ def _controller_rules(stack: StackConfig) -> list[Problem]:
 
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
                     unlock: bool = False, gpu_memory: float | None = None, device: str = "auto",
-                    model: str | None = None) -> StackConfig:
+                    model: str | None = None, in_containers: bool = True) -> StackConfig:
     """For `up`/`dry-run`: the StackConfig, printing the GPU memory split, warnings and notices; InputError with
-    every problem."""
+    every problem. `in_containers` False (test-inference, which runs on the host): no rule about what the
+    containers see."""
     from hermes_stack import console
 
-    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model)
+    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model, in_containers)
     for line in split_lines(outcome.stack):
         console.info(line)
     _report(outcome)
