@@ -17,8 +17,23 @@ PIP_NOISE := is neither a file nor a directory
 # MODEL=smollm2-135m: the catalog's real model (hermes_stack/modelcore/catalog.py) instead of the CPU tiny model
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
+# Checked here, before the controller runs: an empty value would reach the CLI as a missing option, and a variable
+# in the wrong case (algo=ppo) would be ignored, silently running the default.
+MAKE_VARS := ALGO DEVICE MODEL SERVICE VOLUMES PYTHON
+$(foreach v,$(filter-out $(MAKE_VARS),$(foreach w,$(.VARIABLES),$(if $(filter command line,$(origin $(w))),$(w)))),\
+  $(if $(filter $(shell echo '$(v)' | tr a-z A-Z),$(MAKE_VARS)),\
+    $(error $(v)=$($(v)): found a variable in the wrong case, expected $(shell echo '$(v)' | tr a-z A-Z)=$($(v)). Hint: make variables are case-sensitive; $(v) would be ignored and the default used)))
+ifeq ($(strip $(ALGO)),)
+$(error ALGO: found an empty value, expected ALGO=ppo or ALGO=grpo. Hint: leave ALGO out for the default, grpo)
+endif
 ifneq ($(filter-out ppo grpo,$(ALGO)),)
 $(error ALGO=$(ALGO) is not an algorithm hermes-stack knows; expected ALGO=ppo or ALGO=grpo)
+endif
+ifeq ($(strip $(DEVICE)),)
+$(error DEVICE: found an empty value, expected DEVICE=auto, cpu or gpu. Hint: leave DEVICE out for the default, auto)
+endif
+ifneq ($(filter-out auto cpu gpu,$(DEVICE)),)
+$(error DEVICE=$(DEVICE): found a device hermes-stack does not know, expected DEVICE=auto, cpu or gpu. Hint: auto picks gpu when nvidia-smi finds one)
 endif
 
 .PHONY: help

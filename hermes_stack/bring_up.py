@@ -101,6 +101,58 @@ def build_images(compose: Compose) -> None:
     compose.run(prune_built_images_argv())
 
 
+def _check_ports(stack, project: str) -> None:
+    """Another stack on our host ports is named, with the command that stops it, before anything is created."""
+    from hermes_stack.host_ports import check_host_ports
+
+    if stack is None or not hasattr(stack, "config"):
+        return  # tests that stub validation
+    check_host_ports({"[atropos] api_port": stack.config.atropos.api_port,
+                      "inference.port": stack.settings.inference.port}, project)
+
+
+def _check_owner(stack, algo: str, project: str) -> None:
+    """The project's run belongs to another checkout: one line naming it, before anything changes."""
+    from hermes_stack.checkout_owner import check_owner
+    from hermes_stack.errors import InputError
+
+    if stack is None or not hasattr(stack, "config"):
+        return  # tests that stub validation
+    problem = check_owner(project, algo, project_root())
+    if problem is not None:
+        raise InputError(problem)
+
+
+def volume_exists(name: str) -> bool:
+    from hermes_stack.compose import probe
+
+    rc, out, _ = probe(["docker", "volume", "ls", "-q", "--filter", f"name=^{name}$"])
+    return rc == 0 and name in out.split()
+
+
+def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
+    """A configuration that cannot resume the run whose checkpoints the project's volume holds (another model,
+    engine, LoRA rank) is refused before anything starts, with the two commands that choose; one that can resumes
+    and says what changed. The identity is then recorded for the next `up`."""
+    from hermes_stack.errors import InputError
+    from hermes_stack.run_identity import decide, forget_record, identity_of, read_record, refusal, write_record
+
+    if stack is None or not hasattr(stack, "config"):
+        return  # tests that stub validation
+    state = project_root() / STATE_DIR
+    old = read_record(state, project)
+    if old is not None and not (has_volume or volume_exists)(f"{project}_hermes-data"):
+        forget_record(state, project)  # the volume went (down --volumes, docker volume rm): a fresh run
+        old = None
+    new = identity_of(stack)
+    decision = decide(old, new)
+    if not decision.resume:
+        raise InputError(refusal(project, algo, decision))
+    if decision.notice():
+        console.notice(decision.notice())
+    write_record(state, project, new)
+
+
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None) -> Plan:
@@ -118,10 +170,16 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
     findings = preflight(resolved, probe)
-    _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
-
     plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
                 os.environ.get("HERMES_PROJECT_NAME") or None)
+    _check_owner(stack, algo, plan.project or f"hermes-{algo}")
+    _check_ports(stack, plan.project or f"hermes-{algo}")
+    _check_resume(stack, algo, plan.project or f"hermes-{algo}")
+    if stack is not None and hasattr(stack, "config"):
+        from hermes_stack.checkout_owner import claim
+
+        claim(plan.project or f"hermes-{algo}", project_root())  # every check passed: this checkout's run
+    _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")
     # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
     dotenv = write_dotenv(project_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))
 

@@ -16,8 +16,39 @@ class Problem:
     hint: str = ""
 
     def line(self) -> str:
-        text = f"{self.file}: {self.key}: found {self.found}, expected {self.expected}"
+        text = f"{self.file}: {self.key}: found {shorten(self.found)}, expected {self.expected}"
         return f"{text}. Hint: {self.hint}" if self.hint else text
+
+
+# A found text is echoed at most this long (paths included): a pasted blob must not become a 6,000-character line.
+FOUND_WIDTH = 240
+# Problems shown per file (the README's cap); the rest are counted on one more line.
+PER_FILE_CAP = 10
+
+
+def shorten(text: str, width: int = FOUND_WIDTH) -> str:
+    """`text`, or its start with an ellipsis and the whole length: `"aaaa…" (6000 characters)`."""
+    if len(text) <= width:
+        return text
+    return f"{text[: width - 20]}… ({len(text)} characters)"
+
+
+def capped(problems: list[Problem], cap: int = PER_FILE_CAP) -> list[Problem]:
+    """At most `cap` problems per file (file:line:col counts as its file), then one line counting the rest."""
+    shown: list[Problem] = []
+    rest: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for p in problems:
+        base = p.file.split(":", 1)[0] if p.file != "command line" else p.file
+        seen[base] = seen.get(base, 0) + 1
+        if seen[base] <= cap:
+            shown.append(p)
+        else:
+            rest[base] = rest.get(base, 0) + 1
+    shown += [Problem(base, "(more)", f"{n} more problem{'s' if n != 1 else ''} in this file",
+                      f"at most {cap} shown per file", "fix the ones above and run validate again")
+              for base, n in rest.items()]
+    return shown
 
 
 class HermesError(Exception):
@@ -41,7 +72,7 @@ class InputError(HermesError):
     def lines(self) -> list[str]:
         if isinstance(self.problems, str):
             return [self.problems]
-        return [p.line() for p in self.problems]
+        return [p.line() for p in capped(self.problems)]
 
 
 class StackError(HermesError):

@@ -122,16 +122,49 @@ def forget_secrets() -> None:
     _environ_scanned = True
 
 
+# A credential can hide where no name says "secret": in a URL (user:password@, ?token=…) or as a key pasted on the
+# wrong line. Known key prefixes, then long mixed-case-and-digit tokens (no path, word or number looks like that).
+_KEY_PREFIXES = r"(?:sk-|tml-|eyJ|ghp_|gho_|github_pat_|hf_|xox[abprs]-|AKIA|glpat-)"
+_SHAPED = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:" + _KEY_PREFIXES + r"[A-Za-z0-9_\-.]{8,}"
+    r"|(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[a-z])(?=[A-Za-z0-9_\-]*[A-Z])[A-Za-z0-9_\-]{24,})")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>(),]+")
+
+
+def looks_like_a_key(value: str) -> bool:
+    """A value shaped like a credential (a known key prefix, or a long token of mixed case and digits)."""
+    return bool(_SHAPED.fullmatch(value))
+
+
+def _redact_url(url: str) -> str:
+    """`https://user:pw@host/p?token=abc&x=1` -> `https://…@host/p?token=…&x=…`: userinfo and every query value."""
+    scheme, _, rest = url.partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    if "@" in authority:
+        authority = "…@" + authority.rsplit("@", 1)[1]
+    if "?" in tail:
+        path, _, query = tail.partition("?")
+        query, hash_, fragment = query.partition("#")
+        query = "&".join(f"{part.split('=', 1)[0]}=…" if "=" in part else ("…" if part else "")
+                         for part in query.split("&"))
+        tail = f"{path}?{query}{hash_}{fragment}"
+    return f"{scheme}://{authority}{tail}"
+
+
 def redact_known_secrets(text: str) -> str:
-    """Replace every loaded secret value in `text`. Cheap when nothing is loaded (one check, no regex)."""
+    """Replace every loaded secret value in `text`, every URL's userinfo and query values, and every value shaped like
+    a key wherever it stands (`redact` form). The registry part is one check when nothing is loaded."""
     global _environ_scanned
     if not _environ_scanned:
         # Inside containers the keys arrive as environment variables (compose env_file), not as a file.
         _environ_scanned = True
         register_secrets(os.environ)
-    if _pattern is None:
-        return text
-    return _pattern.sub(lambda m: redact(m.group(0)), text)
+    if _pattern is not None:
+        text = _pattern.sub(lambda m: redact(m.group(0)), text)
+    if "://" in text:
+        text = _URL.sub(lambda m: _redact_url(m.group(0)), text)
+    return _SHAPED.sub(lambda m: redact(m.group(0)), text)
 
 
 def redact_config(text: str) -> str:
@@ -183,7 +216,8 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True, must_
     raw, problems, notices, warnings, lines = _parse(name, text)
     if register:
         register_secrets(raw, secret=is_keyfile_secret)
-    values, more = _check_values(name, raw, notices, warnings, lines)
+    # A name that already has its line (shell syntax) gets no second one about what dotenv made of it.
+    values, more = _check_values(name, raw, notices, warnings, lines, skip={p.key for p in problems})
     problems += more
     mode = path.stat().st_mode
     if mode & stat.S_IROTH:
@@ -226,7 +260,13 @@ def _path_problem(path: Path, must_exist: bool) -> Problem | None:
     if path.is_dir():
         return Problem(name, "(file)", "a directory", "a key file of NAME=value lines", hint)
     if not path.is_file():
-        return Problem(name, "(file)", "not a regular file", "a key file of NAME=value lines", hint)
+        kind = next((label for test, label in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                                               (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+                     if test(path.stat().st_mode)), "not a regular file")
+        # Copying the example over a device or pipe makes no sense: ask for a regular file instead.
+        return Problem(name, "(file)", kind, "a regular key file of NAME=value lines",
+                       f"point --keyfile or ${PATH_ENV} at a regular file such as .env.taotoken; without one, leave "
+                       f"both out for offline mode")
     return None
 
 
@@ -269,8 +309,31 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
     problems: list[Problem] = []
     notices: list[str] = []
     lines: dict[str, int] = {}
+    if text.lstrip().startswith(("{", "[")):
+        # One line, not one per physical line: this is a JSON file (settings_<algo>.json?), not a key file.
+        raise InputError(Problem(name, "(file)", "a JSON document", "a key file of NAME=value lines",
+                                 "the key file is .env.taotoken (cp .env.taotoken.example .env.taotoken); JSON "
+                                 "settings belong in configs/settings_<algo>.json"))
+    previous: tuple[str, int] | None = None  # the last NAME=value line: a broken value continues it
     for binding in parse_stream(io.StringIO(text)):
-        line = binding.original.line
+        # python-dotenv counts from the blank lines before a binding; the binding itself starts after them.
+        original = binding.original.string
+        line = binding.original.line + original[: len(original) - len(original.lstrip())].count("\n")
+        if binding.key is not None and binding.value is None and not binding.error:
+            # python-dotenv reads a lone word as a name without a value and drops it: a key broken over two lines
+            # would be accepted shortened. The line's text is never shown (it may be the rest of a key).
+            after = f" right after the {previous[0]} line (line {previous[1]})" if previous and \
+                previous[1] == line - 1 else ""
+            problems.append(Problem(f"{name}:{line}", "(line)", f"a line without ={after}", "NAME=value on one line",
+                                    f"a value broken over two lines? join line {line} to line {line - 1}" if after
+                                    else "write NAME=value, or start the line with # to make it a comment"))
+            continue
+        if binding.key is not None and binding.value is not None:
+            previous = (binding.key, line)
+            if _SHELL_VALUE.match(binding.value) and (binding.key in KNOWN_NAMES or is_secret_name(binding.key)):
+                problems.append(Problem(f"{name}:{line}", binding.key, "shell syntax ($…) in the value",
+                                        "the key itself", "the key file is read, not run by a shell: paste the key's "
+                                        "value, not a variable holding it"))
         if binding.error:
             first = binding.original.string.strip().splitlines()[0] if binding.original.string.strip() else ""
             problems.append(Problem(
@@ -313,11 +376,14 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
 
 
 def _check_values(
-    name: str, raw: dict[str, str], notices: list[str], warnings: list[str], lines: dict[str, int]
+    name: str, raw: dict[str, str], notices: list[str], warnings: list[str], lines: dict[str, int],
+    skip: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[dict[str, str], list[Problem]]:
     problems: list[Problem] = []
     values = dict(raw)
     for key, value in raw.items():
+        if key in skip:
+            continue
         if _padded(value):
             shown = redact(value.strip(" \t'\"")) if is_keyfile_secret(key) else value.strip(" \t'\"")
             problems.append(Problem(
@@ -328,15 +394,23 @@ def _check_values(
             problem = _key_value_problem(f"{name}:{lines.get(key, 1)}", key, value)
             if problem is not None:
                 problems.append(problem)
+        elif value and key in NON_SECRET_NAMES and looks_like_a_key(value.strip(" \t'\"")):
+            register_secrets({key: value}, secret=lambda _name: True)
+            problems.append(Problem(f"{name}:{lines.get(key, 1)}", key, f"a value shaped like a key ({redact(value)})",
+                                    _NON_SECRET_EXPECTED.get(key, "a value that is not a key"),
+                                    f"{key} is printed in clear; the key belongs on the TAOTOKEN_API_KEY line"))
+            values.pop(key, None)
     misspelt = {_near_name(k) for k in raw}
     for key in REQUIRED:
+        if key in skip:
+            continue
         if key not in raw and key not in misspelt:  # a misspelt name already has its "did you mean" line
             problems.append(Problem(name, key, "no such line", _expected(key), f"add {key}=… to {name}"))
         elif raw.get(key) == "":
             problems.append(Problem(name, key, "an empty value", _expected(key), f"set {key}=… in {name}"))
     if not raw.get("TAOTOKEN_MODEL"):
         warnings.append(f"{name}: TAOTOKEN_MODEL is not set; test-inference and the LLM judge need it")
-    if raw.get("TAOTOKEN_BASE_URL") and not _padded(raw["TAOTOKEN_BASE_URL"]):
+    if raw.get("TAOTOKEN_BASE_URL") and not _padded(raw["TAOTOKEN_BASE_URL"]) and "TAOTOKEN_BASE_URL" in values:
         url, problem, notice, warning = check_base_url(f"{name}:{lines.get('TAOTOKEN_BASE_URL', 1)}",
                                                        raw["TAOTOKEN_BASE_URL"])
         if problem:
@@ -349,9 +423,21 @@ def _check_values(
     return values, problems
 
 
+# `$VAR`, `${VAR}`, `$(cmd)`: a shell would expand them; python-dotenv and compose do not do so the same way.
+_SHELL_VALUE = re.compile(r"^\$(?:\{?[A-Za-z_][A-Za-z0-9_]*\}?|\()")
+
+
 def _key_value_problem(where: str, key: str, value: str) -> Problem | None:
     """A key value that cannot be a real key: a placeholder, non-ASCII or whitespace. The value is never shown."""
     hint = f"paste the key from your account page over the whole value of {key}"
+    half = len(value) // 2
+    if len(value) >= 16 and len(value) % 2 == 0 and value[:half] == value[half:]:
+        return Problem(where, key, f"the same {half} characters twice (a doubled paste)", "the key once",
+                       hint + ", once")
+    inside = next((n for n in (key, *KNOWN_NAMES) if n in value), None)
+    if inside is not None:
+        return Problem(where, key, f"a value with the name {inside} inside", "the key itself",
+                       f"write {key}=<key> on one line; the value starts after the first =")
     if value in PLACEHOLDER_KEYS or any(word in value.lower() for word in _PLACEHOLDER_WORDS):
         return Problem(where, key, "the example's placeholder, not a key", "your real key",
                        hint + "; until then, remove the file to run offline")
@@ -362,6 +448,11 @@ def _key_value_problem(where: str, key: str, value: str) -> Problem | None:
         return Problem(where, key, "a value with a space or a control character inside",
                        "a key of ASCII letters, digits and - _ .", hint)
     return None
+
+
+_NON_SECRET_EXPECTED = {"TAOTOKEN_BASE_URL": f"the gateway root, e.g. {BASE_URL_EXAMPLE}",
+                        "TINKER_BASE_URL": "the Tinker service URL", "WANDB_BASE_URL": "the wandb server URL",
+                        "TAOTOKEN_MODEL": "a model name, e.g. claude-3-5-sonnet"}
 
 
 def _padded(value: str) -> bool:
@@ -399,9 +490,14 @@ def check_base_url(where: str, url: str) -> tuple[str, Problem | None, str | Non
         return url, Problem(where, key, f"a URL with a space inside ({url!r})", "a URL without spaces",
                             f"retype it, e.g. {BASE_URL_EXAMPLE}"), None, None
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        host = parts.netloc.rsplit("@", 1)[1]
+        root = urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
+        return url, Problem(where, key, _redact_url(url), "the gateway root without a user name or password",
+                            f"set {key}={root} and put the key in TAOTOKEN_API_KEY"), None, None
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         root = urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
-        return url, Problem(where, key, url, "the gateway root without ?query or #fragment",
+        return url, Problem(where, key, _redact_url(url), "the gateway root without ?query or #fragment",
                             f"set {key}={root}; clients append paths to it"), None, None
     stripped = url.rstrip("/")
     lowered = stripped.lower()

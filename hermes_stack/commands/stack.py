@@ -122,8 +122,20 @@ def down(algo: str = ALGO_OPT,
     _check_algo(algo)
     plan = load_plan(project_root() / STATE_DIR, algo)
     compose = plan_compose(plan)
+    if volumes:  # another checkout's run is not this checkout's to delete
+        from hermes_stack.checkout_owner import check_owner
+
+        problem = check_owner(compose.params.project_name or f"hermes-{algo}", algo, project_root(), "down")
+        if problem is not None:
+            raise InputError(problem)
     compose.down(volumes=volumes)
     remove_dotenv(project_root(), compose.params.project_name or f"hermes-{algo}")
+    if volumes:  # the run's checkpoints are gone: the next `up` starts a fresh run, whatever its configuration
+        from hermes_stack.checkout_owner import release
+        from hermes_stack.run_identity import forget_record
+
+        forget_record(project_root() / STATE_DIR, compose.params.project_name or f"hermes-{algo}")
+        release(compose.params.project_name or f"hermes-{algo}")
     console.info(f"hermes-{algo} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
 
 

@@ -96,7 +96,7 @@ def test_inference(
     from hermes_stack.environment.runtime import build_configs
     from hermes_stack.gateway import GatewayClient, settings_from
 
-    stack = validated_stack(algo, config_dir, keyfile, device=device)
+    stack = validated_stack(algo, config_dir, keyfile, device=device, in_containers=False)  # runs on the host
     gateway = None if local else settings_from(keyfile_path=keyfile, timeout_s=60.0)
     client = None
     inference_url = None

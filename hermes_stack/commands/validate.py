@@ -49,15 +49,17 @@ def check_options(algo: str, device: str, gpu_memory: float | None) -> list[Prob
 
 
 def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlock: bool = False,
-             gpu_memory: float | None = None, device: str = "auto", model: str | None = None) -> Outcome:
+             gpu_memory: float | None = None, device: str = "auto", model: str | None = None,
+             in_containers: bool = True) -> Outcome:
     """Run every check and collect everything: option, key-file and config problems come back together."""
     from hermes_stack.config.loader import evaluate_stack
+    from hermes_stack.environ_check import environment_problems
     from hermes_stack.keyfile import load_keyfile, path_is_explicit, resolve_path
 
     errors = check_options(algo, device, gpu_memory)
     if errors:
         return Outcome(None, errors)
-    outcome = Outcome(None)
+    outcome = Outcome(None, environment_problems())
     try:
         # Only the default file may be absent (offline mode); a path the user named must be a key file.
         keyfile = load_keyfile(keyfile_path, must_exist=path_is_explicit(keyfile_path))
@@ -73,20 +75,32 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
         outcome.errors += exc.problems
         return outcome
     outcome.stack = stack
-    outcome.errors += errors
+    outcome.errors += errors + (_controller_rules(stack) if in_containers else [])
     outcome.warnings += stack.warnings
     outcome.notices += stack.notices
     return outcome
 
 
+def _controller_rules(stack: StackConfig) -> list[Problem]:
+    """Rules about where the stack will run (containers), checked by validate and up, not by a service loading its
+    own configuration inside one."""
+    from hermes_stack.config import rules
+
+    inputs = rules.Inputs(algo=stack.algo, config=stack.config_as_written or stack.config,
+                          settings=stack.settings_as_written or stack.settings, config_file=str(stack.config_path),
+                          settings_file=str(stack.settings_path), profile=stack.profile)
+    return rules.dataset_in_configs(inputs)
+
+
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
                     unlock: bool = False, gpu_memory: float | None = None, device: str = "auto",
-                    model: str | None = None) -> StackConfig:
+                    model: str | None = None, in_containers: bool = True) -> StackConfig:
     """For `up`/`dry-run`: the StackConfig, printing the GPU memory split, warnings and notices; InputError with
-    every problem."""
+    every problem. `in_containers` False (test-inference, which runs on the host): no rule about what the
+    containers see."""
     from hermes_stack import console
 
-    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model)
+    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model, in_containers)
     for line in split_lines(outcome.stack):
         console.info(line)
     _report(outcome)

@@ -94,6 +94,11 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     text, problems = _read_text(path)
     if text is None:
         return None, problems
+    if not any(line.strip() and not line.strip().startswith("#") for line in text.splitlines()):
+        # One line, not one per missing section.
+        return None, [Problem(str(path), "(file)", "an empty file", "the [atropos], [environment], [rollout], "
+                              "[algorithm] and [reward] sections", "restore it from git (`git checkout -- "
+                              f"{path}`)")]
     try:
         return tomllib.loads(text), []
     except tomllib.TOMLDecodeError as exc:
@@ -101,10 +106,29 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
         m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
         if m:
             where, msg = f"{path}:{m.group(1)}:{m.group(2)}", msg[: m.start()]
+            number = int(m.group(1))
         else:
             where, msg = f"{path}:{text.count(chr(10)) + 1}:1", re.sub(r"\s*\(at end of document\)$", "", msg)
-        return None, [Problem(where, "syntax", _lower_first(msg), "valid TOML",
-                              "fix that line; `git diff configs/` shows what changed")]
+            number = text.count("\n") + 1
+        hint = _typing_cause(text, number) or "fix that line; `git diff configs/` shows what changed"
+        return None, [Problem(where, "syntax", _lower_first(msg), "valid TOML", hint)]
+
+
+# Characters a word processor or a chat window types for quotes and dashes; TOML and JSON want ASCII ones.
+_TYPOGRAPHIC = {"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'", "\uff02": '"',
+                "\u00a0": " ", "\u3000": " "}
+
+
+def _typing_cause(text: str, number: int) -> str | None:
+    """The likely typing cause of a syntax error on line `number`: typographic quotes or non-breaking spaces."""
+    lines = text.splitlines()
+    line = lines[number - 1] if 0 < number <= len(lines) else ""
+    found = sorted({c for c in line if c in _TYPOGRAPHIC})
+    if not found:
+        return None
+    shown = " ".join(f"U+{ord(c):04X}" for c in found)
+    return (f"line {number} has typographic quotes or spaces ({shown}), as an editor or chat window types them; "
+            'retype them as plain " \' and spaces')
 
 
 def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
@@ -115,8 +139,10 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     try:
         data = json.loads(text, object_pairs_hook=partial(_no_duplicates, duplicates))
     except json.JSONDecodeError as exc:
+        hint = _typing_cause(text, exc.lineno) or ("JSON has no comments and no trailing commas; strings take "
+                                                   "double quotes")
         return None, [Problem(f"{path}:{exc.lineno}:{exc.colno}", "syntax", _lower_first(exc.msg), "valid JSON",
-                              "JSON has no comments and no trailing commas; strings take double quotes")]
+                              hint)]
     if duplicates:
         return None, [_duplicate(path, text, name) for name in dict.fromkeys(duplicates)]
     if not isinstance(data, dict):
@@ -163,6 +189,8 @@ _TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a 
 
 def _show(value: Any) -> str:
     if isinstance(value, str):
+        if len(value) > 60:  # a pasted blob: its start and its length, not the whole of it
+            return f"{json.dumps(value[:40])[:-1]}…\" ({len(value)} characters)"
         return json.dumps(value)
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -182,6 +210,18 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return model
 
 
+def _section_of(model: type[BaseModel], loc: tuple) -> str | None:
+    """The other top-level section that has a key named like the misplaced one (`[rollout] kl_coef` -> algorithm)."""
+    if len(loc) != 2:
+        return None
+    for name, info in model.model_fields.items():
+        nested = info.annotation
+        if name != loc[0] and isinstance(nested, type) and issubclass(nested, BaseModel) \
+                and loc[-1] in nested.model_fields:
+            return name
+    return None
+
+
 def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sections_label: str) -> list[Problem]:
     out = []
     for err in exc.errors(include_url=False):
@@ -194,7 +234,13 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
             known = sorted(owner.model_fields) if owner else []
             close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
             prefix = ".".join(str(p) for p in loc[:-1])
-            hint = f"did you mean {prefix + '.' if prefix else ''}{close[0]}?" if close else "remove it"
+            home = _section_of(model, loc)
+            if home is not None:
+                # Removing it would silently change the run; moving it keeps what the user meant.
+                where = f"[{home}]" if sections_label == "TOML" else f'the "{home}" object'
+                hint = f"{loc[-1]} belongs in {where}; move it there"
+            else:
+                hint = f"did you mean {prefix + '.' if prefix else ''}{close[0]}?" if close else "remove it"
             out.append(Problem(str(path), key, f"an unknown {'section' if len(loc) == 1 else 'key'}",
                                f"one of {', '.join(known)}", hint))
         elif kind == "missing":

@@ -126,6 +126,9 @@ class InferenceSection(Strict):
     # no such line, the controller generates one: the paid gateway key must not double as it). The gateway root is
     # always TAOTOKEN_BASE_URL (it is the variable compose hands the gateway's callers).
     api_key_env: str = "HERMES_INFERENCE_KEY"
+    # The blog's key: the variable that holds the gateway's base URL. Only TAOTOKEN_BASE_URL is read (compose hands
+    # that name to the gateway's callers), so rules.base_url_env_names_the_gateway_root accepts only that name.
+    base_url_env: str = "TAOTOKEN_BASE_URL"
     # The URL the environment calls for rollouts (OpenAI style, ends in /v1). Its port must equal `port`.
     # Absent (the blog's file has none): derived from `port`.
     base_url: str = "http://localhost:8001/v1"

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
-from hermes_stack.errors import Problem
+from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile import KeyFile, check_tinker_key, is_keyfile_secret
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
 
@@ -275,6 +275,21 @@ def inference_key_is_not_the_gateway_key(i: Inputs) -> list[Problem]:
                     "the paid gateway key would also protect the local inference service and reach its container")]
 
 
+GATEWAY_BASE_URL_ENV = "TAOTOKEN_BASE_URL"
+
+
+def base_url_env_names_the_gateway_root(i: Inputs) -> list[Problem]:
+    """The blog's inference.base_url_env names the variable holding the gateway's base URL. hermes-stack reads the
+    gateway root from TAOTOKEN_BASE_URL only, so that name is accepted (the blog's value) and any other is refused:
+    a different name would be silently ignored."""
+    name = i.settings.inference.base_url_env
+    if name == GATEWAY_BASE_URL_ENV:
+        return []
+    return [Problem(i.settings_file, "inference.base_url_env", repr(name), repr(GATEWAY_BASE_URL_ENV),
+                    f"the gateway root is always read from {GATEWAY_BASE_URL_ENV} in the key file; set it there and "
+                    f"write \"base_url_env\": \"{GATEWAY_BASE_URL_ENV}\" (or leave the key out)")]
+
+
 def tinker_key(i: Inputs) -> list[Problem]:
     """The Tinker engine needs a real Tinker key (TINKER_API_KEY defaults to TAOTOKEN_API_KEY)."""
     if i.settings.trainer.engine != "tinker":
@@ -317,7 +332,17 @@ def model_path_local(i: Inputs) -> list[Problem]:
                         "a local model folder holding config.json and the weights",
                         "copy or link the model there, or name a hub model such as Qwen/Qwen3-8B")]
     _, problems = memory.read_model_config(directory / "config.json")
-    return problems
+    return [_as_model_path_problem(i, model, p) for p in problems]
+
+
+def _as_model_path_problem(i: Inputs, model: str, p: Problem) -> Problem:
+    """A config.json problem named by the setting the user wrote (inference.model_path), the derived file in found."""
+    if p.key in ("(file)", "(top level)"):
+        return Problem(i.settings_file, "inference.model_path", f"{model!r} ({p.file}: {p.found})",
+                       f"a model folder holding {p.expected}", p.hint)
+    detail = f"no {p.key}" if p.found == "nothing" else f"{p.key} {p.found}"
+    return Problem(i.settings_file, "inference.model_path", f"{model!r} ({p.file}: {detail})",
+                   f"a model folder whose config.json has {p.key} as {p.expected}", p.hint)
 
 
 def dataset_file(i: Inputs) -> list[Problem]:
@@ -329,7 +354,78 @@ def dataset_file(i: Inputs) -> list[Problem]:
     if i.profile != "gpu" or dataset in datasets.BUILT_IN:
         return []
     # Relative to the config directory, then to the working directory: what the environment does.
-    return datasets.check_jsonl(dataset, Path(i.config_file).parent, i.config_file)
+    base = Path(i.config_file).parent
+    document = _json_document(dataset, base)
+    if document is not None:
+        return [Problem(str(document), "(file)", "a JSON document spread over several lines",
+                        "JSONL: one JSON object per line", 'write each row on one line like {"question": "…", '
+                        '"answer": "… #### 42"}')]
+    problems = datasets.check_jsonl(dataset, base, i.config_file)
+    if problems:
+        return problems
+    return _dataset_as_the_environment_loads_it(i, dataset, base)
+
+
+def _json_document(dataset: str, base: Path) -> Path | None:
+    """The dataset's path when it is a pretty-printed JSON document (a lone `[` or `{` first): one line says so
+    instead of one per physical line."""
+    path = Path(dataset)
+    found = next((c for c in ((path,) if path.is_absolute() else (base / path, path)) if c.is_file()), None)
+    if found is None:
+        return None
+    try:
+        with found.open(encoding="utf-8") as f:
+            first = next((line.strip() for line in f if line.strip()), "")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return found if first in ("[", "{") else None
+
+
+def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, base: Path) -> list[Problem]:
+    """What the environment service does at start (environment/env.py setup): the file must hold rows for the run's
+    split, for the other split (held-out evaluation) and for `fewshot` solved examples (train rows). Where the file
+    is (inside configs/, which the containers see) is the controller's rule: dataset_in_configs."""
+    from hermes_stack.environment import datasets
+
+    common = {"offline": True, "base_dir": base, "config_file": i.config_file, "shuffle": False}
+    counts = {}
+    for split in ("train", "test"):
+        try:
+            counts[split] = len(datasets.load_items(dataset, split, 10**9, **common))
+        except InputError:
+            counts[split] = 0
+    env = i.config.environment
+    if not all(counts.values()):
+        return [Problem(i.config_file, datasets.KEY, f"{dataset!r} with {counts['train']} train and {counts['test']} "
+                        "test rows", "rows for both splits (training and held-out evaluation)",
+                        "1 row in 10 (by a hash of the question) is test; add more rows")]
+    if env.fewshot > counts["train"]:
+        return [Problem(i.config_file, "environment.fewshot", str(env.fewshot),
+                        f"at most the {counts['train']} train rows of {dataset}",
+                        "the solved examples are train rows; lower fewshot or add rows")]
+    return []
+
+
+def dataset_in_configs(i: Inputs) -> list[Problem]:
+    """For the controller (validate, up), not for a service loading its stack: a JSONL dataset the host can see must
+    also be one the containers see, i.e. inside configs/ (compose mounts that folder alone, as /app/configs)."""
+    from hermes_stack.environment import datasets
+
+    dataset = i.config.environment.dataset
+    if i.profile != "gpu" or dataset in datasets.BUILT_IN or dataset_file(i):
+        return []  # dataset_file names a missing or malformed file first
+    base = Path(i.config_file).parent
+    path = Path(dataset)
+    found = path if path.is_absolute() else next((c for c in (base / path, path) if c.is_file()), base / path)
+    try:
+        inside = found.resolve().is_relative_to(base.resolve())
+    except OSError:
+        inside = False
+    if inside:
+        return []
+    return [Problem(i.config_file, datasets.KEY, f"{dataset!r} ({found.resolve()}, outside {base})",
+                    f"a JSONL file inside {base}/", "the containers see only the configs/ folder (mounted as "
+                    "/app/configs): move the file there and write its path relative to it")]
 
 
 # The trainer's data volume inside its container (compose.base.yml mounts hermes-data there).
@@ -403,6 +499,58 @@ def environment_requirements_pinned(i: Inputs) -> list[Problem]:
             for number, text in environments_catalog.unpinned_requirements(i.base_dir)]
 
 
+# ---------------------------------------------------------------- settings valid alone, not together
+
+
+def host_ports_distinct(i: Inputs) -> list[Problem]:
+    """Atropos and inference each publish their port on the host (compose.base.yml): one port cannot take both."""
+    port = i.settings.inference.port
+    if port != i.config.atropos.api_port:
+        return []
+    return [Problem(i.settings_file, "inference.port", f"{port}, also [atropos] api_port in {i.config_file}",
+                    "a port of its own", "two services cannot publish one host port; the seed uses 8000 for Atropos "
+                    "and 8001 for inference")]
+
+
+def grpo_groups_can_differ(i: Inputs) -> list[Problem]:
+    """At temperature 0 every completion of a group is the same, so every group scores the same; GRPO drops such
+    groups (no relative advantage) and the run never trains."""
+    r = i.config.rollout
+    if i.algo != "grpo" or r.temperature > 0 or r.group_size < 2:
+        return []
+    return [Problem(i.config_file, "rollout.temperature", f"{r.temperature} with group_size {r.group_size}",
+                    "a temperature > 0 for GRPO (the seed uses 0.8)",
+                    "greedy sampling gives a group identical completions and equal scores; GRPO drops every such "
+                    "group, so nothing is learned")]
+
+
+def judge_needs_the_gateway(i: Inputs) -> list[Problem]:
+    """The LLM judge calls the gateway; offline (no key file) or without TAOTOKEN_MODEL it cannot run."""
+    kf = i.keyfile
+    if not i.config.reward.judge or kf is None:
+        return []
+    if kf.offline:
+        return [Problem(i.config_file, "reward.judge", "true while offline (no key file)",
+                        "false, or a key file with the gateway's key",
+                        f"the LLM judge calls the gateway; set judge = false or create {kf.path}")]
+    if not kf.values.get("TAOTOKEN_MODEL"):
+        return [Problem(i.config_file, "reward.judge", f"true without TAOTOKEN_MODEL in {kf.path}",
+                        "false, or the judge's model named in the key file",
+                        f"add TAOTOKEN_MODEL=… to {kf.path} or set judge = false")]
+    return []
+
+
+def checkpoint_interval_reached(i: Inputs) -> list[Problem]:
+    """Advice: an interval beyond num_steps saves only the final step, so a run stopped early resumes from nothing.
+    Harmless otherwise (the trainer always saves the last step), hence a warning."""
+    interval, steps = i.settings.tinker.save_checkpoint_interval, i.settings.trainer.num_steps
+    if interval <= steps:
+        return []
+    return [Caution(i.settings_file, "tinker.save_checkpoint_interval", str(interval),
+                    f"at most trainer.num_steps ({steps})",
+                    "the run saves only its final step; a run stopped before it resumes from nothing")]
+
+
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 
@@ -451,8 +599,13 @@ RULES: tuple[Rule, ...] = (
     locked_fields,
     keyfile_names,
     inference_key_is_not_the_gateway_key,
+    base_url_env_names_the_gateway_root,
     tinker_key,
     checkpoint_dir_on_volume,
+    host_ports_distinct,
+    grpo_groups_can_differ,
+    judge_needs_the_gateway,
+    checkpoint_interval_reached,
     model_path_local,
     dataset_file,
     environment_selected,

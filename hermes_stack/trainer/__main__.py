@@ -302,6 +302,7 @@ HELD_OUT_ROWS = 16  # a real model on CPU: ~15 CPU-seconds of greedy decoding pe
 
 
 def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv | None = None) -> LoopSettings:
+    from hermes_stack.run_identity import identity_of
     from hermes_stack.trainer.checkpoint import resolve_checkpoint_dir
     from hermes_stack.trainer.loop import LoopSettings
 
@@ -325,6 +326,7 @@ def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv 
         departure_s=env.env_departed_s,
         wandb_group=settings.wandb.group,
         wandb_project=settings.wandb.project,
+        identity=identity_of(stack),
     )
 
 

@@ -119,6 +119,15 @@ def clean_incomplete(root: Path) -> list[Path]:
     return removed
 
 
+def read_meta(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The `meta` its manifest carries (what the run was trained with); {} when unreadable or absent."""
+    try:
+        meta = json.loads((checkpoint.path / MANIFEST).read_text()).get("meta")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def latest_checkpoint(root: Path) -> Checkpoint | None:
     """The newest checkpoint that is complete and intact (hashes checked), or None."""
     for ckpt in reversed(list_checkpoints(root)):

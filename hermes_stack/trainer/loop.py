@@ -42,6 +42,8 @@ class LoopSettings:
     wandb_group: str | None = None
     wandb_project: str | None = None
     eval_every: int = 10                # held-out evaluation (when the task has one): every N steps and the last
+    # What the checkpoints are trained with (run_identity.identity_of); a checkpoint of another identity is refused.
+    identity: dict[str, Any] | None = None
 
 
 class StopFlag:
@@ -113,6 +115,16 @@ def resume(engine: Engine, settings: LoopSettings, log: Any = print) -> int:
     if latest is None:
         log(f"checkpoint: none in {settings.checkpoint_dir}; starting at step 0")
         return 0
+    if settings.identity is not None:
+        from hermes_stack.errors import InputError
+        from hermes_stack.run_identity import decide, refusal
+
+        decision = decide(ckpt.read_meta(latest).get("identity"), settings.identity)
+        if not decision.resume:  # one line, not the engine's ValueError in a crash loop
+            algo = settings.identity.get("algo", "grpo")
+            raise InputError(refusal(f"hermes-{algo}", algo, decision, where=str(latest.path)))
+        if decision.notice():
+            log(f"checkpoint: {decision.notice()}")
     state = ckpt.load_checkpoint(latest)
     engine.load_state_dict(state["engine"])
     log(f"checkpoint: resumed from {latest.path} (step {latest.step})")
@@ -163,7 +175,7 @@ def _batch_tokens(groups: list[list[Any]]) -> tuple[int, int]:
 
 def save(engine: Engine, settings: LoopSettings, step: int) -> Path:
     path = ckpt.save_checkpoint(settings.checkpoint_dir, step, {"engine": engine.state_dict()},
-                                keep=settings.keep_checkpoints, meta={"num_steps": settings.num_steps})
+                                keep=settings.keep_checkpoints, meta={"num_steps": settings.num_steps, "identity": settings.identity})
     return path
 
 

@@ -1,7 +1,10 @@
-"""The blog's own files, pasted as a new user does (issue 15): tests/fixtures/blog holds its config_grpo.toml and
+"""The blog's own files, pasted as a new user does (issues 15, 25): tests/fixtures/blog holds byte-identical copies of
+the blog's literal files (the shared blog-files folder; checked below when that folder is there): config_grpo.toml and
 config_ppo.toml (log_level "INFO", max_token_length 9000, no lam in GRPO, no kl_coef in PPO), its settings.json in the
-GRPO shape and in the PPO shape the blog describes (no group_size, value_loss_coef added), its key file with the
-placeholder `sk-你的实际key`, and a model folder ./models/hermes-base whose config.json has Qwen3-8B's shape.
+GRPO shape and in the PPO shape the blog describes (no group_size, value_loss_coef added; inference.server,
+api_key_env and base_url_env as the blog writes them), its key file with the placeholder `sk-你的实际key`, and a model
+folder ./models/hermes-base whose config.json has Qwen3-8B's shape (the blog shows no contents; ours is the only file
+that is not the blog's).
 
 Each file is accepted, or refused only for a real problem: the memory budget of 256 sequences x 9000 tokens on a
 141 GiB GPU, and the placeholder key.
@@ -19,6 +22,17 @@ from hermes_stack.cli import main
 from hermes_stack.config.loader import load_stack
 
 BLOG = Path(__file__).resolve().parents[1] / "fixtures" / "blog"
+BLOG_FILES = ("config_grpo.toml", "config_ppo.toml", "env.taotoken", "settings_grpo.json", "settings_ppo.json")
+
+
+def shared_blog_files() -> Path | None:
+    """The shared folder of the blog's literal files, `../shared/blog-files` next to a checkout (or next to the
+    folder of worktrees); None in a clean clone, where the committed copies stand on their own."""
+    for parent in Path(__file__).resolve().parents[2:5]:
+        candidate = parent / "shared" / "blog-files"
+        if candidate.is_dir():
+            return candidate
+    return None
 # Shaped like a gateway key (passes the placeholder and character checks) but built here, so no key-like literal is
 # committed; it authenticates nowhere.
 REAL_KEY = "sk-" + "test" + "0123456789abcdef" * 2
@@ -106,13 +120,15 @@ def test_embedded_cpu_profile_accepts_the_blog_files_as_they_are(algo, project, 
     assert main(validate(algo, "--device", "cpu")) == 0
     out, err = capsys.readouterr()
     assert errors(err) == []
-    # The one warning: the blog's key file names no model for test-inference and the judge.
+    # The one warning: the blog names the paid gateway key as the local inference service's key.
     assert [line for line in err.splitlines() if line.startswith("warning: ")] == [
-        "warning: .env.taotoken: TAOTOKEN_MODEL is not set; test-inference and the LLM judge need it"]
+        (f"warning: configs/settings_{algo}.json: inference.api_key_env: found 'TAOTOKEN_API_KEY', expected "
+        "'HERMES_INFERENCE_KEY' (a key of its own, generated unless the key file sets it). Hint: the paid gateway key "
+        "would also protect the local inference service and reach its container")]
     assert "profile embedded" in out and f"valid: {algo} (1 warning)" in out
     # The profile's overrides are marked; the blog's own values are kept.
     assert "max_token_length=32*" in out and "model_path=embedded*" in out and "dataset=offline-arith*" in out
-    assert "log_level=info" in out and "name=grpo-gsm8k-run1" in out and "kl_coef=0.04" in out
+    assert "log_level=info" in out and f"name={algo}-gsm8k-run1" in out and "kl_coef=0.04" in out
     assert f"TAOTOKEN_API_KEY=sk-…{REAL_KEY[-4:]}" in out and REAL_KEY not in out + err
 
 
@@ -123,7 +139,9 @@ def test_blog_values_are_used(project):
     assert grpo.config.atropos.log_level == "info"
     assert run_name(grpo) == "grpo-gsm8k-run1"  # wandb.name names the run
     assert grpo.settings.inference.base_url == "http://localhost:8001/v1"  # derived from the port
-    assert grpo.config.algorithm.lam == 0.95 and grpo.warnings == ()  # lam left out: nothing to say
+    assert grpo.config.algorithm.lam == 0.95  # lam left out: nothing to say
+    assert [w for w in grpo.warnings if "lam" in w] == []
+    assert grpo.settings.inference.server == "sglang" and grpo.settings.inference.base_url_env == "TAOTOKEN_BASE_URL"
     ppo = load_stack("ppo", "configs", "gpu")
     # PPO settings in the blog's shape: no group_size (the TOML's 1), value_loss_coef checked against the TOML,
     # kl_coef set only in settings.json and used for both files.
@@ -148,3 +166,37 @@ def test_base_url_follows_a_moved_port(project):
     settings = project / "configs" / "settings_grpo.json"
     settings.write_text(settings.read_text().replace('"port": 8001', '"port": 8011'))
     assert load_stack("grpo", "configs", "gpu").settings.inference.base_url == "http://localhost:8011/v1"
+
+
+def test_fixtures_are_the_blog_files_byte_for_byte():
+    """The committed copies are the blog's files, not a reconstruction (issue 25: the fixture lacked server,
+    api_key_env and base_url_env, so the test missed that base_url_env was refused). In a clean clone the shared
+    folder is absent and the committed copies are what the other tests use."""
+    shared = shared_blog_files()
+    if shared is None:
+        for name in BLOG_FILES:  # still the blog's shapes: the literal keys the issue named
+            assert (BLOG / name).is_file()
+        assert '"base_url_env": "TAOTOKEN_BASE_URL"' in (BLOG / "settings_grpo.json").read_text(encoding="utf-8")
+        return
+    for name in BLOG_FILES:
+        assert (BLOG / name).read_bytes() == (shared / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_base_url_env_naming_another_variable_says_what_it_should_name(algo, project, capsys):
+    settings = project / "configs" / f"settings_{algo}.json"
+    settings.write_text(settings.read_text().replace('"base_url_env": "TAOTOKEN_BASE_URL"',
+                                                     '"base_url_env": "OPENAI_BASE_URL"'))
+    assert main(validate(algo, "--device", "cpu")) == 2
+    assert errors(capsys.readouterr().err) == [
+        (f"configs/settings_{algo}.json: inference.base_url_env: found 'OPENAI_BASE_URL', expected "
+        "'TAOTOKEN_BASE_URL'. Hint: the gateway root is always read from TAOTOKEN_BASE_URL in the key file; set it "
+        'there and write "base_url_env": "TAOTOKEN_BASE_URL" (or leave the key out)')]
+
+
+def test_inference_server_other_than_the_two_is_refused_naming_them(project, capsys):
+    settings = project / "configs" / "settings_grpo.json"
+    settings.write_text(settings.read_text().replace('"server": "sglang"', '"server": "vllm"'))
+    assert main(validate("grpo", "--device", "cpu")) == 2
+    assert errors(capsys.readouterr().err) == [
+        "configs/settings_grpo.json: inference.server: found \"vllm\", expected 'sglang' or 'builtin'"]

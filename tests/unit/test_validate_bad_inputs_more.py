@@ -64,7 +64,7 @@ CASES = [
     url_case("base-url-space-inside", "https://taotoken.net/my api",
              "a URL with a space inside ('https://taotoken.net/my api')", "a URL without spaces",
              "retype it, e.g. https://taotoken.net/api"),
-    url_case("base-url-query", "https://taotoken.net/api?region=cn", "https://taotoken.net/api?region=cn",
+    url_case("base-url-query", "https://taotoken.net/api?region=cn", "https://taotoken.net/api?region=…",
              "the gateway root without ?query or #fragment",
              "set TAOTOKEN_BASE_URL=https://taotoken.net/api; clients append paths to it"),
     url_case("base-url-fragment", "https://taotoken.net/api#docs", "https://taotoken.net/api#docs",
@@ -145,20 +145,25 @@ CASES = [
                                    "and the weights. Hint: copy or link the model there, or name a hub model such as "
                                    "Qwen/Qwen3-8B")],
          json={"inference.model_path": "./models/hermes-base"}, args=GPU200),
-    Case("model-config-not-json", ["models/m/config.json: (file): found a file that is not JSON (JSONDecodeError), "
-                                   "expected a Hugging Face config.json. " + H_MODEL],
+    # Named by the setting the user wrote (issue 25), the derived config.json in found.
+    Case("model-config-not-json", ["{json}: inference.model_path: found './models/m' (models/m/config.json: a file that "
+                                   "is not JSON (JSONDecodeError)), expected a model folder holding a Hugging Face "
+                                   "config.json. " + H_MODEL],
          json={"inference.model_path": "./models/m"}, files={"models/m/config.json": "{hidden_size: 4096"},
          args=GPU200),
-    Case("model-config-missing-field", ["models/m/config.json: num_hidden_layers: found nothing, expected a positive "
-                                        "integer. " + H_MODEL],
+    Case("model-config-missing-field", ["{json}: inference.model_path: found './models/m' (models/m/config.json: no "
+                                        "num_hidden_layers), expected a model folder whose config.json has "
+                                        "num_hidden_layers as a positive integer. " + H_MODEL],
          json={"inference.model_path": "./models/m"}, files={"models/m/config.json": model(num_hidden_layers=DELETE)},
          args=GPU200),
-    Case("model-config-zero-heads", ["models/m/config.json: num_attention_heads: found 0, expected a positive integer. "
-                                     + H_MODEL],
+    Case("model-config-zero-heads", ["{json}: inference.model_path: found './models/m' (models/m/config.json: "
+                                     "num_attention_heads 0), expected a model folder whose config.json has "
+                                     "num_attention_heads as a positive integer. " + H_MODEL],
          json={"inference.model_path": "./models/m"}, files={"models/m/config.json": model(num_attention_heads=0)},
          args=GPU200),
-    Case("model-config-no-config-json", ["models/m/config.json: (file): found no such file, expected the model's "
-                                         "config.json. " + H_MODEL],
+    Case("model-config-no-config-json", ["{json}: inference.model_path: found './models/m' (models/m/config.json: no "
+                                         "such file), expected a model folder holding the model's config.json. "
+                                         + H_MODEL],
          json={"inference.model_path": "./models/m"}, files={"models/m/weights.safetensors": b"\0"}, args=GPU200),
     # ---- checkpoint_dir stays inside the data volume
     json_number("checkpoint-dir-escapes", "tinker.checkpoint_dir", "../../../etc", "'../../../etc'", H_CKPT),

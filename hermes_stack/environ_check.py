@@ -1,0 +1,34 @@
+"""The controller's environment variables, checked once for `validate` and `up` alike (both go through
+commands.validate.evaluate): the tuning knobs `up` hands the services (service_env.ServiceEnv, the same function and
+messages `up` uses) and the compose project name. A bad value is exit 2 before anything starts, not a compose error
+after work has begun."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from hermes_stack.errors import InputError, Problem
+
+PROJECT_ENV = "HERMES_PROJECT_NAME"
+# Compose's own rule for project names (lower-case letters, digits, - and _, starting with a letter or digit).
+_PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
+
+def environment_problems(environ: Mapping[str, str] | None = None) -> list[Problem]:
+    from hermes_stack.service_env import ServiceEnv, aliases
+
+    environ = os.environ if environ is None else environ
+    problems: list[Problem] = []
+    try:
+        ServiceEnv.from_environ({alias: environ[alias] for alias in aliases("pass") if alias in environ})
+    except InputError as exc:
+        problems += exc.problems
+    project = environ.get(PROJECT_ENV, "")
+    if project and not _PROJECT_NAME.fullmatch(project):
+        problems.append(Problem("(environment)", PROJECT_ENV, repr(project),
+                                "a compose project name: lower-case letters, digits, - and _",
+                                f"e.g. {PROJECT_ENV}={re.sub(r'[^a-z0-9_-]+', '-', project.lower()).strip('-_') or 'hermes'}"
+                                f"; or unset it for the default"))
+    return problems

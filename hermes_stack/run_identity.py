@@ -1,0 +1,101 @@
+"""What a run's checkpoints were trained with, and whether another configuration can resume them (issue 25).
+
+A checkpoint's weights and optimizer state fit only the model, engine, LoRA shape and algorithm that wrote them.
+The trainer writes this identity into every checkpoint's manifest (trainer/loop.save) and checks it before loading
+one (trainer/loop.resume); the controller keeps the identity of the run it started (`.hermes/run-<project>.json`)
+and checks it before anything starts (bring_up), so `make up MODEL=…` after a run of another model is one line, not
+a crash-looping trainer.
+
+The decision, as prime-rl (`--ckpt.resume-step`) and verl (`resume_mode: auto|disable|resume_path`) make it: by
+default a run resumes when its configuration can, and says what else changed; when it cannot, nothing starts and
+one line names the old run and the two commands that choose: delete the old run's checkpoints, or start a new run
+beside it under its own project name (its own volume).
+
+Stdlib only: imported by the controller and by the trainer image.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_stack.errors import Problem
+
+# What a checkpoint cannot be loaded without: a change in any of these is a different run.
+RESUME_KEYS = ("algo", "model", "engine", "lora_rank")
+# Shown as "what changed" when a run resumes: the training may continue with them.
+TUNABLE_KEYS = ("learning_rate", "kl_coef", "batch_size", "group_size", "temperature", "num_steps")
+
+
+def identity_of(stack: Any) -> dict[str, Any]:
+    """The identity of a validated stack (StackConfig): what its checkpoints will carry."""
+    s, c = stack.settings, stack.config
+    return {"algo": stack.algo, "model": getattr(stack, "model", None) or s.inference.model_path,
+            "engine": s.trainer.engine, "lora_rank": s.tinker.lora_rank,
+            "learning_rate": s.tinker.learning_rate, "kl_coef": c.algorithm.kl_coef,
+            "batch_size": c.rollout.batch_size, "group_size": c.rollout.group_size,
+            "temperature": c.rollout.temperature, "num_steps": s.trainer.num_steps}
+
+
+@dataclass(frozen=True)
+class Decision:
+    resume: bool
+    blocking: tuple[str, ...] = ()  # "model embedded -> smollm2-135m"
+    changed: tuple[str, ...] = ()  # tunable values that differ; the run resumes with the new ones
+
+    def notice(self) -> str | None:
+        if not self.resume or not self.changed:
+            return None
+        return "resuming the run's checkpoints with changed settings: " + ", ".join(self.changed)
+
+
+def _diff(old: Mapping[str, Any], new: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{k} {old[k]} -> {new.get(k)}" for k in keys if k in old and old[k] != new.get(k))
+
+
+def decide(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Decision:
+    """Resume `old`'s checkpoints with `new`, or not. No old identity (a fresh volume, or checkpoints written before
+    identities existed): resume, as before."""
+    if not old:
+        return Decision(True)
+    blocking = _diff(old, new, RESUME_KEYS)
+    return Decision(not blocking, blocking, _diff(old, new, TUNABLE_KEYS))
+
+
+def refusal(project: str, algo: str, decision: Decision, where: str | None = None) -> Problem:
+    """The one line when a configuration cannot resume the old run (`where`: what holds it, default its volume)."""
+    return Problem(where or f"{project} (data volume {project}_hermes-data)", "checkpoints", f"a run trained with {', '.join(decision.blocking)}",
+                   "the same model, engine, LoRA rank and algorithm to resume it",
+                   f"`make down ALGO={algo} VOLUMES=1` deletes that run's checkpoints and starts over; "
+                   f"`HERMES_PROJECT_NAME={project}-2 make up ALGO={algo} …` starts a new run beside it")
+
+
+# ---------------------------------------------------------------- the controller's record of the run it started
+
+
+def record_path(state_dir: Path, project: str) -> Path:
+    return state_dir / f"run-{project}.json"
+
+
+def read_record(state_dir: Path, project: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(record_path(state_dir, project).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_record(state_dir: Path, project: str, ident: Mapping[str, Any]) -> Path:
+    path = record_path(state_dir, project)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    tmp.write_text(json.dumps(dict(ident), indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def forget_record(state_dir: Path, project: str) -> None:
+    record_path(state_dir, project).unlink(missing_ok=True)

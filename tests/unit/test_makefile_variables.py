@@ -1,0 +1,50 @@
+"""The Makefile's variables are checked before the controller runs (issue 25): an empty ALGO or DEVICE would reach
+the CLI as a missing option value, and a variable in the wrong case (algo=ppo) would be ignored, silently running
+the default. `make -n` parses the Makefile (where the checks live) without running a target."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-n", "-s", "help", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def stop_line(done: subprocess.CompletedProcess) -> str:
+    """The one error line, without make's `Makefile:N: *** ` and `.  Stop.` frame."""
+    (line,) = [x for x in done.stderr.splitlines() if "***" in x]
+    return line.split("*** ", 1)[1].removesuffix("  Stop.").removesuffix(".")
+
+
+@pytest.mark.parametrize("arg,line", [
+    ("algo=ppo", ("algo=ppo: found a variable in the wrong case, expected ALGO=ppo. Hint: make variables are "
+                  "case-sensitive; algo would be ignored and the default used")),
+    ("Device=cpu", ("Device=cpu: found a variable in the wrong case, expected DEVICE=cpu. Hint: make variables are "
+                    "case-sensitive; Device would be ignored and the default used")),
+    ("ALGO=", ("ALGO: found an empty value, expected ALGO=ppo or ALGO=grpo. Hint: leave ALGO out for the default, "
+               "grpo")),
+    ("DEVICE=", ("DEVICE: found an empty value, expected DEVICE=auto, cpu or gpu. Hint: leave DEVICE out for the "
+                 "default, auto")),
+    ("DEVICE=tpu", ("DEVICE=tpu: found a device hermes-stack does not know, expected DEVICE=auto, cpu or gpu. Hint: "
+                    "auto picks gpu when nvidia-smi finds one")),
+])
+def test_a_bad_make_variable_is_one_line_exit_2_before_the_controller(arg, line):
+    done = make(arg)
+    assert done.returncode == 2
+    assert stop_line(done) == line
+    assert "hermes_stack" not in done.stdout  # nothing was dispatched
+
+
+@pytest.mark.parametrize("args", [(), ("ALGO=ppo",), ("ALGO=grpo", "DEVICE=cpu", "MODEL="), ("VOLUMES=1",)])
+def test_good_make_variables_pass(args):
+    done = make(*args)
+    assert done.returncode == 0, done.stderr
