@@ -40,12 +40,13 @@ class EnvironmentInfo:
 
 
 # The built-in environment serves `[environment] dataset` (gsm8k, offline-arith, a JSONL file). "gsm8k" is the name
-# the seed's config files give it; "hermes-math" is its class's atroposlib `name`.
+# the seed's config files give it; "hermes-math" is its class's atroposlib `name`; "gsm8k_tinker" is the blog's name for
+# it (its config files, pasted as they are, must keep working: tests/unit/test_blog_files.py).
 BUILTIN: tuple[EnvironmentInfo, ...] = tuple(
     EnvironmentInfo(name, "HermesMathEnv", BUILTIN_FILE,
                     "The built-in math environment: serves [environment] dataset (gsm8k, offline-arith or a "
                     "gsm8k-shaped JSONL file), scored by the rule reward and optionally a judge.", builtin=True)
-    for name in ("gsm8k", "hermes-math"))
+    for name in ("gsm8k", "hermes-math", "gsm8k_tinker"))
 
 
 @dataclass(frozen=True)

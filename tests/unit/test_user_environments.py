@@ -84,10 +84,10 @@ def _write(project: Path, name: str, text: str) -> None:
 
 BROKEN = [
     ("unknown-name", "nope", None,
-     ("found 'nope', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
+     ("found 'nope', expected one of: gsm8k, hermes-math, gsm8k_tinker, upstream-sums. Hint: the names are the classes' `name` "
      "attributes")),
     ("folder-missing", "upstream-sums", "no-folder", ("found 'upstream-sums' (no environments/ folder: {root}/"
-     "environments), expected a built-in environment (gsm8k, hermes-math) or one defined in environments/")),
+     "environments), expected a built-in environment (gsm8k, hermes-math, gsm8k_tinker) or one defined in environments/")),
     ("file-missing", "environments/missing.py", None, ("found 'environments/missing.py' (no such file: {root}/"
      "environments/missing.py)")),
     ("syntax-error", "broken-one", ("broken.py", "class X(BaseEnv):\n    name = 'broken-one'\n    def (:\n"),
@@ -97,7 +97,7 @@ BROKEN = [
      ("found 'environments/helpers.py' (the file defines no BaseEnv subclass), expected a file with one class "
      "deriving from atroposlib's BaseEnv")),
     ("no-subclass-named", "helpers", ("helpers.py", "class Helper:\n    name = 'helpers'\n"),
-     ("found 'helpers', expected one of: gsm8k, hermes-math, upstream-sums. Hint: the names are the classes' `name` "
+     ("found 'helpers', expected one of: gsm8k, hermes-math, gsm8k_tinker, upstream-sums. Hint: the names are the classes' `name` "
      "attributes; environments/helpers.py define no BaseEnv subclass")),
     ("same-name-twice", "upstream-sums", ("copy.py", UPSTREAM.read_text()),
      ("found 'upstream-sums', defined 2 times: environments/copy.py:15 (UpstreamSumsEnv), "
