@@ -323,7 +323,7 @@ def model_path_local(i: Inputs) -> list[Problem]:
 def dataset_file(i: Inputs) -> list[Problem]:
     """On the GPU profile a JSONL dataset must exist and every row must have a question and a "#### N" answer; the
     environment would otherwise fail after the stack started."""
-    from hermes_stack.environment import datasets
+    from hermes_stack.tasks import datasets
 
     dataset = i.config.environment.dataset
     if i.profile != "gpu" or dataset in datasets.BUILT_IN:

@@ -280,7 +280,7 @@ def data_dir(env: ServiceEnv) -> Path:
 def held_out_evaluator(stack: StackConfig, engine: Engine) -> Callable[[], dict[str, float]] | None:
     """Greedy accuracy on a held-out split, for the torch engine: it shows whether the policy learns the task, which
     the reward of its own samples alone does not. The offline task's 95 held-out sums (~0.1 s on CPU), or up to
-    HELD_OUT_ROWS test rows of a JSONL dataset with the environment's prompt and reward (hermes_stack.heldout).
+    HELD_OUT_ROWS test rows of a JSONL dataset with the environment's prompt and reward (hermes_stack.tasks.heldout).
     gsm8k from the hub has no local split here (`python -m hermes_stack.environment evaluate` covers it)."""
     env = stack.config.environment
     if not hasattr(engine, "policy") or env.dataset == "gsm8k":
@@ -289,7 +289,7 @@ def held_out_evaluator(stack: StackConfig, engine: Engine) -> Callable[[], dict[
         from hermes_stack.modelcore.embedded import evaluate
 
         return lambda: evaluate(engine.policy, engine.tokenizer, "test")
-    from hermes_stack.heldout import HeldOut
+    from hermes_stack.tasks.heldout import HeldOut
 
     held_out = HeldOut.from_stack(stack, engine.tokenizer, rows=HELD_OUT_ROWS)
     return lambda: held_out.evaluate(engine)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hermes_stack.environment import datasets as ds
+from hermes_stack.tasks import datasets as ds
 from hermes_stack.errors import InputError, StackError
 
 
