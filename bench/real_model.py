@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from hermes_stack.config.loader import load_stack
 from hermes_stack.tasks.datasets import load_items
-from hermes_stack.tasks.reward import RewardWeights, score_completion
 from hermes_stack.tasks.heldout import HeldOut
 from hermes_stack.tasks.prompting import fewshot_examples, prompt_text
+from hermes_stack.tasks.reward import RewardWeights, score_completion
 from hermes_stack.trainer.engine import IGNORE, Sequence
 
 MODEL = "smollm2-135m"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from hermes_stack.algos import Algo
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.modelcore.catalog import DEFAULT_MODELS_DIR
 from hermes_stack.secret_files import INFERENCE_KEY_ENV
@@ -79,7 +80,7 @@ class ServiceEnv(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore", allow_inf_nan=False)
 
     # -- which stack
-    algo: Literal["ppo", "grpo"] = _var("HERMES_ALGO", "grpo", "algo", "ppo or grpo: which config files")
+    algo: Algo = _var("HERMES_ALGO", "grpo", "algo", "ppo or grpo: which config files")
     config_dir: Path = _var("HERMES_CONFIG_DIR", Path("configs"), "fixed",
                             "the config folder (compose: ./configs, read-only at /app/configs)")
     profile: Literal["gpu", "embedded"] = _var("HERMES_PROFILE", "gpu", "fixed",

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from hermes_stack.algos import Algo
+
 
 class Strict(BaseModel):
     # extra="forbid": an unknown key is an error (with a "did you mean" hint added by the loader).
@@ -68,7 +70,7 @@ class RolloutSection(Strict):
 
 
 class AlgorithmSection(Strict):
-    name: Literal["ppo", "grpo"]
+    name: Algo
     advantage_estimator: Literal["gae", "group_relative"]
     # Ranges for gamma/lam are rules (PPO: (0, 1]; GRPO ignores them), so the message can say why.
     gamma: float = 1.0
@@ -147,7 +149,7 @@ class SettingsAlgorithm(Strict):
     """Mirrors of config_<algo>.toml values (profiles.MIRRORED). Each may be left out; the loader fills a value set in
     only one of the two files into the other, and rules.settings_agree_with_config compares the rest."""
 
-    name: Literal["ppo", "grpo"]
+    name: Algo
     group_size: int | None = Field(None, ge=1, le=1024)  # absent: the TOML's (PPO: 1)
     kl_coef: float | None = Field(None, ge=0.0, le=100.0)
     value_loss_coef: float | None = Field(None, ge=0.0, le=100.0)  # the blog's PPO settings carry it

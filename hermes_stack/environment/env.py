@@ -24,11 +24,11 @@ from pathlib import Path
 
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
-from hermes_stack.tasks.datasets import load_items
-from hermes_stack.tasks.reward import RewardResult, RewardWeights, reference_answer, score_completion
 from hermes_stack.environment.runtime import HermesEnvConfig, build_configs
 from hermes_stack.service_env import ServiceEnv, load_service_stack
+from hermes_stack.tasks.datasets import load_items
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
+from hermes_stack.tasks.reward import RewardResult, RewardWeights, reference_answer, score_completion
 
 log = logging.getLogger("hermes_stack.environment")
 

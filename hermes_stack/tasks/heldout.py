@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_stack.tasks.reward import RewardWeights, score_completion
 from hermes_stack.tasks.prompting import fewshot_examples, prompt_text
+from hermes_stack.tasks.reward import RewardWeights, score_completion
 
 
 @dataclass

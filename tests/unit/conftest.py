@@ -40,9 +40,9 @@ def isolated_secrets(monkeypatch):
 
 @pytest.fixture
 def compose_calls(monkeypatch):
-    """Every call that reached the compose choke point (hermes_stack.compose.Compose); bad-input tests assert it stays
+    """Every call that reached the compose choke point (hermes_stack.controller.compose.Compose); bad-input tests assert it stays
     empty: nothing was started."""
-    from hermes_stack import compose
+    from hermes_stack.controller import compose
 
     calls: list[tuple] = []
     monkeypatch.setattr(compose.Compose, "run", lambda self, argv, capture=True: calls.append(("run", argv)) or "")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.cli import main
 from hermes_stack.config.loader import load_stack
+from hermes_stack.controller.cli import main
 
 BLOG = Path(__file__).resolve().parents[1] / "fixtures" / "blog"
 # Shaped like a gateway key (passes the placeholder and character checks) but built here, so no key-like literal is

@@ -6,8 +6,8 @@ import pytest
 import typer
 
 from hermes_stack import keyfile as kf
-from hermes_stack.cli import main
-from hermes_stack.commands import validate as validate_cmd
+from hermes_stack.controller.cli import main
+from hermes_stack.controller.commands import validate as validate_cmd
 
 ARGS = ["validate", "--algo", "grpo", "--device", "cpu"]
 

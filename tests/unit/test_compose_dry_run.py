@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from hermes_stack import health
-from hermes_stack.compose import CommandFailed, Compose, stack_params
-from hermes_stack.dry_run_alongside import DryRunAlongside
+from hermes_stack.controller.compose import CommandFailed, Compose, stack_params
+from hermes_stack.controller.dry_run_alongside import DryRunAlongside
 from hermes_stack.trainer.__main__ import LayerFailure, wait_until_serving
 
 ROOT = Path("/repo")
@@ -193,11 +193,12 @@ class StackFakes:
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(device, monkeypatch, tmp_path):
-    from hermes_stack import bring_up, preflight
+    from hermes_stack.controller import bring_up, preflight
+    from hermes_stack.controller import device as devices
 
     fakes = StackFakes(require_run_during_up=device == "cpu")
     monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
-    monkeypatch.setattr(preflight, "resolve_device", lambda requested, probe: requested)
+    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: requested)
     monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
     monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None: (None, "k"))
     monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from hermes_stack.tasks import datasets as ds
 from hermes_stack.errors import InputError, StackError
+from hermes_stack.tasks import datasets as ds
 
 
 def write_jsonl(path, rows):

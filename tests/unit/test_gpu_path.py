@@ -177,7 +177,7 @@ def test_split_refusals_name_the_model_or_the_micro_batch():
 
 
 def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, monkeypatch):
-    from hermes_stack.cli import main
+    from hermes_stack.controller.cli import main
 
     monkeypatch.chdir(tmp_path)  # no key file here: offline
     monkeypatch.delenv("HERMES_KEYFILE", raising=False)
@@ -193,8 +193,8 @@ def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, m
 
 
 def test_up_passes_the_split_to_the_services(tmp_path):
-    from hermes_stack.compose_env import compose_env
     from hermes_stack.config.loader import evaluate_stack
+    from hermes_stack.controller.compose_env import compose_env
 
     stack, errors = evaluate_stack("grpo", CONFIGS, "gpu", gpu_memory_gib=80)
     assert errors == []
@@ -320,7 +320,7 @@ class Probe:
     ("lmsysorg/sglang:v0.5.18-cu129", "470.1", False, "R525"),
 ])
 def test_driver_version_is_checked_against_the_sglang_image(image, version, ok, hint):
-    from hermes_stack.preflight import check_gpu
+    from hermes_stack.controller.preflight import check_gpu
 
     findings = {f.what: f for f in check_gpu(Probe(f"NVIDIA H100 80GB HBM3, 81559 MiB, {version}",
                                                    '{"nvidia":{}}'), image)}
@@ -340,33 +340,31 @@ H100 = "NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06"
     (H100, '{"nvidia":{}}', None),          # a usable GPU whose memory nvidia-smi does not report
 ], ids=["no-gpu", "no-toolkit", "gpu", "gpu-memory-unknown"])
 def test_validate_and_up_resolve_auto_to_the_same_device(monkeypatch, smi, runtimes, gib):
-    """One owner of "auto" (preflight.auto_device): the profile `validate` picks is the device `up` picks, with the
+    """One owner of "auto" (controller.device.auto_device): the profile `validate` picks is the device `up` picks, with the
     same notices, whatever the host; the GPU's size only sizes the memory split."""
-    from hermes_stack import preflight
-    from hermes_stack.config import profiles
+    from hermes_stack.controller import device as devices
 
     probe = Probe(smi, runtimes)
     monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: gib)
     up_notes: list[str] = []
-    device = preflight.resolve_device("auto", probe, notify=up_notes.append)
-    profile, found_gib, notes = profiles.choose_profile("auto", None, probe)
+    device = devices.resolve_device("auto", probe, notify=up_notes.append)
+    profile, found_gib, notes = devices.choose_profile("auto", None, probe)
     assert profile == {"gpu": "gpu", "cpu": "embedded"}[device]
     assert found_gib == (gib if device == "gpu" else None)
     assert up_notes == [n for n in notes if not n.startswith("no GPU found")]
 
 
 def test_a_gpu_docker_cannot_use_is_said_and_validate_agrees_with_up(monkeypatch):
-    from hermes_stack import preflight
-    from hermes_stack.config import profiles
+    from hermes_stack.controller import device as devices
 
     probe = Probe("NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06", '{"runc":{}}')
     notes = []
-    assert preflight.resolve_device("auto", probe, notify=notes.append) == "cpu"
+    assert devices.resolve_device("auto", probe, notify=notes.append) == "cpu"
     assert notes and notes[0].startswith("a GPU is present (NVIDIA H100 80GB HBM3, 81559 MiB) but Docker cannot "
                                          "use it: NVIDIA Container Toolkit not installed")
     monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: 79.6)
-    monkeypatch.setattr(preflight, "SystemProbe", lambda: probe)
-    profile, gib, validate_notes = profiles.choose_profile("auto", None)
+    monkeypatch.setattr(devices, "SystemProbe", lambda: probe)
+    profile, gib, validate_notes = devices.choose_profile("auto", None)
     assert (profile, gib) == ("embedded", None) and validate_notes == notes
 
 

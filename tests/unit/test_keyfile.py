@@ -210,7 +210,7 @@ def test_redaction_is_identity_when_nothing_loaded():
 
 
 def test_console_output_is_redacted(tmp_path, capsys):
-    from hermes_stack import console
+    from hermes_stack.controller import console
 
     kf.load_keyfile(write(tmp_path, good()))
     console.info(f"key is {GOOD_KEY}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_stack.preflight import PreflightError, parse_version, preflight, resolve_device
+from hermes_stack.controller.device import resolve_device
+from hermes_stack.controller.preflight import PreflightError, parse_version, preflight
 
 
 class FakeProbe:

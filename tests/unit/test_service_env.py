@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hermes_stack.compose_env import compose_env
+from hermes_stack.controller.compose_env import compose_env
 from hermes_stack.errors import InputError
 from hermes_stack.keyfile import load_keyfile
 from hermes_stack.secret_files import SECRETS, load_secrets

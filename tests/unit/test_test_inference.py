@@ -15,7 +15,7 @@ from fakes.fake_inference import FakeInference
 from fakes.stack_files import write_stack
 from fakes.tiny_tokenizer import build_tiny_tokenizer
 
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 
 def solver(prompt: str, body: dict) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hermes_stack import keyfile as kf
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -111,7 +111,7 @@ def test_validate_imports_nothing_heavy(tmp_path):
     fast)."""
     code = (
         "import sys, json\n"
-        "from hermes_stack.cli import main\n"
+        "from hermes_stack.controller.cli import main\n"
         f"rc = main(['validate', '--algo', 'grpo', '--config-dir', {str(CONFIGS)!r}, '--device', 'cpu'])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'peft', 'tinker', "
         "'atroposlib', 'httpx', 'fastapi', 'uvicorn', 'gguf', 'numpy', 'matplotlib'))\n"

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_stack.commands.app import app
+from hermes_stack.controller.commands.app import app
 from hermes_stack.errors import InputError, Problem, StackError
 
 
@@ -24,8 +24,8 @@ def _inference_key(stack, keyfile_path: Path | None) -> str:
     generated and keeps in .hermes/inference.key: the same order `up` gives the service its key."""
     if os.environ.get("HERMES_INFERENCE_KEY"):
         return os.environ["HERMES_INFERENCE_KEY"]
+    from hermes_stack.controller.stack_state import STATE_DIR, project_root, stored_inference_key
     from hermes_stack.keyfile import load_keyfile
-    from hermes_stack.stack_state import STATE_DIR, project_root, stored_inference_key
 
     keyfile = load_keyfile(keyfile_path)
     from_file = (keyfile.get(stack.settings.inference.api_key_env) or "") if not keyfile.offline else ""
@@ -90,8 +90,8 @@ def test_inference(
     """Generate and score a few groups with the gateway model (or the local inference service offline)."""
     import asyncio
 
-    from hermes_stack import console
-    from hermes_stack.commands.validate import validated_stack
+    from hermes_stack.controller import console
+    from hermes_stack.controller.commands.validate import validated_stack
     from hermes_stack.environment.__main__ import run_process
     from hermes_stack.environment.runtime import build_configs
     from hermes_stack.gateway import GatewayClient, settings_from
