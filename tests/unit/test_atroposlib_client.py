@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("atroposlib")
 pytestmark = pytest.mark.slow  # a real service process: ~10-20 s, mostly imports
 
-from hermes_stack.inference.fixture import build_fixture_model
+from tests.fakes.fixture_model import build_fixture_model
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "acceptance-key-123"

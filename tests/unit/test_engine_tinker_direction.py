@@ -39,7 +39,7 @@ def clean_tinker_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
 
     return build_fixture_model(tmp_path_factory.mktemp("tinker-direction") / "model")
 

@@ -232,7 +232,7 @@ def test_state_round_trip_resumes_on_a_new_training_client(fake, engines):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
 
     return build_fixture_model(tmp_path_factory.mktemp("tinker-base"))
 
@@ -263,7 +263,7 @@ def adapter_state(server: FakeTinker, engine: TinkerEngine) -> dict[str, Any]:
 def test_each_loss_trains_the_policy_behind_the_api_by_tinkers_definition(trainer, engines, model_dir, loss):
     import torch
 
-    from hermes_stack.devtools.tinker_policy import token_losses
+    from tests.fakes.tinker_policy import token_losses
 
     engine = make_engine(trainer, engines, loss=loss, learning_rate=1e-2)
     before = adapter_state(trainer, engine)
@@ -437,7 +437,7 @@ def test_the_trainer_process_exits_after_the_server_goes_silent(fake, tmp_path):
 
 
 def test_a_long_run_keeps_only_the_newest_sampler_weights_and_downloads(fake, engines, tmp_path):
-    from hermes_stack.devtools.tinker_service import KEEP_PER_KIND
+    from tests.fakes.tinker_service import KEEP_PER_KIND
 
     engine = make_engine(fake, engines)
     for step in range(KEEP_PER_KIND + 2):

@@ -77,7 +77,7 @@ def test_inference_service_is_online_exactly_for_a_hub_id_on_the_gpu_profile(mon
 @pytest.fixture()
 def hub(tmp_path):
     """The embedded-style tiny repo on a loopback stand-in of the hub's file API."""
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
 
     model = build_fixture_model(tmp_path / "src-model", hidden=16, layers=1)
     server, state = serve({"hermes-test/tiny": Repo(Path(model))})
