@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
+from hermes_stack import keyfile_vars
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.textfile import decode_text
 
@@ -46,10 +47,9 @@ _PLACEHOLDER_WORDS = ("replace-me", "你的", "your-key", "your_key", "yourkey",
 BASE_URL_EXAMPLE = "https://taotoken.net/api"
 
 # The names hermes-stack reads from the key file; a name close to one of these gets a "did you mean".
-KNOWN_NAMES = ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "TINKER_API_KEY", "TINKER_BASE_URL",
-               "WANDB_API_KEY", "HERMES_INFERENCE_KEY")
+KNOWN_NAMES = tuple(v.name for v in keyfile_vars.READ)
 # The only key-file values that are not secret (printed in clear by validate and render).
-NON_SECRET_NAMES = frozenset({"TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "TINKER_BASE_URL", "WANDB_BASE_URL"})
+NON_SECRET_NAMES = frozenset(v.name for v in keyfile_vars.VARIABLES if not v.secret)
 # Outside the key file (process environment, `compose config` output) a name is secret when it contains one of
 # these, anywhere: TINKER_APIKEY and WANDB_APIKEY are secrets too.
 _SECRET_PARTS = ("KEY", "TOKEN", "SECRET", "PASS", "CREDENTIAL", "AUTH")

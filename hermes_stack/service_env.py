@@ -29,6 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, V
 
 from hermes_stack.algos import Algo
 from hermes_stack.errors import InputError, Problem
+from hermes_stack.keyfile_vars import READ
 from hermes_stack.modelcore.catalog import DEFAULT_MODELS_DIR
 from hermes_stack.secret_files import INFERENCE_KEY_ENV
 
@@ -37,21 +38,10 @@ if TYPE_CHECKING:
 
 UNLOCK_ENV = "HERMES_UNLOCK"
 
-# Key-file variables that are not secret and travel as plain environment entries.
-PLAIN = ("TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "TINKER_BASE_URL")
-
+# Key-file variables that are not secret and travel as plain environment entries (hermes_stack.keyfile_vars).
+PLAIN = tuple(v.name for v in READ if not v.secret)
 # Variable -> the services that receive it (compose.base.yml must agree: tests/static checks it).
-# The gateway key goes only to gateway-check (the layer-1 check) and the environment (the LLM judge); test-inference
-# runs on the host and reads the key file itself. Atropos never calls the gateway nor the inference service.
-RECEIVERS: dict[str, tuple[str, ...]] = {
-    INFERENCE_KEY_ENV: ("inference", "trainer", "environment"),
-    "TAOTOKEN_API_KEY": ("gateway-check", "environment"),
-    "TAOTOKEN_BASE_URL": ("gateway-check", "environment"),
-    "TAOTOKEN_MODEL": ("gateway-check", "environment"),
-    "TINKER_API_KEY": ("trainer",),
-    "TINKER_BASE_URL": ("trainer",),
-    "WANDB_API_KEY": ("trainer", "environment"),
-}
+RECEIVERS: dict[str, tuple[str, ...]] = {v.name: v.receivers for v in READ}
 
 COMPOSE_KINDS = ("fixed", "pass", "algo", "secret")
 

@@ -182,9 +182,6 @@ class Settings(Strict):
     wandb: WandbSection = WandbSection()
 
 
-# The seed's values that tinker-atropos hard-coded; changing them needs --unlock.
-LOCKED_FIELDS: dict[str, object] = {
-    "tinker.lora_rank": 32,
-    "tinker.learning_rate": 4e-5,
-    "tinker.max_token_trainer_length": 9000,
-}
+# The seed's values that tinker-atropos hard-coded (TinkerSection's defaults); changing them needs --unlock.
+LOCKED = ("lora_rank", "learning_rate", "max_token_trainer_length")
+LOCKED_FIELDS: dict[str, object] = {f"tinker.{name}": TinkerSection.model_fields[name].default for name in LOCKED}
