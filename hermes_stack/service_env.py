@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from hermes_stack import service_defaults as defaults
 from hermes_stack.algos import Algo
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile_vars import READ
@@ -116,7 +117,7 @@ class ServiceEnv(BaseModel):
                                  "before it counts as departed", gt=0)
     tinker_timeout_s: float = _var("HERMES_TINKER_TIMEOUT_S", 900.0, "pass",
                                    "trainer: seconds any wait on a Tinker future may take", gt=0)
-    health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", 8.0, "pass",
+    health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", defaults.HEALTH_TIMEOUT_S, "pass",
                                    "healthchecks: seconds one probe request may take", gt=0)
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = _var(
         "HERMES_LOG_LEVEL", "INFO", "pass", "inference: the log level")

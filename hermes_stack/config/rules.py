@@ -16,6 +16,7 @@ from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import Problem
 from hermes_stack.keyfile import KeyFile, check_tinker_key, is_keyfile_secret
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
+from hermes_stack.service_defaults import DATA_DIR
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,7 @@ def dataset_file(i: Inputs) -> list[Problem]:
 
 
 # The trainer's data volume inside its container (compose.base.yml mounts hermes-data there).
-DATA_VOLUME = "/data"
+DATA_VOLUME = DATA_DIR  # the data volume inside the containers
 
 
 def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:

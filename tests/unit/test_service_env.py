@@ -202,3 +202,21 @@ def test_the_secret_file_is_enough_for_the_inference_service(monkeypatch, tmp_pa
     environ.pop("HERMES_INFERENCE_KEY")
     load_secrets(environ, tmp_path)
     assert load_service_config(environ).api_key == "hs-from-secret-0123456789"
+
+
+def test_the_healthcheck_and_service_env_share_their_defaults():
+    # Issue 19: one defaults module (hermes_stack.service_defaults) for the stdlib healthcheck and ServiceEnv. A fresh
+    # interpreter each: health reads HERMES_HEALTH_TIMEOUT at import.
+    import os
+    import subprocess
+    import sys
+
+    from hermes_stack import service_defaults
+
+    code = "from hermes_stack import health; print(health.TIMEOUT_S)"
+    for value, expected in (("", service_defaults.HEALTH_TIMEOUT_S), ("3", 3.0)):
+        env = {k: v for k, v in os.environ.items() if k != "HERMES_HEALTH_TIMEOUT"} | {"HERMES_HEALTH_TIMEOUT": value}
+        probe = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                     check=True).stdout)
+        typed = ServiceEnv.from_environ({"HERMES_HEALTH_TIMEOUT": value}).health_timeout_s
+        assert probe == typed == expected
