@@ -3,6 +3,9 @@ visible AND usable by Docker), for `validate` (which profile) and `up`/`build`/`
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 from hermes_stack.controller.preflight import Probe, SystemProbe, check_gpu
 from hermes_stack.errors import Problem
 
@@ -57,8 +60,6 @@ def choose_profile(device: str, gpu_memory_gib: float | None, probe=None) -> tup
     agree; else embedded. cpu: embedded. gpu: gpu. `probe`: preflight's Probe (the real system by default; tests
     pass a fake).
     """
-    from hermes_stack.config.memory import detect_gpu_memory_gib
-
     if device == "cpu":
         return "embedded", None, []
     if device == "auto" and gpu_memory_gib is None:
@@ -68,3 +69,22 @@ def choose_profile(device: str, gpu_memory_gib: float | None, probe=None) -> tup
         return "gpu", detect_gpu_memory_gib(), notes
     gib = gpu_memory_gib if gpu_memory_gib is not None else detect_gpu_memory_gib()
     return "gpu", gib, []
+
+
+def detect_gpu_memory_gib() -> float | None:
+    """Total memory of the first GPU from nvidia-smi; None when there is no nvidia-smi or it fails."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run([exe, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+    if done.returncode != 0 or not lines:
+        return None
+    try:
+        return float(lines[0]) / 1024  # MiB
+    except ValueError:
+        return None

@@ -345,7 +345,7 @@ def test_validate_and_up_resolve_auto_to_the_same_device(monkeypatch, smi, runti
     from hermes_stack.controller import device as devices
 
     probe = Probe(smi, runtimes)
-    monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: gib)
+    monkeypatch.setattr(devices, "detect_gpu_memory_gib", lambda: gib)
     up_notes: list[str] = []
     device = devices.resolve_device("auto", probe, notify=up_notes.append)
     profile, found_gib, notes = devices.choose_profile("auto", None, probe)
@@ -362,7 +362,7 @@ def test_a_gpu_docker_cannot_use_is_said_and_validate_agrees_with_up(monkeypatch
     assert devices.resolve_device("auto", probe, notify=notes.append) == "cpu"
     assert notes and notes[0].startswith("a GPU is present (NVIDIA H100 80GB HBM3, 81559 MiB) but Docker cannot "
                                          "use it: NVIDIA Container Toolkit not installed")
-    monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: 79.6)
+    monkeypatch.setattr(devices, "detect_gpu_memory_gib", lambda: 79.6)
     monkeypatch.setattr(devices, "SystemProbe", lambda: probe)
     profile, gib, validate_notes = devices.choose_profile("auto", None)
     assert (profile, gib) == ("embedded", None) and validate_notes == notes

@@ -64,9 +64,9 @@ def test_embedded_profile_marks_overrides(capsys, tmp_path):
 
 
 def test_gpu_without_memory_figure_says_budget_unchecked(capsys, tmp_path, monkeypatch):
-    from hermes_stack.config import memory
+    from hermes_stack.controller import device
 
-    monkeypatch.setattr(memory.shutil, "which", lambda name: None)
+    monkeypatch.setattr(device.shutil, "which", lambda name: None)
     assert main(["validate", "--algo", "grpo", "--config-dir", str(CONFIGS),
                  "--device", "gpu"]) == 0
     assert "the memory budget was not checked" in capsys.readouterr().err
