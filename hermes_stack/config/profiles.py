@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_stack.config.models import AlgoConfig, Settings
+from hermes_stack.modelcore.location import EMBEDDED_MODEL
 
 PROFILES = ("gpu", "embedded")
-EMBEDDED_MODEL = "embedded"  # inference.model_path sentinel: the tiny model at $HERMES_EMBEDDED_MODEL
 
 EMBEDDED: dict[str, object] = {
     "environment.dataset": "offline-arith",

@@ -78,17 +78,14 @@ def load_config(args: argparse.Namespace, env: ServiceEnv | None = None) -> Stac
 def model_dir(stack: StackConfig, env: ServiceEnv | None = None) -> Path:
     """The policy's directory: the embedded tiny model for the `embedded` sentinel, a catalog model's directory in
     the image for its name (hermes_stack/modelcore/catalog.py), else inference.model_path."""
-    from hermes_stack.config.profiles import EMBEDDED_MODEL
-    from hermes_stack.modelcore import catalog
+    from hermes_stack.modelcore.location import EMBEDDED_MODEL, model_location
 
     env = _service_env(env)
-    configured = catalog.local_dir(stack.settings.inference.model_path, env.models_dir)
-    if configured == EMBEDDED_MODEL:
-        configured = str(env.embedded_model)
-        if not (env.embedded_model / "config.json").is_file():
-            raise LayerFailure("model", f"inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL ({configured}) "
-                                        "holds no model. Hint: build it with `python -m hermes_stack.modelcore.embedded "
-                                        "build <dir>` and point HERMES_EMBEDDED_MODEL there")
+    configured = model_location(stack.settings.inference.model_path, env.embedded_model, env.models_dir)
+    if stack.settings.inference.model_path == EMBEDDED_MODEL and not (env.embedded_model / "config.json").is_file():
+        raise LayerFailure("model", f"inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL ({configured}) "
+                                    "holds no model. Hint: build it with `python -m hermes_stack.modelcore.embedded "
+                                    "build <dir>` and point HERMES_EMBEDDED_MODEL there")
     from hermes_stack.hub import is_hub_id, needs_hub, resolve_model
 
     if needs_hub(stack.profile, configured) and is_hub_id(configured):
@@ -201,8 +198,8 @@ def inference_url(stack: StackConfig, env: ServiceEnv) -> str:
 
 def check_inference(stack: StackConfig, client: InferenceClient, env: ServiceEnv | None = None) -> str:
     """/v1/models lists the model and one 1-token /generate succeeds (what atroposlib will call)."""
-    from hermes_stack.config.profiles import EMBEDDED_MODEL
     from hermes_stack.modelcore import catalog
+    from hermes_stack.modelcore.location import EMBEDDED_MODEL
 
     env = _service_env(env)
     try:
