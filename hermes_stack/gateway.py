@@ -81,13 +81,17 @@ def settings_from(
     """The gateway settings, or None in offline mode.
 
     Inside containers the key file arrives as environment variables (compose env_file); on the host it is read from
-    .env.taotoken (hermes_stack.keyfile, which also checks it). Variables win over the file.
+    .env.taotoken (hermes_stack.keyfile, which also checks it). Variables win over the file, and get the key file's
+    URL check (keyfile.check_base_url): a bad base URL is InputError (exit 2) before any call, whichever the road.
     """
     environ = os.environ if environ is None else environ
     if environ.get(KEY_ENV) and environ.get(base_url_env):
         keys.register_secrets({KEY_ENV: environ[KEY_ENV]})
+        root, problem, _notice, _warning = keys.check_base_url("(environment)", environ[base_url_env], base_url_env)
+        if problem is not None:
+            raise InputError(problem)
         return GatewaySettings(
-            root=environ[base_url_env].rstrip("/"),
+            root=root,
             api_key=environ[KEY_ENV],
             model=environ.get(MODEL_ENV) or None,
             timeout_s=timeout_s,
@@ -96,7 +100,7 @@ def settings_from(
     if keyfile.offline:
         return None
     return GatewaySettings(
-        root=(keyfile.get(base_url_env) or "").rstrip("/"),
+        root=keyfile.get(base_url_env) or "",  # load_keyfile checked and normalised it
         api_key=keyfile.get(KEY_ENV) or "",
         model=keyfile.get(MODEL_ENV) or environ.get(MODEL_ENV) or None,
         timeout_s=timeout_s,

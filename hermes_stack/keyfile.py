@@ -387,10 +387,11 @@ _ENDPOINTS = ("/chat/completions", "/completions", "/messages", "/models", "/emb
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "host.docker.internal")
 
 
-def check_base_url(where: str, url: str) -> tuple[str, Problem | None, str | None, str | None]:
+def check_base_url(where: str, url: str, key: str = "TAOTOKEN_BASE_URL") -> tuple[str, Problem | None, str | None,
+                                                                                  str | None]:
     """-> (normalised URL, problem, notice, warning). The gateway root: an http(s) URL without /v1, an endpoint path,
-    a query or a fragment, spaces, or a trailing slash (normalised). Plain http beyond this machine is a warning."""
-    key = "TAOTOKEN_BASE_URL"
+    a query or a fragment, spaces, or a trailing slash (normalised). Plain http beyond this machine is a warning.
+    The one rule for the gateway URL, from the key file or from the environment (gateway.settings_from)."""
     fix = f"set {key}={BASE_URL_EXAMPLE}"
     if not re.match(r"^https?://[^/\s]+", url):
         return url, Problem(where, key, url, f"an http(s) URL of the gateway root, e.g. {BASE_URL_EXAMPLE}",

@@ -148,3 +148,16 @@ def test_check_cli_reads_the_key_file(fake, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HERMES_KEYFILE", str(keyfile))
     assert gateway.main(["check"]) == 0
     assert "fake-gpt" in capsys.readouterr().out
+
+
+def test_the_environment_road_gets_the_key_files_url_check():
+    # Issue 19: one road for the gateway URL (keyfile.check_base_url), whether it comes from the file or the variables.
+    from hermes_stack.errors import InputError
+    from hermes_stack.gateway import settings_from
+
+    env = {"TAOTOKEN_API_KEY": "sk-test-0123456789abcdef"}
+    assert settings_from(env | {"TAOTOKEN_BASE_URL": "https://gw.example/api/"}).root == "https://gw.example/api"
+    for bad in ("https://gw.example/api/v1", "https://gw.example/api/v1/chat/completions", "gw.example/api"):
+        with pytest.raises(InputError) as err:
+            settings_from(env | {"TAOTOKEN_BASE_URL": bad})
+        assert err.value.problems[0].file == "(environment)" and err.value.problems[0].key == "TAOTOKEN_BASE_URL"
