@@ -24,7 +24,8 @@ from typing import Literal, Self
 
 import httpx
 
-from hermes_stack import keyfile as keys  # base-URL derivation and redaction live with the key file
+from hermes_stack import keyfile as keys  # the key file and its base-URL rule
+from hermes_stack import redaction
 from hermes_stack.errors import InputError, StackError
 
 KEY_ENV = "TAOTOKEN_API_KEY"
@@ -86,7 +87,7 @@ def settings_from(
     """
     environ = os.environ if environ is None else environ
     if environ.get(KEY_ENV) and environ.get(base_url_env):
-        keys.register_secrets({KEY_ENV: environ[KEY_ENV]})
+        redaction.register_secrets({KEY_ENV: environ[KEY_ENV]})
         root, problem, _notice, _warning = keys.check_base_url("(environment)", environ[base_url_env], base_url_env)
         if problem is not None:
             raise InputError(problem)
@@ -108,7 +109,7 @@ def settings_from(
 
 
 def _redact(text: str) -> str:
-    return keys.redact_known_secrets(text)
+    return redaction.redact_known_secrets(text)
 
 
 def explain_status(status: int, url: str, settings: GatewaySettings, body: str = "") -> str:

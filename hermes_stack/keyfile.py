@@ -32,10 +32,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hermes_stack import keyfile_vars
 from hermes_stack.errors import InputError, Problem
+
+# The only key-file values that are not secret (printed in clear by validate and render): redaction.NON_SECRET_NAMES.
+from hermes_stack.redaction import NON_SECRET_NAMES, is_keyfile_secret, is_secret_name, redact, register_secrets
 from hermes_stack.textfile import decode_text
 
 DEFAULT_PATH = Path(".env.taotoken")
-PATH_ENV = "HERMES_KEYFILE"  # overrides the default path (so does --keyfile)
+PATH_ENV = keyfile_vars.PATH_ENV  # overrides the default path (so does --keyfile)
 
 REQUIRED = ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL")
 TINKER_KEY_PREFIXES = ("tml-", "eyJ")
@@ -48,13 +51,6 @@ BASE_URL_EXAMPLE = "https://taotoken.net/api"
 
 # The names hermes-stack reads from the key file; a name close to one of these gets a "did you mean".
 KNOWN_NAMES = tuple(v.name for v in keyfile_vars.READ)
-# The only key-file values that are not secret (printed in clear by validate and render).
-NON_SECRET_NAMES = frozenset(v.name for v in keyfile_vars.VARIABLES if not v.secret)
-# Outside the key file (process environment, `compose config` output) a name is secret when it contains one of
-# these, anywhere: TINKER_APIKEY and WANDB_APIKEY are secrets too.
-_SECRET_PARTS = ("KEY", "TOKEN", "SECRET", "PASS", "CREDENTIAL", "AUTH")
-# Shorter values are not redacted inside free text: replacing "1" or "true" everywhere would garble output.
-_MIN_SECRET_LEN = 8
 _NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
@@ -74,77 +70,6 @@ class KeyFile:
     def redacted(self) -> dict[str, str]:
         """The values as they may be shown: secrets as `sk-…abcd`."""
         return {k: redact(v) if is_keyfile_secret(k) else v for k, v in self.values.items()}
-
-
-# ---------------------------------------------------------------- redaction
-
-
-def is_keyfile_secret(name: str) -> bool:
-    """In the key file every value is secret except a short list of known names (base URLs, model names)."""
-    return name not in NON_SECRET_NAMES
-
-
-def is_secret_name(name: str) -> bool:
-    """For names from elsewhere (environment, compose config): secret when the name contains KEY, TOKEN, … anywhere.
-    The key file's own path variable is not."""
-    upper = name.upper()
-    return upper not in NON_SECRET_NAMES and upper != PATH_ENV and any(part in upper for part in _SECRET_PARTS)
-
-
-def redact(value: str) -> str:
-    """`sk-abcdefgh1234abcd` -> `sk-…abcd`. Short values reveal nothing."""
-    if len(value) < 12:
-        return "…"
-    return f"{value[:3]}…{value[-4:]}"
-
-
-_secrets: set[str] = set()
-_pattern: re.Pattern[str] | None = None
-_environ_scanned = False
-
-
-def register_secrets(values: Mapping[str, str | None], secret=is_secret_name) -> None:
-    """Remember the values among `values` whose name is `secret` so every later output line has them replaced."""
-    global _pattern
-    new = {v for k, v in values.items() if v and secret(k) and len(v) >= _MIN_SECRET_LEN}
-    if new - _secrets:
-        _secrets.update(new)
-        # Longest first, so a key that contains another key is replaced whole.
-        ordered = sorted(_secrets, key=len, reverse=True)
-        _pattern = re.compile("|".join(re.escape(s) for s in ordered))
-
-
-def forget_secrets() -> None:
-    """For tests: drop every registered secret."""
-    global _pattern, _environ_scanned
-    _secrets.clear()
-    _pattern = None
-    _environ_scanned = True
-
-
-def redact_known_secrets(text: str) -> str:
-    """Replace every loaded secret value in `text`. Cheap when nothing is loaded (one check, no regex)."""
-    global _environ_scanned
-    if not _environ_scanned:
-        # Inside containers the keys arrive as environment variables (compose env_file), not as a file.
-        _environ_scanned = True
-        register_secrets(os.environ)
-    if _pattern is None:
-        return text
-    return _pattern.sub(lambda m: redact(m.group(0)), text)
-
-
-def redact_config(text: str) -> str:
-    """`compose config` inlines env_file values: hide every value whose name looks secret, plus known secrets."""
-
-    def hide(match: re.Match) -> str:
-        name, value = match.group(2), match.group(3)
-        if not is_secret_name(name) or not value.strip('"\' '):
-            return match.group(0)
-        return f"{match.group(1)}{name}: {redact(value.strip(chr(34) + chr(39)))}"
-
-    text = re.sub(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*): (.+)$", hide, text, flags=re.MULTILINE)
-    return redact_known_secrets(text)
 
 
 # ---------------------------------------------------------------- loading

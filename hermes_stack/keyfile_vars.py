@@ -34,3 +34,4 @@ VARIABLES: tuple[KeyFileVar, ...] = (
 )
 
 READ = tuple(v for v in VARIABLES if v.receivers)
+PATH_ENV = "HERMES_KEYFILE"  # the key file's own path (so does --keyfile); a path, not a secret

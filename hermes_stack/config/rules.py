@@ -14,7 +14,8 @@ from urllib.parse import urlsplit
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import Problem
-from hermes_stack.keyfile import KeyFile, check_tinker_key, is_keyfile_secret
+from hermes_stack.keyfile import KeyFile, check_tinker_key
+from hermes_stack.redaction import is_keyfile_secret
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
 from hermes_stack.service_defaults import DATA_DIR
 

@@ -67,7 +67,7 @@ def _key_from(stack) -> str | None:
 def validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None, model: str | None = None):
     """The validated stack and the inference key `up` gives the services (registered for redaction)."""
     from hermes_stack.controller.commands.validate import validated_stack
-    from hermes_stack.keyfile import register_secrets
+    from hermes_stack.redaction import register_secrets
 
     stack = validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device, model=model)
     key = inference_key(project_root() / STATE_DIR, _key_from(stack))

@@ -26,7 +26,7 @@ def setup_logging() -> None:
     # atroposlib logs its status dict at INFO ten times a second; keep its warnings only.
     for name in ("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    from hermes_stack.keyfile import redact_known_secrets
+    from hermes_stack.redaction import redact_known_secrets
 
     class Redact(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:

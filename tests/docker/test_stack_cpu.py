@@ -125,7 +125,8 @@ def online_copy(tmp: Path) -> Where:
 
 def secret_values(where: Where) -> list[str]:
     """Every secret this run holds: the key file's secret values and the inference key the controller used."""
-    from hermes_stack.keyfile import is_secret_name, load_keyfile
+    from hermes_stack.keyfile import load_keyfile
+    from hermes_stack.redaction import is_secret_name
 
     values = [(where.root / ".hermes" / "inference.key").read_text().strip()]
     if "HERMES_KEYFILE" in where.env:

@@ -31,11 +31,12 @@ def inference():
 def isolated_secrets(monkeypatch):
     """No key file path from the caller's environment, and an empty redaction registry before and after the test."""
     from hermes_stack import keyfile as kf
+    from hermes_stack import redaction
 
     monkeypatch.delenv(kf.PATH_ENV, raising=False)
-    kf.forget_secrets()
+    redaction.forget_secrets()
     yield
-    kf.forget_secrets()
+    redaction.forget_secrets()
 
 
 @pytest.fixture

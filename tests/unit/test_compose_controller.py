@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hermes_stack.controller.cli import main
 from hermes_stack.controller.stack_state import Plan, inference_key, load_plan, save_plan
-from hermes_stack.keyfile import redact_config
+from hermes_stack.redaction import redact_config
 
 
 def test_inference_key_comes_from_the_key_file_when_there_is_one(tmp_path):

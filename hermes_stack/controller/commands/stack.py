@@ -146,7 +146,7 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     from hermes_stack.controller.compose_env import compose_env
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe
-    from hermes_stack.keyfile import redact_config
+    from hermes_stack.redaction import redact_config
 
     _check_algo(algo)
     _check_device(device)
