@@ -33,14 +33,7 @@ class LayerFailure(Exception):
         self.layer, self.exit_code = layer, exit_code
 
 
-def _service_env(env: ServiceEnv | None) -> ServiceEnv:
-    from hermes_stack.service_env import ServiceEnv
-
-    return env if env is not None else ServiceEnv.from_environ()
-
-
-def parse_args(argv: list[str] | None, env: ServiceEnv | None = None) -> argparse.Namespace:
-    env = _service_env(env)
+def parse_args(argv: list[str] | None, env: ServiceEnv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m hermes_stack.trainer", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true",
                         help="check config, model, inference and atropos, then exit without training")
@@ -60,13 +53,12 @@ def parse_args(argv: list[str] | None, env: ServiceEnv | None = None) -> argpars
 # ---------------------------------------------------------------- layers
 
 
-def load_config(args: argparse.Namespace, env: ServiceEnv | None = None) -> StackConfig:
+def load_config(args: argparse.Namespace, env: ServiceEnv) -> StackConfig:
     """The service's StackConfig (service_env.load_service_stack); --algo/--config-dir/--profile win over the
     environment's."""
     from hermes_stack.service_env import load_service_stack
 
     try:
-        env = _service_env(env)
         return load_service_stack(env.model_copy(update={"algo": args.algo, "config_dir": args.config_dir,
                                                          "profile": args.profile}))
     except InputError as exc:
@@ -75,12 +67,10 @@ def load_config(args: argparse.Namespace, env: ServiceEnv | None = None) -> Stac
         raise LayerFailure("config", str(exc), exit_code=2) from exc
 
 
-def model_dir(stack: StackConfig, env: ServiceEnv | None = None) -> Path:
+def model_dir(stack: StackConfig, env: ServiceEnv) -> Path:
     """The policy's directory: the embedded tiny model for the `embedded` sentinel, a catalog model's directory in
     the image for its name (hermes_stack/modelcore/catalog.py), else inference.model_path."""
     from hermes_stack.modelcore.location import EMBEDDED_MODEL, model_location
-
-    env = _service_env(env)
     configured = model_location(stack.settings.inference.model_path, env.embedded_model, env.models_dir)
     if stack.settings.inference.model_path == EMBEDDED_MODEL and not (env.embedded_model / "config.json").is_file():
         raise LayerFailure("model", f"inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL ({configured}) "
@@ -120,15 +110,14 @@ def engine_kind(stack: StackConfig) -> str:
     return "tinker" if torch.cuda.is_available() else "torch"
 
 
-def micro_batch_size(stack: StackConfig, env: ServiceEnv | None = None) -> int | None:
+def micro_batch_size(stack: StackConfig, env: ServiceEnv) -> int | None:
     """trainer.micro_batch_size as written; unset: the GPU memory split's value that `up` passed in
     HERMES_MICRO_BATCH_SIZE (gpu profile); neither: None (the whole minibatch at once)."""
     configured = stack.settings.trainer.micro_batch_size
-    return configured if configured is not None else _service_env(env).micro_batch_size
+    return configured if configured is not None else env.micro_batch_size
 
 
-def build_engine(stack: StackConfig, env: ServiceEnv | None = None) -> Engine:
-    env = _service_env(env)
+def build_engine(stack: StackConfig, env: ServiceEnv) -> Engine:
     algo = stack.config.algorithm
     kind = engine_kind(stack)
     directory = model_dir(stack, env)
@@ -155,7 +144,7 @@ def build_engine(stack: StackConfig, env: ServiceEnv | None = None) -> Engine:
 
 
 def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, device: str,
-                   env: ServiceEnv | None = None) -> Engine:
+                   env: ServiceEnv) -> Engine:
     """Tinker trains the LoRA policy remotely; the reference (KL) and the critic (gae) run locally on the same base."""
     import json
 
@@ -182,13 +171,11 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
               "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
               "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"", file=sys.stderr, flush=True)
     return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
-                        learning_rate=learning_rate, critic=critic, timeout_s=_service_env(env).tinker_timeout_s)
+                        learning_rate=learning_rate, critic=critic, timeout_s=env.tinker_timeout_s)
 
 
-def inference_client(stack: StackConfig, env: ServiceEnv | None = None) -> InferenceClient:
+def inference_client(stack: StackConfig, env: ServiceEnv) -> InferenceClient:
     from hermes_stack.trainer.weights_sync import InferenceClient
-
-    env = _service_env(env)
     return InferenceClient(inference_url(stack, env), env.key)
 
 
@@ -196,12 +183,10 @@ def inference_url(stack: StackConfig, env: ServiceEnv) -> str:
     return env.inference_url or stack.settings.inference.base_url
 
 
-def check_inference(stack: StackConfig, client: InferenceClient, env: ServiceEnv | None = None) -> str:
+def check_inference(stack: StackConfig, client: InferenceClient, env: ServiceEnv) -> str:
     """/v1/models lists the model and one 1-token /generate succeeds (what atroposlib will call)."""
     from hermes_stack.modelcore import catalog
     from hermes_stack.modelcore.location import EMBEDDED_MODEL
-
-    env = _service_env(env)
     try:
         served = client.models()
         configured = stack.settings.inference.model_path
@@ -233,7 +218,7 @@ def check_atropos(url: str) -> dict[str, Any]:
         client.close()
 
 
-def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv | None = None) -> None:
+def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> None:
     """Bounded wait for inference, then Atropos, to be ready by their healthchecks' own rules; the layer whose wait
     runs out is named. A dry-run started alongside `up --wait` loads its model meanwhile."""
     if wait_s <= 0:
@@ -241,8 +226,6 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv | None
     import time
 
     from hermes_stack import health
-
-    env = _service_env(env)
     url = inference_url(stack, env)
     key = env.key or ""
     model = env.served_model_name
@@ -298,11 +281,9 @@ HELD_OUT_ROWS = 16  # a real model on CPU: ~15 CPU-seconds of greedy decoding pe
 # ---------------------------------------------------------------- entry
 
 
-def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv | None = None) -> LoopSettings:
+def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv) -> LoopSettings:
     from hermes_stack.trainer.checkpoint import resolve_checkpoint_dir
     from hermes_stack.trainer.loop import LoopSettings
-
-    env = _service_env(env)
     settings, rollout = stack.settings, stack.config.rollout
     num_steps = settings.trainer.num_steps
     if args.max_steps is not None:
@@ -325,14 +306,14 @@ def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv 
     )
 
 
-def run(args: argparse.Namespace, engine_factory: Callable[[StackConfig], Engine] = build_engine,
-        env: ServiceEnv | None = None) -> int:
+def run(args: argparse.Namespace, env: ServiceEnv,
+        engine_factory: Callable[[StackConfig], Engine] | None = None) -> int:
+    """Train (or dry-run) with the service environment `env`, read once by main; engine_factory: tests' engines."""
     from hermes_stack.hub import needs_hub, set_hub_access
     from hermes_stack.trainer.loop import StopFlag
 
     stop = StopFlag()
     stop.install()  # before the slow model load: a SIGTERM then still exits cleanly
-    env = _service_env(env)
     stack = load_config(args, env)
     # Before any Hugging Face import: online only for the gpu profile with a hub id (hermes_stack.hub).
     set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
@@ -346,7 +327,7 @@ def run(args: argparse.Namespace, engine_factory: Callable[[StackConfig], Engine
         print(f"config: profile {stack.profile} overrides " +
               ", ".join(f"{k}={v}" for k, v in stack.overrides.items()), flush=True)
     settings = loop_settings(stack, args, env)
-    engine = engine_factory(stack)
+    engine = engine_factory(stack) if engine_factory is not None else build_engine(stack, env)
     inference = inference_client(stack, env)
     if args.dry_run:
         wait_until_serving(stack, args.wait, env)
@@ -375,14 +356,15 @@ def run(args: argparse.Namespace, engine_factory: Callable[[StackConfig], Engine
     return 0
 
 
-def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], Engine] = build_engine) -> int:
+def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], Engine] | None = None) -> int:
     from hermes_stack.secret_files import load_secrets
+    from hermes_stack.service_env import ServiceEnv
 
     load_secrets()  # /run/secrets -> environment: the inference key, TINKER_API_KEY, WANDB_API_KEY
     try:
-        env = _service_env(None)
+        env = ServiceEnv.from_environ()  # the one read of the environment; every layer gets it from here
         args = parse_args(argv, env)
-        return run(args, engine_factory, env)
+        return run(args, env, engine_factory)
     except LayerFailure as exc:
         print(" ".join(str(exc).split()), file=sys.stderr, flush=True)  # one line, even for multi-line causes
         return exc.exit_code

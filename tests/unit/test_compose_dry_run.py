@@ -12,6 +12,7 @@ import pytest
 from hermes_stack import health
 from hermes_stack.controller.compose import CommandFailed, Compose, stack_params
 from hermes_stack.controller.dry_run_alongside import DryRunAlongside
+from hermes_stack.service_env import ServiceEnv
 from hermes_stack.trainer.__main__ import LayerFailure, wait_until_serving
 
 ROOT = Path("/repo")
@@ -140,7 +141,7 @@ def services(monkeypatch):
 
 def test_dry_run_waits_until_inference_generates_then_checks_atropos(services):
     services.inference_after = 3
-    wait_until_serving(_stack(), 5.0)
+    wait_until_serving(_stack(), 5.0, ServiceEnv.from_environ())
     assert sum(u.endswith("/models") for u in services.probes) == 4
     assert services.probes[-1] == "http://atropos:8000/status"
 
@@ -148,7 +149,7 @@ def test_dry_run_waits_until_inference_generates_then_checks_atropos(services):
 def test_dry_run_wait_running_out_names_the_layer(services):
     services.atropos_up = False
     with pytest.raises(LayerFailure) as failed:
-        wait_until_serving(_stack(), 0.1)
+        wait_until_serving(_stack(), 0.1, ServiceEnv.from_environ())
     assert failed.value.layer == "atropos"
     assert "not ready within --wait 0.1 s" in str(failed.value) and "Connection refused" in str(failed.value)
 
@@ -156,14 +157,14 @@ def test_dry_run_wait_running_out_names_the_layer(services):
 def test_a_refused_key_fails_the_dry_run_at_once_instead_of_waiting(services):
     services.key_refused = True
     with pytest.raises(LayerFailure) as failed:
-        wait_until_serving(_stack(), 600.0)
+        wait_until_serving(_stack(), 600.0, ServiceEnv.from_environ())
     assert failed.value.layer == "inference" and "same HERMES_INFERENCE_KEY" in str(failed.value)
     assert len(services.probes) == 1
 
 
 def test_without_a_wait_the_dry_run_probes_nothing_extra(services):
     services.inference_after = 10**6
-    wait_until_serving(_stack(), 0)
+    wait_until_serving(_stack(), 0, ServiceEnv.from_environ())
     assert services.probes == []
 
 

@@ -26,6 +26,7 @@ from hermes_stack.errors import InputError
 from hermes_stack.hub import OFFLINE_FLAGS
 from hermes_stack.inference.service_config import load_service_config
 from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch, launch_argv
+from hermes_stack.service_env import ServiceEnv
 from tests.fakes.hub_standin import Repo, serve
 from tests.fakes.stack_files import write_stack
 
@@ -119,10 +120,11 @@ def test_inference_downloads_a_hub_id_once_and_the_trainer_loads_the_same_folder
         import argparse
         from hermes_stack.trainer.__main__ import load_config, model_dir
         from hermes_stack.hub import needs_hub, set_hub_access
+        from hermes_stack.service_env import ServiceEnv
         args = argparse.Namespace(algo="grpo", config_dir=__import__("pathlib").Path(__import__("os").environ["HERMES_CONFIG_DIR"]), profile="gpu")
-        stack = load_config(args)
+        stack = load_config(args, ServiceEnv.from_environ())
         set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
-        print("TRAINER-MODEL-DIR", model_dir(stack))
+        print("TRAINER-MODEL-DIR", model_dir(stack, ServiceEnv.from_environ()))
     """, env)
     assert trainer.returncode == 0, trainer.stderr[-3000:]
     assert trainer.stdout.split("TRAINER-MODEL-DIR ")[1].strip() == fetched
@@ -140,8 +142,9 @@ def test_trainer_resolves_a_relative_model_folder_against_the_config_folder_pare
     configs = write_stack(tmp_path / "configs", dataset="offline-arith", model_path="./models/mine")
     monkeypatch.setenv("HERMES_CONFIG_DIR", str(configs))
     monkeypatch.chdir("/")
-    stack = load_config(Namespace(algo="grpo", config_dir=configs, profile="gpu"))
-    assert model_dir(stack) == tmp_path / "models" / "mine"
+    service = ServiceEnv.from_environ()
+    stack = load_config(Namespace(algo="grpo", config_dir=configs, profile="gpu"), service)
+    assert model_dir(stack, service) == tmp_path / "models" / "mine"
 
 
 # ---------------------------------------------------------------- 5: the GPU memory split

@@ -142,10 +142,10 @@ def test_trainer_loads_a_changed_locked_field_only_when_unlocked(unlocked_config
     args = argparse.Namespace(algo="grpo", config_dir=unlocked_configs, profile="gpu")
     monkeypatch.setenv("HERMES_UNLOCK", "0")
     with pytest.raises(LayerFailure) as caught:
-        load_config(args)
+        load_config(args, ServiceEnv.from_environ())
     assert caught.value.exit_code == 2 and LOCKED_LINE in str(caught.value)
     monkeypatch.setenv("HERMES_UNLOCK", "1")
-    assert load_config(args).settings.tinker.learning_rate == 1e-4
+    assert load_config(args, ServiceEnv.from_environ()).settings.tinker.learning_rate == 1e-4
 
 
 def test_environment_loads_a_changed_locked_field_only_when_unlocked(unlocked_configs):
