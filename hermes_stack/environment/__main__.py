@@ -22,20 +22,13 @@ log = logging.getLogger("hermes_stack.environment")
 
 
 def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
+    import os
+
+    from hermes_stack.service_log import level_from
+    from hermes_stack.service_log import setup_logging as setup
+
     # atroposlib logs its status dict at INFO ten times a second; keep its warnings only.
-    for name in ("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    from hermes_stack.redaction import redact_known_secrets
-
-    class Redact(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            record.msg = redact_known_secrets(record.getMessage())
-            record.args = ()
-            return True
-
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(Redact())
+    setup(level_from(os.environ), quiet=("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"))
 
 
 async def serve(env_config, server_configs) -> int:

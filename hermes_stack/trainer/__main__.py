@@ -10,6 +10,7 @@ a function called without it reads the process environment itself.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_stack.errors import HermesError, InputError, StackError
+
+log = logging.getLogger("hermes_stack.trainer")
 
 if TYPE_CHECKING:
     from hermes_stack.config.loader import StackConfig
@@ -83,7 +86,7 @@ def model_dir(stack: StackConfig, env: ServiceEnv) -> Path:
         # and the trainer starts after it: the files are normally there. Downloading here too is the fallback (a
         # dry-run on its own), into the same cache.
         try:
-            return resolve_model(configured, who="trainer", log=lambda text: print(text, flush=True))
+            return resolve_model(configured, who="trainer", log=log.info)
         except LookupError as exc:
             raise LayerFailure("model", f"inference.model_path {configured!r} (a hub id): {exc}") from None
     directory = Path(configured)
@@ -167,9 +170,9 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
     if temperature > 0 and temperature != 1.0:
         # Tinker's built-in losses compute the policy's log-probs at temperature 1; the behaviour log-probs are of
         # softmax(logits / T). Said once, plainly, rather than trained on silently.
-        print(f"trainer: warning: [rollout] temperature {temperature:g} with the tinker engine: Tinker's losses "
-              "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
-              "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"", file=sys.stderr, flush=True)
+        log.warning(f"[rollout] temperature {temperature:g} with the tinker engine: Tinker's losses "
+                    "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
+                    "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"")
     return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
                         learning_rate=learning_rate, critic=critic, timeout_s=env.tinker_timeout_s)
 
@@ -243,8 +246,7 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> No
             raise LayerFailure(layer, f"not ready within --wait {wait_s:g} s: {exc}. "
                                       f"Hint: `docker compose logs {layer}`") from None
     # Where the dry-run's time went: waiting here means the services, not the trainer, were the slow part.
-    print(f"dry-run: model loaded; inference and atropos ready after {time.monotonic() - started:.1f} s more",
-          flush=True)
+    log.info(f"dry-run: model loaded; inference and atropos ready after {time.monotonic() - started:.1f} s more")
 
 
 def atropos_url(stack: StackConfig, env: ServiceEnv) -> str:
@@ -322,10 +324,9 @@ def run(args: argparse.Namespace, env: ServiceEnv,
     from hermes_stack.trainer.metrics import MetricsSink
 
     for line in (*stack.notices, *stack.warnings):
-        print(f"config: {line}", flush=True)
+        log.info(f"config: {line}")
     if stack.overrides:
-        print(f"config: profile {stack.profile} overrides " +
-              ", ".join(f"{k}={v}" for k, v in stack.overrides.items()), flush=True)
+        log.info(f"config: profile {stack.profile} overrides " + ", ".join(f"{k}={v}" for k, v in stack.overrides.items()))
     settings = loop_settings(stack, args, env)
     engine = engine_factory(stack) if engine_factory is not None else build_engine(stack, env)
     inference = inference_client(stack, env)
@@ -333,9 +334,9 @@ def run(args: argparse.Namespace, env: ServiceEnv,
         wait_until_serving(stack, args.wait, env)
         served = check_inference(stack, inference, env)
         status = check_atropos(atropos_url(stack, env))
-        print(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
-              f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
-              f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences", flush=True)
+        log.info(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
+                 f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
+                 f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences")
         return 0
     atropos = AtroposClient(atropos_url(stack, env))
     sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, wandb_project=settings.wandb_project,
@@ -352,13 +353,17 @@ def run(args: argparse.Namespace, env: ServiceEnv,
             try:
                 close()
             except Exception as exc:  # noqa: BLE001 - a failed close must not hide why training stopped
-                print(f"trainer: closing the engine failed: {exc}", file=sys.stderr, flush=True)
+                log.error(f"closing the engine failed: {exc}")
     return 0
 
 
 def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], Engine] | None = None) -> int:
     from hermes_stack.secret_files import load_secrets
     from hermes_stack.service_env import ServiceEnv
+    from hermes_stack.service_log import level_from, setup_logging
+
+    # The services' one format; the final one-line failure below stays a bare stderr line: `up` quotes it.
+    setup_logging(level_from(os.environ), quiet=("httpx",))
 
     load_secrets()  # /run/secrets -> environment: the inference key, TINKER_API_KEY, WANDB_API_KEY
     try:

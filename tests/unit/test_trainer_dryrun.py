@@ -175,7 +175,7 @@ def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> No
 
 
 def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_follow_it(env, monkeypatch,
-                                                                                      capsys) -> None:
+                                                                                      caplog) -> None:
     """Tinker's built-in losses compute log-probs at temperature 1: at the shipped 0.7 the trainer says so at start.
     The local reference uses the rollout temperature, the local critic value_loss_coef x the learning rate."""
     from trainer_helpers import write_configs
@@ -194,7 +194,9 @@ def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_foll
     _tinker_engine(stack, algo, embedded_model_dir(), "cpu", service)
     assert made["critic"]["temperature"] == 0.7
     assert made["critic"]["learning_rate"] == pytest.approx(0.5 * stack.settings.tinker.learning_rate)
-    assert "temperature 0.7 with the tinker engine" in capsys.readouterr().err
+    # A warning in the services' one log format (hermes_stack.service_log), not a bare stderr line.
+    assert [r.levelname for r in caplog.records if "temperature 0.7 with the tinker engine" in r.getMessage()] == [
+        "WARNING"]
 
 
 @pytest.mark.slow
