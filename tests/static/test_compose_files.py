@@ -153,6 +153,11 @@ def test_the_readme_key_file_table_names_the_services_receiving_each_variable():
     for name, services in RECEIVERS.items():
         listed = {s.strip().strip("`") for s in rows[name][column].split(",")}
         assert listed == set(services), (name, listed)
+    # Issue 19: and its secret column is the variable table's (hermes_stack.keyfile_vars).
+    from hermes_stack.keyfile_vars import READ
+
+    secret = [c.strip() for c in header.strip().strip("|").split("|")].index("secret")
+    assert {v.name: ("yes" if v.secret else "no") for v in READ} == {v.name: rows[v.name][secret] for v in READ}
 
 
 def _all_services():

@@ -20,9 +20,9 @@ def api():
 @pytest.fixture
 def inference():
     """The fake inference surface the trainer talks to (models, generate, update_weights_from_disk)."""
-    from trainer_helpers import FakeInference
+    from trainer_helpers import FakeInferenceForTrainer
 
-    server = FakeInference()
+    server = FakeInferenceForTrainer()
     yield server
     server.stop()
 

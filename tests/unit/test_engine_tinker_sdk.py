@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
 from fakes.fake_tinker import ADAPTER_FILES, API, FakeTinker
 from fakes.guards import bounded as _bounded
+from fakes.loopback import free_port
 
 from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.errors import StackError
@@ -159,10 +159,6 @@ def test_refused_key_is_one_clear_error_without_the_key(engines):
     assert f"{API}/create_session" not in fake.paths()
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens there once the socket is closed
 
 
 @pytest.mark.parametrize("kind", ["refused", "silent"])
@@ -172,7 +168,7 @@ def test_unreachable_endpoint_fails_in_the_probe_before_the_sdk(monkeypatch, eng
     silent = socket.socket()  # listens (the kernel completes the handshake) but never answers a byte
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)
-    port = silent.getsockname()[1] if kind == "silent" else closed_port()
+    port = silent.getsockname()[1] if kind == "silent" else free_port()
     try:
         with pytest.raises(StackError, match="not reachable"):
             bounded(lambda: TinkerEngine(base_model="m", algo=GRPO, lora_rank=8, learning_rate=1e-5,

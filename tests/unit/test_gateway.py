@@ -1,13 +1,9 @@
 """gateway.py against a real loopback fake gateway: both shapes, key checks, and messages that name the cause."""
 
-import socket
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakes.fake_gateway import FakeGateway
+from fakes.loopback import free_port
 
 from hermes_stack import gateway
 from hermes_stack.errors import InputError
@@ -80,9 +76,7 @@ def test_wrong_prefix_names_missing_v1(fake):
 
 
 def test_connection_refused_names_the_base_url():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    port = free_port()  # nothing listens there
     s = GatewaySettings(root=f"http://127.0.0.1:{port}", api_key="k" * 20, model="m", timeout_s=2, retries=1)
     with GatewayClient(s) as client, pytest.raises(GatewayError) as err:
         client.chat([{"role": "user", "content": "hi"}])

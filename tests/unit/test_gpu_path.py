@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fakes.loopback import free_port
 
 from hermes_stack.config import memory
 from hermes_stack.config.models import RolloutSection
@@ -121,6 +121,8 @@ def test_inference_downloads_a_hub_id_once_and_the_trainer_loads_the_same_folder
         from hermes_stack.trainer.__main__ import load_config, model_dir
         from hermes_stack.hub import needs_hub, set_hub_access
         from hermes_stack.service_env import ServiceEnv
+        from hermes_stack.service_log import setup_logging
+        setup_logging("INFO")  # as the trainer's main does: its lines are log records
         args = argparse.Namespace(algo="grpo", config_dir=__import__("pathlib").Path(__import__("os").environ["HERMES_CONFIG_DIR"]), profile="gpu")
         stack = load_config(args, ServiceEnv.from_environ())
         set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
@@ -245,16 +247,12 @@ SERVER_ARGS_CHILD = textwrap.dedent("""
 """)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_sglang_child_output_never_shows_the_key(tmp_path, capfd):
     stub = tmp_path / "child.py"
     stub.write_text(SERVER_ARGS_CHILD)
-    spec = SGLangLaunch(model_path="/m", served_model="m", port=_port(), launcher=(sys.executable, str(stub)),
+    spec = SGLangLaunch(model_path="/m", served_model="m", port=free_port(), launcher=(sys.executable, str(stub)),
                         start_timeout_s=30)
     backend = SGLangBackend(spec, KEY)
 

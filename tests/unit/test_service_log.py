@@ -1,15 +1,12 @@
 """Issue 19: one log format for every service, at the level HERMES_LOG_LEVEL names (hermes_stack.service_log)."""
 
 import logging
-import sys
-from pathlib import Path
+
+from import_graph import import_graph
 
 from hermes_stack import redaction
 from hermes_stack.service_env import ServiceEnv
 from hermes_stack.service_log import FORMAT, LEVELS, level_from, setup_logging
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "static"))
-from import_graph import import_graph
 
 
 def test_every_service_entry_point_sets_up_the_one_format():

@@ -3,15 +3,11 @@
 import json
 import os
 import re
-import socket
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakes.fake_gateway import FakeGateway
 from fakes.fake_inference import FakeInference
+from fakes.loopback import free_port
 from fakes.stack_files import write_stack
 from fakes.tiny_tokenizer import build_tiny_tokenizer
 
@@ -110,9 +106,7 @@ def test_local_inference_service(project, tokenizer_dir, capsys):
 
 
 def test_offline_unreachable_inference_names_the_url(project, capsys):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
     assert cli("--steps", "1", "--local", f"http://127.0.0.1:{port}/v1") == 1
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port}/v1" in err and "not reachable" in err

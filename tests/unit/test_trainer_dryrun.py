@@ -8,7 +8,8 @@ import signal
 
 import httpx
 import pytest
-from trainer_helpers import FakeInference, embedded_model_dir, free_port, write_configs
+from fakes.loopback import free_port
+from trainer_helpers import FakeInferenceForTrainer, embedded_model_dir, write_configs
 
 from hermes_stack.service_env import ServiceEnv
 from hermes_stack.trainer.__main__ import main
@@ -20,7 +21,7 @@ def env(api, tmp_path, monkeypatch):
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}  # main() installs handlers
     api.reset()
     model = embedded_model_dir()
-    inference = FakeInference(model=str(model))
+    inference = FakeInferenceForTrainer(model=str(model))
     for name in ("HERMES_SERVED_MODEL_NAME", "WANDB_API_KEY", "TINKER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path / "data"))

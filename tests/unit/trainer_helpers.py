@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,14 +20,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-sys.path.insert(0, str(REPO / "tests"))
-from fakes.loopback import JsonHandler, LoopbackServer
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from fakes.loopback import JsonHandler, LoopbackServer, free_port
 
 
 class AtroposProcess:
@@ -163,7 +155,7 @@ class TinyEngine:
         self.steps = int(state["steps"])
 
 
-class FakeInference(LoopbackServer):
+class FakeInferenceForTrainer(LoopbackServer):  # the trainer-facing routes; fakes.fake_inference: /generate
     """The inference service's HTTP surface the trainer uses, recording calls and checking the Bearer key."""
 
     def __init__(self, key: str = "internal-key", model: str = "embedded"):
@@ -214,7 +206,7 @@ class FakeInference(LoopbackServer):
         return [body["model_path"] for method, path, body in self.calls if path == "/update_weights_from_disk"]
 
 
-def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInference | None, **extra: str) -> dict[str, str]:
+def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInferenceForTrainer | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "WANDB_"))}
     env.update({"HERMES_DATA_DIR": str(data_dir), "HERMES_ATROPOS_URL": atropos_url,
                 "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
