@@ -235,21 +235,13 @@ def embedded_model_dir() -> Path:
 
 def write_configs(directory: Path, *, algo: str = "grpo", group_size: int = 4, batch_size: int = 2,
                   num_steps: int = 8, interval: int = 2, checkpoint_dir: str = "./ck") -> Path:
-    """The repository's configs with a tiny batch, step count and save interval."""
-    import re
+    """The trainer tests' values for the one config writer (fakes.stack_files.write_stack): a tiny batch, step count
+    and save interval; the repository's dataset, model and judge lines untouched."""
+    from fakes.stack_files import write_stack
 
-    directory.mkdir(parents=True, exist_ok=True)
-    toml = (REPO / "configs" / f"config_{algo}.toml").read_text()
-    toml = re.sub(r"(?m)^group_size = \d+", f"group_size = {group_size}", toml)
-    toml = re.sub(r"(?m)^batch_size = \d+", f"batch_size = {batch_size}", toml)
-    toml = re.sub(r"(?m)^max_token_length = \d+", "max_token_length = 64", toml)
-    (directory / f"config_{algo}.toml").write_text(toml)
-    settings = json.loads((REPO / "configs" / f"settings_{algo}.json").read_text())
-    settings["tinker"].update(save_checkpoint_interval=interval, checkpoint_dir=checkpoint_dir)
-    settings["trainer"]["num_steps"] = num_steps
-    settings["algorithm"]["group_size"] = group_size
-    (directory / f"settings_{algo}.json").write_text(json.dumps(settings, indent=2))
-    return directory
+    return write_stack(directory, algo, group_size=group_size, batch_size=batch_size, max_token_length=64,
+                       num_steps=num_steps, judge=None, judge_style=None, checkpoint_interval=interval,
+                       checkpoint_dir=checkpoint_dir)
 
 
 def grpo_params(**changes):
