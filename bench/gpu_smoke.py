@@ -47,9 +47,9 @@ def lora(workdir: Path) -> Path:
 
     from hermes_stack.config.loader import load_stack
     from hermes_stack.config.models import AlgorithmSection
-    from hermes_stack.inference.fixture import build_fixture_model
     from hermes_stack.trainer.engine import Sequence
     from hermes_stack.trainer.engine_torch import TorchEngine
+    from tests.fakes.fixture_model import build_fixture_model
 
     tinker = load_stack("grpo", ROOT / "configs", profile="gpu").settings.tinker
     model = build_fixture_model(workdir / "mid-model", hidden=1024, layers=8)
@@ -109,9 +109,9 @@ def split(workdir: Path, layers: int = 4) -> None:
 
     from hermes_stack.config import memory
     from hermes_stack.config.models import AlgorithmSection
-    from hermes_stack.inference.fixture import build_tokenizer
     from hermes_stack.trainer.engine import Sequence
     from hermes_stack.trainer.engine_torch import TorchEngine
+    from tests.fakes.fixture_model import build_tokenizer
 
     directory = workdir / "qwen3-8b-shaped"
     directory.mkdir(parents=True)

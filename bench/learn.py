@@ -5,7 +5,7 @@
                                     [--engine torch|tinker [--tinker-full]] [--lr LR]
 
 `--engine tinker` trains through the real tinker SDK over loopback HTTP against the local Tinker service
-(hermes_stack.devtools.tinker_service, in this process, torch on CPU behind it) exactly as the stack's trainer does:
+(tests.fakes.tinker_service, in this process, torch on CPU behind it) exactly as the stack's trainer does:
 TinkerEngine.train_step (forward_backward + optim_step + save_weights_for_sampler), then export_weights (the peft
 adapter, or the whole model with --tinker-full, downloaded from the service), which a local sampler loads for the
 next rollouts, as the inference service would. It also prints the SDK round trip per step: the step's wall time
@@ -102,8 +102,8 @@ class TinkerSide:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from hermes_stack.devtools.tinker_service import LocalTinker
         from hermes_stack.trainer.engine_tinker import LocalCritic, TinkerEngine
+        from tests.fakes.tinker_service import LocalTinker
 
         self.torch = torch
         # pending_polls 0: every future is ready when first asked, so the overhead measured is the SDK's own.

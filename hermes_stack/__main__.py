@@ -1,3 +1,3 @@
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 raise SystemExit(main())

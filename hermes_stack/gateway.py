@@ -24,7 +24,8 @@ from typing import Literal, Self
 
 import httpx
 
-from hermes_stack import keyfile as keys  # base-URL derivation and redaction live with the key file
+from hermes_stack import keyfile as keys  # the key file and its base-URL rule
+from hermes_stack import redaction
 from hermes_stack.errors import InputError, StackError
 
 KEY_ENV = "TAOTOKEN_API_KEY"
@@ -81,13 +82,17 @@ def settings_from(
     """The gateway settings, or None in offline mode.
 
     Inside containers the key file arrives as environment variables (compose env_file); on the host it is read from
-    .env.taotoken (hermes_stack.keyfile, which also checks it). Variables win over the file.
+    .env.taotoken (hermes_stack.keyfile, which also checks it). Variables win over the file, and get the key file's
+    URL check (keyfile.check_base_url): a bad base URL is InputError (exit 2) before any call, whichever the road.
     """
     environ = os.environ if environ is None else environ
     if environ.get(KEY_ENV) and environ.get(base_url_env):
-        keys.register_secrets({KEY_ENV: environ[KEY_ENV]})
+        redaction.register_secrets({KEY_ENV: environ[KEY_ENV]})
+        root, problem, _notice, _warning = keys.check_base_url("(environment)", environ[base_url_env], base_url_env)
+        if problem is not None:
+            raise InputError(problem)
         return GatewaySettings(
-            root=environ[base_url_env].rstrip("/"),
+            root=root,
             api_key=environ[KEY_ENV],
             model=environ.get(MODEL_ENV) or None,
             timeout_s=timeout_s,
@@ -96,7 +101,7 @@ def settings_from(
     if keyfile.offline:
         return None
     return GatewaySettings(
-        root=(keyfile.get(base_url_env) or "").rstrip("/"),
+        root=keyfile.get(base_url_env) or "",  # load_keyfile checked and normalised it
         api_key=keyfile.get(KEY_ENV) or "",
         model=keyfile.get(MODEL_ENV) or environ.get(MODEL_ENV) or None,
         timeout_s=timeout_s,
@@ -104,7 +109,7 @@ def settings_from(
 
 
 def _redact(text: str) -> str:
-    return keys.redact_known_secrets(text)
+    return redaction.redact_known_secrets(text)
 
 
 def explain_status(status: int, url: str, settings: GatewaySettings, body: str = "") -> str:

@@ -30,7 +30,9 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-TIMEOUT_S = float(os.environ.get("HERMES_HEALTH_TIMEOUT", "8"))
+from hermes_stack import service_defaults as defaults
+
+TIMEOUT_S = float(os.environ.get("HERMES_HEALTH_TIMEOUT") or defaults.HEALTH_TIMEOUT_S)
 POLL_S = 0.2
 SERVICES = ("atropos", "inference", "environment", "trainer")
 
@@ -158,12 +160,12 @@ def wait_for(probe: Callable[[], str], wait_s: float, poll_s: float | None = Non
 
 
 def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str | None = None) -> str:
-    data_dir = Path(env.get("HERMES_DATA_DIR", "/data"))
-    inference_url = env.get("HERMES_INFERENCE_URL", "http://127.0.0.1:8001/v1")
+    data_dir = Path(env.get("HERMES_DATA_DIR", defaults.DATA_DIR))
+    inference_url = env.get("HERMES_INFERENCE_URL", defaults.INFERENCE_URL)
     key = env.get("HERMES_INFERENCE_KEY", "")
     model = env.get("HERMES_SERVED_MODEL_NAME") or None
     if service == "atropos":
-        return check_atropos(url or loopback(env.get("HERMES_ATROPOS_URL", "http://127.0.0.1:8000")), fetch)
+        return check_atropos(url or loopback(env.get("HERMES_ATROPOS_URL", defaults.ATROPOS_URL)), fetch)
     if service == "inference":
         return check_inference(url or loopback(inference_url), key, model, fetch)
     if service == "environment":

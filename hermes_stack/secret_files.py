@@ -3,9 +3,9 @@
 Compose copies each secret into the container as /run/secrets/<name> before it starts (absent from `docker inspect`).
 Each service calls `load_secrets()` first thing, which copies its secret files into its own process environment, so
 the SDKs that read variables (tinker, wandb) and our own code read them as before. Which service gets which secret:
-hermes_stack.service_env.RECEIVERS.
+hermes_stack.keyfile_vars.VARIABLES.
 
-Stdlib only, apart from this package's __init__: the healthcheck (hermes_stack.health) imports it on every probe,
+Stdlib only, apart from this package's __init__ and keyfile_vars (stdlib too): the healthcheck (hermes_stack.health) imports it on every probe,
 which must stay light (the typed service environment, hermes_stack.service_env, imports pydantic).
 """
 
@@ -15,16 +15,13 @@ import os
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from hermes_stack.keyfile_vars import READ
+
 SECRETS_DIR = Path("/run/secrets")
 INFERENCE_KEY_ENV = "HERMES_INFERENCE_KEY"
 
-# Compose secret name -> the variable it carries. Names are the variables in lower case.
-SECRETS = {
-    "hermes_inference_key": INFERENCE_KEY_ENV,
-    "taotoken_api_key": "TAOTOKEN_API_KEY",
-    "tinker_api_key": "TINKER_API_KEY",
-    "wandb_api_key": "WANDB_API_KEY",
-}
+# Compose secret name -> the variable it carries: every secret of the key-file table, its name in lower case.
+SECRETS = {v.name.lower(): v.name for v in READ if v.secret}
 
 
 def load_secrets(environ: MutableMapping[str, str] | None = None, directory: Path | None = None) -> list[str]:

@@ -27,30 +27,23 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from hermes_stack import service_defaults as defaults
+from hermes_stack.algos import Algo
 from hermes_stack.errors import InputError, Problem
+from hermes_stack.keyfile_vars import READ
 from hermes_stack.modelcore.catalog import DEFAULT_MODELS_DIR
 from hermes_stack.secret_files import INFERENCE_KEY_ENV
+from hermes_stack.service_log import LogLevel
 
 if TYPE_CHECKING:
     from hermes_stack.config.loader import StackConfig
 
 UNLOCK_ENV = "HERMES_UNLOCK"
 
-# Key-file variables that are not secret and travel as plain environment entries.
-PLAIN = ("TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL", "TINKER_BASE_URL")
-
+# Key-file variables that are not secret and travel as plain environment entries (hermes_stack.keyfile_vars).
+PLAIN = tuple(v.name for v in READ if not v.secret)
 # Variable -> the services that receive it (compose.base.yml must agree: tests/static checks it).
-# The gateway key goes only to gateway-check (the layer-1 check) and the environment (the LLM judge); test-inference
-# runs on the host and reads the key file itself. Atropos never calls the gateway nor the inference service.
-RECEIVERS: dict[str, tuple[str, ...]] = {
-    INFERENCE_KEY_ENV: ("inference", "trainer", "environment"),
-    "TAOTOKEN_API_KEY": ("gateway-check", "environment"),
-    "TAOTOKEN_BASE_URL": ("gateway-check", "environment"),
-    "TAOTOKEN_MODEL": ("gateway-check", "environment"),
-    "TINKER_API_KEY": ("trainer",),
-    "TINKER_BASE_URL": ("trainer",),
-    "WANDB_API_KEY": ("trainer", "environment"),
-}
+RECEIVERS: dict[str, tuple[str, ...]] = {v.name: v.receivers for v in READ}
 
 COMPOSE_KINDS = ("fixed", "pass", "algo", "secret")
 
@@ -79,7 +72,7 @@ class ServiceEnv(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore", allow_inf_nan=False)
 
     # -- which stack
-    algo: Literal["ppo", "grpo"] = _var("HERMES_ALGO", "grpo", "algo", "ppo or grpo: which config files")
+    algo: Algo = _var("HERMES_ALGO", "grpo", "algo", "ppo or grpo: which config files")
     config_dir: Path = _var("HERMES_CONFIG_DIR", Path("configs"), "fixed",
                             "the config folder (compose: ./configs, read-only at /app/configs)")
     profile: Literal["gpu", "embedded"] = _var("HERMES_PROFILE", "gpu", "fixed",
@@ -125,10 +118,10 @@ class ServiceEnv(BaseModel):
                                  "before it counts as departed", gt=0)
     tinker_timeout_s: float = _var("HERMES_TINKER_TIMEOUT_S", 900.0, "pass",
                                    "trainer: seconds any wait on a Tinker future may take", gt=0)
-    health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", 8.0, "pass",
+    health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", defaults.HEALTH_TIMEOUT_S, "pass",
                                    "healthchecks: seconds one probe request may take", gt=0)
-    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = _var(
-        "HERMES_LOG_LEVEL", "INFO", "pass", "inference: the log level")
+    log_level: Annotated[LogLevel, BeforeValidator(_upper)] = _var(
+        "HERMES_LOG_LEVEL", "INFO", "pass", "every service: the log level (hermes_stack.service_log)")
     inference_server: Literal["sglang", "builtin"] | None = _var(
         "HERMES_INFERENCE_SERVER", None, "pass", "inference: the backend (empty: inference.server)")
     inference_host: str = _var("HERMES_INFERENCE_HOST", "0.0.0.0", "pass", "inference: the address it listens on")
@@ -158,9 +151,8 @@ class ServiceEnv(BaseModel):
         shell; checked here, before anything starts), the rest from the validated configuration."""
         environ = os.environ if environ is None else environ
         knobs = cls.from_environ({alias: environ[alias] for alias in aliases("pass") if alias in environ})
-        derived: dict[str, Any] = {"unlock": unlock, "inference_key": SecretStr(inference_key), "model": None,
-                                   "served_model_name": None, "inference_port": None, "sglang_mem_fraction": None,
-                                   "micro_batch_size": None}
+        derived: dict[str, Any] = dict.fromkeys(SET_BY_UP) | {"unlock": unlock,
+                                                             "inference_key": SecretStr(inference_key)}
         if stack is not None:
             split = stack.gpu_split
             derived.update(
@@ -201,6 +193,25 @@ def compose_text(value: Any) -> str:
 
 def _kind(info: Any) -> str:
     return (info.json_schema_extra or {}).get("compose", "")
+
+
+# The fields `up` derives from the validated configuration (for_stack); the other "pass" fields are the user's knobs.
+SET_BY_UP = ("unlock", "model", "served_model_name", "inference_port", "sglang_mem_fraction", "micro_batch_size",
+             "inference_key")
+_WHO = {"fixed": "compose (`x-env`)", "algo": "compose.<algo>.yml (`x-algo`)", "secret": "`up` (Compose secret)"}
+
+
+def markdown_table() -> str:
+    """docs/architecture.md's table of the service environment, generated from the model (the doc's copy is checked
+    against it: tests/static/test_service_env_contract.py)."""
+    rows = ["| variable | meaning | who sets it |", "|---|---|---|"]
+    for name, info in ServiceEnv.model_fields.items():
+        default = compose_text(info.default.get_secret_value() if isinstance(info.default, SecretStr) else info.default)
+        knob = _kind(info) == "pass" and name not in SET_BY_UP
+        meaning = info.description + (f" (default `{default}`)" if default and knob else "")
+        who = _WHO.get(_kind(info)) or ("`up`" if name in SET_BY_UP else "the user's shell (knob)")
+        rows.append(f"| `{info.alias}` | {meaning} | {who} |")
+    return "\n".join(rows)
 
 
 def aliases(*kinds: str) -> list[str]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from hermes_stack import ALGOS
+from hermes_stack.algos import algo_problem
 from hermes_stack.config import profiles, rules
 from hermes_stack.config.models import AlgoConfig, Settings
 from hermes_stack.errors import InputError, Problem
@@ -71,9 +71,9 @@ def check_model(model: str | None) -> None:
 
 
 def check_algo(algo: str) -> None:
-    if algo not in ALGOS:
-        raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo",
-                                 "hermes-stack runs PPO or GRPO; e.g. --algo grpo"))
+    problem = algo_problem(algo)
+    if problem is not None:
+        raise InputError(problem)
 
 
 # ---------------------------------------------------------------- reading

@@ -1,16 +1,15 @@
-"""GPU memory estimate for a rollout batch: weights + LoRA adapter + KV cache. Pure functions; I/O at the edges.
+"""The GPU memory model: model shapes and the split of one GPU between SGLang and the torch trainer (split_for).
+Pure functions; reading a model's config.json at the edge. The GPU's size comes from the controller's probe
+(hermes_stack.controller.device.detect_gpu_memory_gib).
 
 KV cache bytes = 2 (K and V) x layers x kv_heads x head_dim x bytes(dtype) x tokens x sequences.
 Weights = embeddings + per layer (attention q/k/v/o [+ qkv bias] + gated MLP + 2 norms) + final norm + lm_head
 (absent when tie_word_embeddings). LoRA = rank x (in + out) for each of q, k, v, o, gate, up, down in every layer.
-Only a fraction of the card is usable (CUDA context, activations, fragmentation): USABLE_FRACTION.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from hermes_stack.config.models import AlgoConfig, RolloutSection, Settings
 
 GIB = 1024**3
-USABLE_FRACTION = 0.9
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "float8": 1, "int8": 1}
 
 
@@ -98,71 +96,6 @@ def kv_bytes_per_token(s: ModelShape) -> int:
     return 2 * s.num_layers * s.num_kv_heads * s.head_dim * s.dtype_bytes
 
 
-@dataclass(frozen=True)
-class Budget:
-    group_size: int
-    batch_size: int
-    tokens: int
-    weights_bytes: int
-    lora_bytes: int
-    kv_bytes_per_sequence: int
-    gpu_bytes: int
-
-    @property
-    def sequences(self) -> int:
-        return self.group_size * self.batch_size
-
-    @property
-    def kv_bytes(self) -> int:
-        return self.kv_bytes_per_sequence * self.sequences
-
-    @property
-    def need_bytes(self) -> int:
-        return self.weights_bytes + self.lora_bytes + self.kv_bytes
-
-    @property
-    def usable_bytes(self) -> int:
-        return int(self.gpu_bytes * USABLE_FRACTION)
-
-    @property
-    def fits(self) -> bool:
-        return self.need_bytes <= self.usable_bytes
-
-    def largest_batch_size(self) -> int:
-        """Largest batch_size (prompts) whose sequences fit next to the weights; 0 if not even one."""
-        per_prompt = self.kv_bytes_per_sequence * self.group_size
-        room = self.usable_bytes - self.weights_bytes - self.lora_bytes
-        return max(room // per_prompt, 0) if per_prompt else 0
-
-
-def estimate(shape: ModelShape, *, group_size: int, batch_size: int, tokens: int, lora_rank: int,
-             gpu_gib: float) -> Budget:
-    return Budget(
-        group_size=group_size,
-        batch_size=batch_size,
-        tokens=tokens,
-        weights_bytes=param_count(shape) * shape.dtype_bytes,
-        lora_bytes=lora_param_count(shape, lora_rank) * shape.dtype_bytes,
-        kv_bytes_per_sequence=kv_bytes_per_token(shape) * tokens,
-        gpu_bytes=int(gpu_gib * GIB),
-    )
-
-
-def refusal(b: Budget) -> str | None:
-    """The one-line explanation when the budget does not fit, with the largest batch_size that does."""
-    if b.fits:
-        return None
-    head = (f"group_size {b.group_size} × batch_size {b.batch_size} = {b.sequences} sequences × {b.tokens} tokens "
-            f"needs ~{b.need_bytes / GIB:.1f} GiB; this GPU has {_gib(b.gpu_bytes)} GiB "
-            f"(~{b.usable_bytes / GIB:.1f} GiB usable)")
-    best = b.largest_batch_size()
-    if best >= 1:
-        return f"{head}; try batch_size {best}"
-    if b.weights_bytes + b.lora_bytes >= b.usable_bytes:
-        return f"{head}; the weights alone need ~{(b.weights_bytes + b.lora_bytes) / GIB:.1f} GiB: use a smaller model"
-    return f"{head}; even batch_size 1 does not fit: lower max_token_length or group_size"
-
-
 def _gib(n: int) -> str:
     return f"{n / GIB:.1f}".removesuffix(".0")
 
@@ -234,25 +167,6 @@ def _cached_hub_config(model_path: str, base_dir: Path | None) -> Path | None:
         return None
     found = try_to_load_from_cache(model_path, "config.json")
     return Path(found) if isinstance(found, str) else None
-
-
-def detect_gpu_memory_gib() -> float | None:
-    """Total memory of the first GPU from nvidia-smi; None when there is no nvidia-smi or it fails."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        done = subprocess.run([exe, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
-    if done.returncode != 0 or not lines:
-        return None
-    try:
-        return float(lines[0]) / 1024  # MiB
-    except ValueError:
-        return None
 
 
 # ---------------------------------------------------------------- one GPU shared by SGLang and the torch trainer

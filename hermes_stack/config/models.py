@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from hermes_stack.algos import Algo
+
 
 class Strict(BaseModel):
     # extra="forbid": an unknown key is an error (with a "did you mean" hint added by the loader).
@@ -35,31 +37,34 @@ LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidat
 
 
 class AtroposSection(Strict):
-    api_host: str = "localhost"
-    api_port: int = Field(8000, ge=1, le=65535)
-    log_level: LogLevel = "info"
+    api_host: str = Field("localhost", description="the host Atropos's API listens on")
+    api_port: int = Field(8000, ge=1, le=65535, description="Atropos's API port (settings atropos.rollout_server_url "
+                                                           "must use the same)")
+    log_level: LogLevel = Field("info", description="Atropos's log level (any case)")
 
 
 class EnvironmentSection(Strict):
-    name: str = "gsm8k"
-    # "gsm8k" (Hugging Face datasets, needs the hub), "offline-arith" (built-in generated task for the CPU tiny
-    # model), or a path to a JSONL file in gsm8k's shape (question, answer ending in "#### N").
-    dataset: str = "gsm8k"
-    split: Literal["train", "test"] = "train"
-    max_samples: int = Field(1000, ge=1, le=10_000_000)
-    # The prompt (hermes_stack/tasks/prompting.py): unset, the question plus a step-by-step instruction; set, this
-    # system message, then `fewshot` solved train rows as chat turns, then the question.
-    system_prompt: str | None = None
-    fewshot: int = Field(0, ge=0, le=8)
+    name: str = Field("gsm8k", description="the environment's name (wandb run names use it)")
+    dataset: str = Field("gsm8k", description='"gsm8k" (Hugging Face datasets, needs the hub), "offline-arith" (the '
+                                              "built-in generated task for the CPU tiny model), or a path to a JSONL "
+                                              'file in gsm8k\'s shape (question, answer ending in "#### N")')
+    split: Literal["train", "test"] = Field("train", description="which split the environment serves")
+    max_samples: int = Field(1000, ge=1, le=10_000_000, description="rows taken from the split (shuffled by seed)")
+    system_prompt: str | None = Field(None, description="unset: the question plus a step-by-step instruction; set: "
+                                                        "this system message, then `fewshot` solved train rows as "
+                                                        "chat turns, then the question (tasks/prompting.py)")
+    fewshot: int = Field(0, ge=0, le=8, description="solved train rows shown before the question (with system_prompt)")
 
 
 class RolloutSection(Strict):
-    group_size: int = Field(8, ge=1, le=1024)
-    batch_size: int = Field(32, ge=1, le=65_536)
-    max_token_length: int = Field(2048, ge=16, le=1_048_576)
-    # OpenAI-style servers cap sampling temperature at 2.
-    temperature: float = Field(1.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    group_size: int = Field(8, ge=1, le=1024, description="completions per prompt (GRPO's group)")
+    batch_size: int = Field(32, ge=1, le=65_536, description="prompts (groups) per training step; a step consumes "
+                                                             "batch_size x group_size sequences")
+    max_token_length: int = Field(2048, ge=16, le=1_048_576,
+                                  description="per-sequence limit for rollouts (prompt + completion)")
+    temperature: float = Field(1.0, ge=0.0, le=2.0, description="sampling temperature (OpenAI-style servers cap it "
+                                                                "at 2); the engines use it for the ratio and the KL")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling's probability mass")
 
     @property
     def sequences_per_step(self) -> int:
@@ -68,18 +73,19 @@ class RolloutSection(Strict):
 
 
 class AlgorithmSection(Strict):
-    name: Literal["ppo", "grpo"]
-    advantage_estimator: Literal["gae", "group_relative"]
+    name: Algo = Field(description="ppo or grpo")
+    advantage_estimator: Literal["gae", "group_relative"] = Field(
+        description="gae (PPO, with a value head) or group_relative (GRPO)")
     # Ranges for gamma/lam are rules (PPO: (0, 1]; GRPO ignores them), so the message can say why.
-    gamma: float = 1.0
-    lam: float = 0.95
-    clip_epsilon: float = Field(0.2, gt=0.0, lt=1.0)
-    entropy_coef: float = Field(0.0, ge=0.0, le=1.0)
-    value_loss_coef: float = Field(0.0, ge=0.0, le=100.0)
-    kl_coef: float = Field(0.1, ge=0.0, le=100.0)
-    # The KL regulariser, the same in both engines (trainer/algorithms.py): k3 as a loss term (log-ratio clamped),
-    # or k1 in the per-token reward.
-    kl_penalty: Literal["k3_loss", "k1_reward"] = "k3_loss"
+    gamma: float = Field(1.0, description="discount (PPO's GAE; GRPO ignores it)")
+    lam: float = Field(0.95, description="GAE's lambda (PPO; GRPO ignores it)")
+    clip_epsilon: float = Field(0.2, gt=0.0, lt=1.0, description="the clipped ratio's epsilon")
+    entropy_coef: float = Field(0.0, ge=0.0, le=1.0, description="weight of the entropy bonus")
+    value_loss_coef: float = Field(0.0, ge=0.0, le=100.0, description="critic learning rate / policy learning rate")
+    kl_coef: float = Field(0.1, ge=0.0, le=100.0, description="weight of the KL regulariser to the reference model")
+    kl_penalty: Literal["k3_loss", "k1_reward"] = Field(
+        "k3_loss", description="the KL regulariser, the same in both engines (trainer/algorithms.py): k3 as a loss "
+                               "term (log-ratio clamped), or k1 in the per-token reward")
 
     @property
     def uses_critic(self) -> bool:
@@ -88,50 +94,53 @@ class AlgorithmSection(Strict):
 
 
 class RewardSection(Strict):
-    correctness_weight: float = Field(1.0, ge=0.0, le=1000.0)
-    format_weight: float = Field(0.1, ge=0.0, le=1000.0)
-    # Optional LLM judge through the gateway (environment issue). Off by default: it costs money.
-    judge: bool = False
-    judge_style: Literal["auto", "openai", "anthropic"] = "auto"
-    judge_timeout_s: float = Field(20.0, gt=0.0, le=3600.0)
+    correctness_weight: float = Field(1.0, ge=0.0, le=1000.0, description="reward for a correct answer")
+    format_weight: float = Field(0.1, ge=0.0, le=1000.0, description="reward for the `#### N` answer format")
+    judge: bool = Field(False, description="an LLM judge through the gateway (off by default: it costs money)")
+    judge_style: Literal["auto", "openai", "anthropic"] = Field(
+        "auto", description="the judge's API shape; auto: Anthropic's for claude* models, OpenAI's otherwise")
+    judge_timeout_s: float = Field(20.0, gt=0.0, le=3600.0, description="seconds one judge call may take")
 
 
 class AlgoConfig(Strict):
     """config_<algo>.toml"""
 
-    atropos: AtroposSection
-    environment: EnvironmentSection
-    rollout: RolloutSection
-    algorithm: AlgorithmSection
-    reward: RewardSection
+    atropos: AtroposSection = Field(description="[atropos]: the rollout API")
+    environment: EnvironmentSection = Field(description="[environment]: the task")
+    rollout: RolloutSection = Field(description="[rollout]: sampling and batch shape")
+    algorithm: AlgorithmSection = Field(description="[algorithm]: PPO or GRPO and their coefficients")
+    reward: RewardSection = Field(description="[reward]: the rule reward and the optional judge")
 
 
 # ---------------------------------------------------------------- settings_<algo>.json
 
 
 class TinkerSection(Strict):
-    lora_rank: int = Field(32, ge=1, le=4096)
-    learning_rate: float = Field(4e-5, gt=0.0, le=1.0)
-    max_token_trainer_length: int = Field(9000, ge=16, le=1_048_576)
-    # Relative to the data volume (<data>/checkpoints/...); rules.checkpoint_dir_on_volume keeps it there.
-    checkpoint_dir: str = "./temp/"
-    save_checkpoint_interval: int = Field(25, ge=1, le=10_000_000)
+    lora_rank: int = Field(32, ge=1, le=4096, description="the LoRA adapter's rank (locked: the seed's value)")
+    learning_rate: float = Field(4e-5, gt=0.0, le=1.0, description="the policy's learning rate (locked)")
+    max_token_trainer_length: int = Field(9000, ge=16, le=1_048_576,
+                                          description="the trainer's sequence limit, registered with Atropos (locked)")
+    checkpoint_dir: str = Field("./temp/", description="relative to the data volume (<data>/checkpoints/...); "
+                                                       "rules.checkpoint_dir_on_volume keeps it there")
+    save_checkpoint_interval: int = Field(25, ge=1, le=10_000_000, description="steps between checkpoints")
 
 
 class InferenceSection(Strict):
-    server: Literal["sglang", "builtin"] = "sglang"
-    port: int = Field(8001, ge=1, le=65535)
-    model_path: str = "Qwen/Qwen3-8B"
-    # The name of a variable in the key file: the key that protects the inference service (when the key file has
-    # no such line, the controller generates one: the paid gateway key must not double as it). The gateway root is
-    # always TAOTOKEN_BASE_URL (it is the variable compose hands the gateway's callers).
-    api_key_env: str = "HERMES_INFERENCE_KEY"
-    # The blog's key: the variable that holds the gateway's base URL. Only TAOTOKEN_BASE_URL is read (compose hands
-    # that name to the gateway's callers), so rules.base_url_env_names_the_gateway_root accepts only that name.
-    base_url_env: str = "TAOTOKEN_BASE_URL"
-    # The URL the environment calls for rollouts (OpenAI style, ends in /v1). Its port must equal `port`.
-    # Absent (the blog's file has none): derived from `port`.
-    base_url: str = "http://localhost:8001/v1"
+    server: Literal["sglang", "builtin"] = Field("sglang", description="SGLang (GPU) or the built-in torch server")
+    port: int = Field(8001, ge=1, le=65535, description="the inference service's port")
+    model_path: str = Field("Qwen/Qwen3-8B", description='a hub id, a local model folder, a catalog name '
+                                                         '(smollm2-135m) or "embedded" (the CPU tiny model)')
+    api_key_env: str = Field(
+        "HERMES_INFERENCE_KEY", description="the key-file variable holding the key that protects the inference "
+                                            "service (no such line: the controller generates one; the paid gateway "
+                                            "key must not double as it)")
+    base_url_env: str = Field(
+        "TAOTOKEN_BASE_URL", description="the blog's key: the variable holding the gateway's base URL; only "
+                                         "TAOTOKEN_BASE_URL is read (compose hands that name to the gateway's "
+                                         "callers), so rules.base_url_env_names_the_gateway_root accepts only it")
+    base_url: str = Field("http://localhost:8001/v1", description="the URL the environment calls for rollouts "
+                                                                  "(OpenAI style, ends in /v1; its port must equal "
+                                                                  "`port`; absent: derived from `port`)")
 
     @model_validator(mode="before")
     @classmethod
@@ -142,50 +151,53 @@ class InferenceSection(Strict):
 
 
 class AtroposLink(Strict):
-    # The URL the environment and the trainer use to reach Atropos. Its port must equal [atropos] api_port.
-    rollout_server_url: str = "http://localhost:8000"
+    rollout_server_url: str = Field("http://localhost:8000", description="the URL the environment and the trainer "
+                                                                         "use to reach Atropos (its port must equal "
+                                                                         "[atropos] api_port)")
 
 
 class SettingsAlgorithm(Strict):
     """Mirrors of config_<algo>.toml values (profiles.MIRRORED). Each may be left out; the loader fills a value set in
     only one of the two files into the other, and rules.settings_agree_with_config compares the rest."""
 
-    name: Literal["ppo", "grpo"]
-    group_size: int | None = Field(None, ge=1, le=1024)  # absent: the TOML's (PPO: 1)
-    kl_coef: float | None = Field(None, ge=0.0, le=100.0)
-    value_loss_coef: float | None = Field(None, ge=0.0, le=100.0)  # the blog's PPO settings carry it
+    name: Algo = Field(description="ppo or grpo (the same as the TOML's)")
+    group_size: int | None = Field(None, ge=1, le=1024, description="mirror of [rollout] group_size (absent: the "
+                                                                    "TOML's; PPO: 1)")
+    kl_coef: float | None = Field(None, ge=0.0, le=100.0, description="mirror of [algorithm] kl_coef")
+    value_loss_coef: float | None = Field(None, ge=0.0, le=100.0, description="mirror of [algorithm] value_loss_coef "
+                                                                              "(the blog's PPO settings carry it)")
 
 
 class TrainerSection(Strict):
-    # "auto": tinker when TINKER engine is usable on a GPU VM with a Tinker key, torch otherwise.
-    engine: Literal["auto", "torch", "tinker"] = "auto"
-    num_steps: int = Field(200, ge=1, le=10_000_000)
-    # Torch engine: sequences per forward/backward pass; gradients accumulate over a minibatch's micro-batches (the
-    # result equals one full pass). null: the whole minibatch at once (the CPU tiny model's choice).
-    micro_batch_size: int | None = Field(None, ge=1, le=1_000_000)
+    engine: Literal["auto", "torch", "tinker"] = Field(
+        "auto", description="auto: tinker on a GPU VM with a Tinker key, torch otherwise")
+    num_steps: int = Field(200, ge=1, le=10_000_000, description="training steps")
+    micro_batch_size: int | None = Field(
+        None, ge=1, le=1_000_000, description="torch engine: sequences per forward/backward pass; gradients "
+                                              "accumulate over a minibatch's micro-batches (the result equals one "
+                                              "full pass). null: the GPU memory split's value on gpu, else the "
+                                              "whole minibatch")
 
 
 class WandbSection(Strict):
-    enabled: bool = False
-    project: str = "hermes-stack"
-    group: str | None = None
-    name: str | None = None  # the wandb run name (the blog's key); absent: hermes-<algo>-<environment>
+    enabled: bool = Field(False, description="log to Weights & Biases (needs WANDB_API_KEY in the key file)")
+    project: str = Field("hermes-stack", description="the wandb project")
+    group: str | None = Field(None, description="the wandb group")
+    name: str | None = Field(None, description="the wandb run name (the blog's key); absent: "
+                                               "hermes-<algo>-<environment>")
 
 
 class Settings(Strict):
     """settings_<algo>.json"""
 
-    tinker: TinkerSection
-    inference: InferenceSection
-    atropos: AtroposLink = AtroposLink()
-    algorithm: SettingsAlgorithm
-    trainer: TrainerSection = TrainerSection()
-    wandb: WandbSection = WandbSection()
+    tinker: TinkerSection = Field(description="tinker: the seed's training values (three are locked)")
+    inference: InferenceSection = Field(description="inference: the server, its model and its key")
+    atropos: AtroposLink = Field(AtroposLink(), description="atropos: where the services reach Atropos")
+    algorithm: SettingsAlgorithm = Field(description="algorithm: mirrors of the TOML's values")
+    trainer: TrainerSection = Field(TrainerSection(), description="trainer: engine, steps, micro-batch")
+    wandb: WandbSection = Field(WandbSection(), description="wandb: optional experiment tracking")
 
 
-# The seed's values that tinker-atropos hard-coded; changing them needs --unlock.
-LOCKED_FIELDS: dict[str, object] = {
-    "tinker.lora_rank": 32,
-    "tinker.learning_rate": 4e-5,
-    "tinker.max_token_trainer_length": 9000,
-}
+# The seed's values that tinker-atropos hard-coded (TinkerSection's defaults); changing them needs --unlock.
+LOCKED = ("lora_rank", "learning_rate", "max_token_trainer_length")
+LOCKED_FIELDS: dict[str, object] = {f"tinker.{name}": TinkerSection.model_fields[name].default for name in LOCKED}

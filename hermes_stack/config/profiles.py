@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_stack.config.models import AlgoConfig, Settings
+from hermes_stack.modelcore.location import EMBEDDED_MODEL
 
 PROFILES = ("gpu", "embedded")
-EMBEDDED_MODEL = "embedded"  # inference.model_path sentinel: the tiny model at $HERMES_EMBEDDED_MODEL
 
 EMBEDDED: dict[str, object] = {
     "environment.dataset": "offline-arith",
@@ -72,31 +72,6 @@ MIRRORED = {
     "algorithm.kl_coef": "algorithm.kl_coef",
     "algorithm.value_loss_coef": "algorithm.value_loss_coef",
 }
-
-
-DEVICES = ("auto", "cpu", "gpu")
-
-
-def choose_profile(device: str, gpu_memory_gib: float | None, probe=None) -> tuple[str, float | None, list[str]]:
-    """--device (+ --gpu-memory) -> (profile, GPU memory in GiB or None, notices). Asks nvidia-smi only when needed.
-
-    auto: gpu when --gpu-memory is given, else by `up`'s own rule, preflight.auto_device (the one owner of "auto": a
-    GPU visible AND usable by Docker), so `validate` and `up` always agree; else embedded. cpu: embedded. gpu: gpu.
-    `probe`: preflight's Probe (the real system by default; tests pass a fake).
-    """
-    from hermes_stack.config.memory import detect_gpu_memory_gib
-
-    if device == "cpu":
-        return "embedded", None, []
-    if device == "auto" and gpu_memory_gib is None:
-        from hermes_stack.preflight import SystemProbe, auto_device
-
-        resolved, notes = auto_device(probe or SystemProbe())
-        if resolved != "gpu":
-            return "embedded", None, notes or ["no GPU found (no nvidia-smi): using the embedded CPU profile"]
-        return "gpu", detect_gpu_memory_gib(), notes
-    gib = gpu_memory_gib if gpu_memory_gib is not None else detect_gpu_memory_gib()
-    return "gpu", gib, []
 
 
 def overrides_for(profile: str, algo: str, engine: str | None = None, model: str | None = None) -> dict[str, object]:

@@ -14,8 +14,10 @@ from urllib.parse import urlsplit
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import InputError, Problem
-from hermes_stack.keyfile import KeyFile, check_tinker_key, is_keyfile_secret
+from hermes_stack.keyfile import KeyFile, check_tinker_key
+from hermes_stack.redaction import is_keyfile_secret
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
+from hermes_stack.service_defaults import DATA_DIR
 
 
 @dataclass(frozen=True)
@@ -348,7 +350,7 @@ def _as_model_path_problem(i: Inputs, model: str, p: Problem) -> Problem:
 def dataset_file(i: Inputs) -> list[Problem]:
     """On the GPU profile a JSONL dataset must exist and every row must have a question and a "#### N" answer; the
     environment would otherwise fail after the stack started."""
-    from hermes_stack.environment import datasets
+    from hermes_stack.tasks import datasets
 
     dataset = i.config.environment.dataset
     if i.profile != "gpu" or dataset in datasets.BUILT_IN:
@@ -385,7 +387,7 @@ def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, base: Path) ->
     """What the environment service does at start (environment/env.py setup): the file must hold rows for the run's
     split, for the other split (held-out evaluation) and for `fewshot` solved examples (train rows). Where the file
     is (inside configs/, which the containers see) is the controller's rule: dataset_in_configs."""
-    from hermes_stack.environment import datasets
+    from hermes_stack.tasks import datasets
 
     common = {"offline": True, "base_dir": base, "config_file": i.config_file, "shuffle": False}
     counts = {}
@@ -409,7 +411,7 @@ def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, base: Path) ->
 def dataset_in_configs(i: Inputs) -> list[Problem]:
     """For the controller (validate, up), not for a service loading its stack: a JSONL dataset the host can see must
     also be one the containers see, i.e. inside configs/ (compose mounts that folder alone, as /app/configs)."""
-    from hermes_stack.environment import datasets
+    from hermes_stack.tasks import datasets
 
     dataset = i.config.environment.dataset
     if i.profile != "gpu" or dataset in datasets.BUILT_IN or dataset_file(i):
@@ -429,7 +431,7 @@ def dataset_in_configs(i: Inputs) -> list[Problem]:
 
 
 # The trainer's data volume inside its container (compose.base.yml mounts hermes-data there).
-DATA_VOLUME = "/data"
+DATA_VOLUME = DATA_DIR  # the data volume inside the containers
 
 
 def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:

@@ -2,7 +2,8 @@
 
 serve: register with Atropos (HERMES_ATROPOS_URL), stream scored groups until `total_steps` ([trainer] num_steps) is
 reached, then exit 0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
-process: atroposlib's process mode: N groups written to a JSONL file, no Atropos needed.
+process: atroposlib's process mode: N groups written to a JSONL file, no Atropos needed. `hermes-stack
+test-inference` runs this command on the host (with --gateway, --inference-url, --tokenizer, --offline, --summary).
 Configuration: hermes_stack.service_env.ServiceEnv (docs/architecture.md), through service_env.load_service_stack.
 """
 
@@ -15,26 +16,19 @@ import signal
 import sys
 from pathlib import Path
 
-from hermes_stack.errors import HermesError
+from hermes_stack.errors import HermesError, StackError
 
 log = logging.getLogger("hermes_stack.environment")
 
 
 def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
+    import os
+
+    from hermes_stack.service_log import level_from
+    from hermes_stack.service_log import setup_logging as setup
+
     # atroposlib logs its status dict at INFO ten times a second; keep its warnings only.
-    for name in ("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    from hermes_stack.keyfile import redact_known_secrets
-
-    class Redact(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            record.msg = redact_known_secrets(record.getMessage())
-            record.args = ()
-            return True
-
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(Redact())
+    setup(level_from(os.environ), quiet=("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"))
 
 
 async def serve(env_config, server_configs, env_class=None) -> int:
@@ -62,6 +56,26 @@ def selected_environment(stack):
     return project_root, selection.environment
 
 
+def _explain(exc: BaseException, base_url: str | None) -> StackError | None:
+    """atroposlib retries then raises tenacity.RetryError / aiohttp errors: name the cause."""
+    try:
+        from tenacity import RetryError
+    except ImportError:  # pragma: no cover
+        RetryError = ()  # type: ignore[assignment]
+    while isinstance(exc, RetryError) and exc.last_attempt.exception() is not None:
+        exc = exc.last_attempt.exception()
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientResponseError):
+        if exc.status in (401, 403):
+            return StackError(f"the inference service at {base_url} refused the key ({exc.status}): set "
+                              "HERMES_INFERENCE_KEY or the key file's inference.api_key_env variable")
+        return StackError(f"the inference service at {base_url} answered {exc.status} for {exc.request_info.url}")
+    if isinstance(exc, aiohttp.ClientError):
+        return StackError(f"the inference service at {base_url} failed: {type(exc).__name__}: {exc}")
+    return None
+
+
 async def run_process(env_config, server_configs, *, groups: int, out: Path, gateway_client=None):
     """atroposlib's process mode (what its `process` CLI does), with our settings: every group kept and written."""
     from hermes_stack.environment.env import HermesMathEnv
@@ -80,6 +94,36 @@ async def run_process(env_config, server_configs, *, groups: int, out: Path, gat
     return env
 
 
+def process_command(stack, args) -> int:
+    """The `process` command: N scored groups from the inference service, or from the gateway model (--gateway)."""
+    import json
+
+    from hermes_stack.environment.runtime import build_configs
+    from hermes_stack.gateway import GatewayClient, settings_from
+
+    client = GatewayClient(settings_from(timeout_s=60.0)) if args.gateway else None
+    inference_url = args.inference_url or stack.settings.inference.base_url
+    env_config, server_config = build_configs(
+        stack, tokenizer=args.tokenizer, inference_url=inference_url,
+        rollout_source="gateway" if client else "inference",
+        offline={"auto": None, "yes": True, "no": False}[args.offline])
+    try:
+        env = asyncio.run(run_process(env_config, [server_config], groups=args.groups, out=args.out,
+                                      gateway_client=client))
+    except Exception as exc:
+        named = _explain(exc, None if client else inference_url)
+        if named is None:
+            raise
+        raise named from exc
+    finally:
+        if client is not None:
+            client.close()
+    log.info("wrote %s: %s", env.config.data_path_to_save_groups, env.totals.as_dict())
+    if args.summary:
+        args.summary.write_text(json.dumps(env.totals.as_dict() | {"path": env.config.data_path_to_save_groups}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hermes_stack.environment")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -87,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     process = sub.add_parser("process", help="write N scored groups to a JSONL file (no Atropos)")
     process.add_argument("--groups", type=int, default=4)
     process.add_argument("--out", type=Path, default=Path("data/process.jsonl"))
+    process.add_argument("--gateway", action="store_true",
+                         help="completions from the gateway model (TAOTOKEN_*: environment, else the key file)")
+    process.add_argument("--inference-url", help="the inference service to sample from (OpenAI style, ending in /v1)")
+    process.add_argument("--tokenizer", help="local tokenizer directory (default: from the inference model)")
+    process.add_argument("--offline", choices=("auto", "yes", "no"), default="auto",
+                         help="hub access: auto decides from the key file and the profile")
+    process.add_argument("--summary", type=Path, help="write the totals as JSON to this file")
     sub.add_parser("evaluate", help="greedy accuracy on held-out prompts")
     args = parser.parse_args(argv)
     setup_logging()
@@ -102,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         stack = load_service_stack(ServiceEnv.from_environ())
         for line in stack.overrides and [f"profile {stack.profile} overrides: {stack.overrides}"] or []:
             log.info(line)
+        if args.command == "process":
+            return process_command(stack, args)
         env_config, server_config = build_configs(stack)
         project_root, chosen = selected_environment(stack)
         if chosen is not None and not chosen.builtin:
@@ -116,10 +169,6 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(serve(user_config, user_servers, env_class))
         if args.command == "serve":
             return asyncio.run(serve(env_config, [server_config]))
-        if args.command == "process":
-            env = asyncio.run(run_process(env_config, [server_config], groups=args.groups, out=args.out))
-            log.info("wrote %s: %s", env.config.data_path_to_save_groups, env.totals.as_dict())
-            return 0
         from hermes_stack.environment.env import HermesMathEnv
 
         env = HermesMathEnv(env_config, [server_config])

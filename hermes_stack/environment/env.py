@@ -22,8 +22,6 @@ from pathlib import Path
 
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
-from hermes_stack.environment.datasets import load_items
-from hermes_stack.environment.reward import RewardResult, RewardWeights, reference_answer, score_completion
 from hermes_stack.environment.runtime import HermesEnvConfig, build_configs
 from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
     StackBehaviour,
@@ -31,7 +29,9 @@ from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the marke
     write_ready_marker,
 )
 from hermes_stack.service_env import ServiceEnv, load_service_stack
+from hermes_stack.tasks.datasets import load_items
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
+from hermes_stack.tasks.reward import RewardResult, RewardWeights, reference_answer, score_completion
 
 log = logging.getLogger("hermes_stack.environment")
 

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Literal
 from atroposlib.envs.base import APIServerConfig, BaseEnvConfig
 from pydantic import Field
 
-from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem, StackError
 from hermes_stack.modelcore import catalog
+from hermes_stack.modelcore.location import EMBEDDED_MODEL
 from hermes_stack.service_env import ServiceEnv
 
 if TYPE_CHECKING:

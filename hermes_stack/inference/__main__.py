@@ -17,8 +17,9 @@ def main() -> int:
         from hermes_stack.inference.service_config import build_backend, load_service_config
 
         cfg = load_service_config()
-        logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                            stream=sys.stdout)
+        from hermes_stack.service_log import setup_logging
+
+        setup_logging(cfg.log_level)
         # Before any Hugging Face import: online only for the gpu profile with a hub id (the SGLang child inherits
         # it); offline otherwise, where a hub lookup would hang ~49 s before failing.
         set_hub_access(cfg.online)
@@ -34,8 +35,9 @@ def main() -> int:
     import uvicorn
 
     # access_log off: request lines would be noise at rollout rates; errors are still logged.
-    uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=False,
-                log_level="info")
+    # log_config None: uvicorn's loggers keep the services' one format (service_log) instead of its own.
+    uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=False, log_level=cfg.log_level.lower(),
+                log_config=None)
     return 0
 
 

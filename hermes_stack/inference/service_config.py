@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_stack.config.profiles import EMBEDDED_MODEL
 from hermes_stack.errors import InputError, Problem
-from hermes_stack.modelcore import catalog
+from hermes_stack.modelcore.location import model_location, trains_lora
 from hermes_stack.secret_files import INFERENCE_KEY_ENV
 
 
@@ -58,8 +57,7 @@ def load_service_config(environ: Mapping[str, str] | None = None) -> ServiceConf
     inference, engine = stack.settings.inference, stack.settings.trainer.engine
     server = env.inference_server or inference.server
     configured = inference.model_path
-    model_path = str(env.embedded_model) if configured == EMBEDDED_MODEL else configured
-    model_path = catalog.local_dir(model_path, env.models_dir)
+    model_path = model_location(configured, env.embedded_model, env.models_dir)
     return ServiceConfig(
         server=server,
         port=env.inference_port or inference.port,
@@ -71,7 +69,7 @@ def load_service_config(environ: Mapping[str, str] | None = None) -> ServiceConf
         engine=engine,
         # LoRA serving enabled at launch whenever the trainer pushes adapters: SGLang refuses /load_lora_adapter
         # otherwise, and the flag cannot be turned on later.
-        lora_rank=stack.settings.tinker.lora_rank if server == "sglang" and policy_is_lora(engine, model_path) else None,
+        lora_rank=stack.settings.tinker.lora_rank if server == "sglang" and trains_lora(engine, model_path, stack.settings.tinker.lora_rank) else None,
         sglang_port=env.sglang_port,
         sglang_tp=env.sglang_tp,
         sglang_mem_fraction=env.sglang_mem_fraction,
@@ -79,16 +77,6 @@ def load_service_config(environ: Mapping[str, str] | None = None) -> ServiceConf
         host=env.inference_host,
         log_level=env.log_level,
     )
-
-
-def policy_is_lora(engine: str, model_path: str) -> bool:
-    """Tinker always trains a LoRA adapter; the torch engine does for every model but the embedded tiny one (it
-    is fully fine-tuned: hermes_stack.trainer.engine_torch, `use_lora`). `auto` may become either: LoRA."""
-    if engine in ("tinker", "auto"):
-        return True
-    from hermes_stack.modelcore.embedded import is_embedded_model
-
-    return not is_embedded_model(model_path)
 
 
 def build_backend(cfg: ServiceConfig):

@@ -87,7 +87,7 @@ _KEY_FIELD = re.compile(r"""((?:api[_-]?key|admin[_-]?api[_-]?key|token|secret)\
 
 
 def redact_child_line(line: str, api_key: str | None) -> str:
-    from hermes_stack.keyfile import redact_known_secrets
+    from hermes_stack.redaction import redact_known_secrets
 
     if api_key:
         line = line.replace(api_key, "<redacted>")

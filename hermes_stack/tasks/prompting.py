@@ -35,7 +35,7 @@ def fewshot_examples(dataset: str, count: int, **load_kwargs) -> list[dict]:
     """The first `count` train rows in file order (not the seeded shuffle): the same examples for every seed."""
     if count <= 0:
         return []
-    from hermes_stack.environment.datasets import load_items
+    from hermes_stack.tasks.datasets import load_items
 
     rows = load_items(dataset, "train", 10**9, seed=0, shuffle=False, **load_kwargs)
     return rows[:count]

@@ -1,7 +1,7 @@
 """Small word problems in gsm8k's shape, generated from templates (no copied data): the dataset of the real-model CPU
 profile (`--model smollm2-135m`), written once to `configs/word_problems.jsonl` and served through the environment's
 ordinary JSONL path (`[environment] dataset = "word_problems.jsonl"`, split by a hash of the question, 1 row in 10
-held out: hermes_stack.environment.datasets).
+held out: hermes_stack.tasks.datasets).
 
     python -m hermes_stack.tasks.word_problems configs/word_problems.jsonl
 

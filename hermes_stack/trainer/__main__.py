@@ -10,6 +10,7 @@ a function called without it reads the process environment itself.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_stack.errors import HermesError, InputError, StackError
+
+log = logging.getLogger("hermes_stack.trainer")
 
 if TYPE_CHECKING:
     from hermes_stack.config.loader import StackConfig
@@ -33,14 +36,7 @@ class LayerFailure(Exception):
         self.layer, self.exit_code = layer, exit_code
 
 
-def _service_env(env: ServiceEnv | None) -> ServiceEnv:
-    from hermes_stack.service_env import ServiceEnv
-
-    return env if env is not None else ServiceEnv.from_environ()
-
-
-def parse_args(argv: list[str] | None, env: ServiceEnv | None = None) -> argparse.Namespace:
-    env = _service_env(env)
+def parse_args(argv: list[str] | None, env: ServiceEnv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m hermes_stack.trainer", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true",
                         help="check config, model, inference and atropos, then exit without training")
@@ -60,13 +56,12 @@ def parse_args(argv: list[str] | None, env: ServiceEnv | None = None) -> argpars
 # ---------------------------------------------------------------- layers
 
 
-def load_config(args: argparse.Namespace, env: ServiceEnv | None = None) -> StackConfig:
+def load_config(args: argparse.Namespace, env: ServiceEnv) -> StackConfig:
     """The service's StackConfig (service_env.load_service_stack); --algo/--config-dir/--profile win over the
     environment's."""
     from hermes_stack.service_env import load_service_stack
 
     try:
-        env = _service_env(env)
         return load_service_stack(env.model_copy(update={"algo": args.algo, "config_dir": args.config_dir,
                                                          "profile": args.profile}))
     except InputError as exc:
@@ -75,20 +70,15 @@ def load_config(args: argparse.Namespace, env: ServiceEnv | None = None) -> Stac
         raise LayerFailure("config", str(exc), exit_code=2) from exc
 
 
-def model_dir(stack: StackConfig, env: ServiceEnv | None = None) -> Path:
+def model_dir(stack: StackConfig, env: ServiceEnv) -> Path:
     """The policy's directory: the embedded tiny model for the `embedded` sentinel, a catalog model's directory in
     the image for its name (hermes_stack/modelcore/catalog.py), else inference.model_path."""
-    from hermes_stack.config.profiles import EMBEDDED_MODEL
-    from hermes_stack.modelcore import catalog
-
-    env = _service_env(env)
-    configured = catalog.local_dir(stack.settings.inference.model_path, env.models_dir)
-    if configured == EMBEDDED_MODEL:
-        configured = str(env.embedded_model)
-        if not (env.embedded_model / "config.json").is_file():
-            raise LayerFailure("model", f"inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL ({configured}) "
-                                        "holds no model. Hint: build it with `python -m hermes_stack.modelcore.embedded "
-                                        "build <dir>` and point HERMES_EMBEDDED_MODEL there")
+    from hermes_stack.modelcore.location import EMBEDDED_MODEL, model_location
+    configured = model_location(stack.settings.inference.model_path, env.embedded_model, env.models_dir)
+    if stack.settings.inference.model_path == EMBEDDED_MODEL and not (env.embedded_model / "config.json").is_file():
+        raise LayerFailure("model", f"inference.model_path is \"embedded\" but HERMES_EMBEDDED_MODEL ({configured}) "
+                                    "holds no model. Hint: build it with `python -m hermes_stack.modelcore.embedded "
+                                    "build <dir>` and point HERMES_EMBEDDED_MODEL there")
     from hermes_stack.hub import is_hub_id, needs_hub, resolve_model
 
     if needs_hub(stack.profile, configured) and is_hub_id(configured):
@@ -96,7 +86,7 @@ def model_dir(stack: StackConfig, env: ServiceEnv | None = None) -> Path:
         # and the trainer starts after it: the files are normally there. Downloading here too is the fallback (a
         # dry-run on its own), into the same cache.
         try:
-            return resolve_model(configured, who="trainer", log=lambda text: print(text, flush=True))
+            return resolve_model(configured, who="trainer", log=log.info)
         except LookupError as exc:
             raise LayerFailure("model", f"inference.model_path {configured!r} (a hub id): {exc}") from None
     directory = Path(configured)
@@ -123,15 +113,14 @@ def engine_kind(stack: StackConfig) -> str:
     return "tinker" if torch.cuda.is_available() else "torch"
 
 
-def micro_batch_size(stack: StackConfig, env: ServiceEnv | None = None) -> int | None:
+def micro_batch_size(stack: StackConfig, env: ServiceEnv) -> int | None:
     """trainer.micro_batch_size as written; unset: the GPU memory split's value that `up` passed in
     HERMES_MICRO_BATCH_SIZE (gpu profile); neither: None (the whole minibatch at once)."""
     configured = stack.settings.trainer.micro_batch_size
-    return configured if configured is not None else _service_env(env).micro_batch_size
+    return configured if configured is not None else env.micro_batch_size
 
 
-def build_engine(stack: StackConfig, env: ServiceEnv | None = None) -> Engine:
-    env = _service_env(env)
+def build_engine(stack: StackConfig, env: ServiceEnv) -> Engine:
     algo = stack.config.algorithm
     kind = engine_kind(stack)
     directory = model_dir(stack, env)
@@ -158,7 +147,7 @@ def build_engine(stack: StackConfig, env: ServiceEnv | None = None) -> Engine:
 
 
 def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, device: str,
-                   env: ServiceEnv | None = None) -> Engine:
+                   env: ServiceEnv) -> Engine:
     """Tinker trains the LoRA policy remotely; the reference (KL) and the critic (gae) run locally on the same base."""
     import json
 
@@ -181,17 +170,15 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
     if temperature > 0 and temperature != 1.0:
         # Tinker's built-in losses compute the policy's log-probs at temperature 1; the behaviour log-probs are of
         # softmax(logits / T). Said once, plainly, rather than trained on silently.
-        print(f"trainer: warning: [rollout] temperature {temperature:g} with the tinker engine: Tinker's losses "
-              "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
-              "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"", file=sys.stderr, flush=True)
+        log.warning(f"[rollout] temperature {temperature:g} with the tinker engine: Tinker's losses "
+                    "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
+                    "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"")
     return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
-                        learning_rate=learning_rate, critic=critic, timeout_s=_service_env(env).tinker_timeout_s)
+                        learning_rate=learning_rate, critic=critic, timeout_s=env.tinker_timeout_s)
 
 
-def inference_client(stack: StackConfig, env: ServiceEnv | None = None) -> InferenceClient:
+def inference_client(stack: StackConfig, env: ServiceEnv) -> InferenceClient:
     from hermes_stack.trainer.weights_sync import InferenceClient
-
-    env = _service_env(env)
     return InferenceClient(inference_url(stack, env), env.key)
 
 
@@ -199,12 +186,10 @@ def inference_url(stack: StackConfig, env: ServiceEnv) -> str:
     return env.inference_url or stack.settings.inference.base_url
 
 
-def check_inference(stack: StackConfig, client: InferenceClient, env: ServiceEnv | None = None) -> str:
+def check_inference(stack: StackConfig, client: InferenceClient, env: ServiceEnv) -> str:
     """/v1/models lists the model and one 1-token /generate succeeds (what atroposlib will call)."""
-    from hermes_stack.config.profiles import EMBEDDED_MODEL
     from hermes_stack.modelcore import catalog
-
-    env = _service_env(env)
+    from hermes_stack.modelcore.location import EMBEDDED_MODEL
     try:
         served = client.models()
         configured = stack.settings.inference.model_path
@@ -236,7 +221,7 @@ def check_atropos(url: str) -> dict[str, Any]:
         client.close()
 
 
-def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv | None = None) -> None:
+def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> None:
     """Bounded wait for inference, then Atropos, to be ready by their healthchecks' own rules; the layer whose wait
     runs out is named. A dry-run started alongside `up --wait` loads its model meanwhile."""
     if wait_s <= 0:
@@ -244,8 +229,6 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv | None
     import time
 
     from hermes_stack import health
-
-    env = _service_env(env)
     url = inference_url(stack, env)
     key = env.key or ""
     model = env.served_model_name
@@ -263,8 +246,7 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv | None
             raise LayerFailure(layer, f"not ready within --wait {wait_s:g} s: {exc}. "
                                       f"Hint: `docker compose logs {layer}`") from None
     # Where the dry-run's time went: waiting here means the services, not the trainer, were the slow part.
-    print(f"dry-run: model loaded; inference and atropos ready after {time.monotonic() - started:.1f} s more",
-          flush=True)
+    log.info(f"dry-run: model loaded; inference and atropos ready after {time.monotonic() - started:.1f} s more")
 
 
 def atropos_url(stack: StackConfig, env: ServiceEnv) -> str:
@@ -280,7 +262,7 @@ def data_dir(env: ServiceEnv) -> Path:
 def held_out_evaluator(stack: StackConfig, engine: Engine) -> Callable[[], dict[str, float]] | None:
     """Greedy accuracy on a held-out split, for the torch engine: it shows whether the policy learns the task, which
     the reward of its own samples alone does not. The offline task's 95 held-out sums (~0.1 s on CPU), or up to
-    HELD_OUT_ROWS test rows of a JSONL dataset with the environment's prompt and reward (hermes_stack.heldout).
+    HELD_OUT_ROWS test rows of a JSONL dataset with the environment's prompt and reward (hermes_stack.tasks.heldout).
     gsm8k from the hub has no local split here (`python -m hermes_stack.environment evaluate` covers it)."""
     env = stack.config.environment
     if not hasattr(engine, "policy") or env.dataset == "gsm8k":
@@ -289,7 +271,7 @@ def held_out_evaluator(stack: StackConfig, engine: Engine) -> Callable[[], dict[
         from hermes_stack.modelcore.embedded import evaluate
 
         return lambda: evaluate(engine.policy, engine.tokenizer, "test")
-    from hermes_stack.heldout import HeldOut
+    from hermes_stack.tasks.heldout import HeldOut
 
     held_out = HeldOut.from_stack(stack, engine.tokenizer, rows=HELD_OUT_ROWS)
     return lambda: held_out.evaluate(engine)
@@ -301,12 +283,10 @@ HELD_OUT_ROWS = 16  # a real model on CPU: ~15 CPU-seconds of greedy decoding pe
 # ---------------------------------------------------------------- entry
 
 
-def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv | None = None) -> LoopSettings:
+def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv) -> LoopSettings:
     from hermes_stack.run_identity import identity_of
     from hermes_stack.trainer.checkpoint import resolve_checkpoint_dir
     from hermes_stack.trainer.loop import LoopSettings
-
-    env = _service_env(env)
     settings, rollout = stack.settings, stack.config.rollout
     num_steps = settings.trainer.num_steps
     if args.max_steps is not None:
@@ -330,14 +310,14 @@ def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv 
     )
 
 
-def run(args: argparse.Namespace, engine_factory: Callable[[StackConfig], Engine] = build_engine,
-        env: ServiceEnv | None = None) -> int:
+def run(args: argparse.Namespace, env: ServiceEnv,
+        engine_factory: Callable[[StackConfig], Engine] | None = None) -> int:
+    """Train (or dry-run) with the service environment `env`, read once by main; engine_factory: tests' engines."""
     from hermes_stack.hub import needs_hub, set_hub_access
     from hermes_stack.trainer.loop import StopFlag
 
     stop = StopFlag()
     stop.install()  # before the slow model load: a SIGTERM then still exits cleanly
-    env = _service_env(env)
     stack = load_config(args, env)
     # Before any Hugging Face import: online only for the gpu profile with a hub id (hermes_stack.hub).
     set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
@@ -346,20 +326,19 @@ def run(args: argparse.Namespace, engine_factory: Callable[[StackConfig], Engine
     from hermes_stack.trainer.metrics import MetricsSink
 
     for line in (*stack.notices, *stack.warnings):
-        print(f"config: {line}", flush=True)
+        log.info(f"config: {line}")
     if stack.overrides:
-        print(f"config: profile {stack.profile} overrides " +
-              ", ".join(f"{k}={v}" for k, v in stack.overrides.items()), flush=True)
+        log.info(f"config: profile {stack.profile} overrides " + ", ".join(f"{k}={v}" for k, v in stack.overrides.items()))
     settings = loop_settings(stack, args, env)
-    engine = engine_factory(stack)
+    engine = engine_factory(stack) if engine_factory is not None else build_engine(stack, env)
     inference = inference_client(stack, env)
     if args.dry_run:
         wait_until_serving(stack, args.wait, env)
         served = check_inference(stack, inference, env)
         status = check_atropos(atropos_url(stack, env))
-        print(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
-              f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
-              f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences", flush=True)
+        log.info(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
+                 f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
+                 f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences")
         return 0
     atropos = AtroposClient(atropos_url(stack, env))
     sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, wandb_project=settings.wandb_project,
@@ -376,18 +355,23 @@ def run(args: argparse.Namespace, engine_factory: Callable[[StackConfig], Engine
             try:
                 close()
             except Exception as exc:  # noqa: BLE001 - a failed close must not hide why training stopped
-                print(f"trainer: closing the engine failed: {exc}", file=sys.stderr, flush=True)
+                log.error(f"closing the engine failed: {exc}")
     return 0
 
 
-def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], Engine] = build_engine) -> int:
+def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], Engine] | None = None) -> int:
     from hermes_stack.secret_files import load_secrets
+    from hermes_stack.service_env import ServiceEnv
+    from hermes_stack.service_log import level_from, setup_logging
+
+    # The services' one format; the final one-line failure below stays a bare stderr line: `up` quotes it.
+    setup_logging(level_from(os.environ), quiet=("httpx",))
 
     load_secrets()  # /run/secrets -> environment: the inference key, TINKER_API_KEY, WANDB_API_KEY
     try:
-        env = _service_env(None)
+        env = ServiceEnv.from_environ()  # the one read of the environment; every layer gets it from here
         args = parse_args(argv, env)
-        return run(args, engine_factory, env)
+        return run(args, env, engine_factory)
     except LayerFailure as exc:
         print(" ".join(str(exc).split()), file=sys.stderr, flush=True)  # one line, even for multi-line causes
         return exc.exit_code

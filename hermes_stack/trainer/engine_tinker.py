@@ -24,7 +24,7 @@ Fail fast: the key prefix is checked (tml- or a JWT) and TINKER_BASE_URL is prob
 SDK is asked for anything (the SDK would otherwise retry silently for ~300 s). The SDK's own failures (a refused key,
 a request whose future failed on the server, an HTTP error after its retries) become one-line StackErrors, and every
 wait on a future is bounded by HERMES_TINKER_TIMEOUT_S (a silent server or a stuck future is one line, not a hang).
-Tested with the real SDK over HTTP against hermes_stack.devtools.tinker_service.
+Tested with the real SDK over HTTP against tests.fakes.tinker_service.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from hermes_stack.modelcore.embedded import is_embedded_model, one_thread_for_tiny_model
+from hermes_stack.modelcore.location import trains_lora
 from hermes_stack.modelcore.sampling_core import sample
 from hermes_stack.trainer import algorithms as alg
 from hermes_stack.trainer.engine import IGNORE, Sequence
@@ -161,7 +162,7 @@ class TorchEngine:
 
         embedded = is_embedded_model(self.model_dir)
         one_thread_for_tiny_model(self.model_dir, self.device)
-        self.use_lora = bool(lora_rank) and not embedded
+        self.use_lora = trains_lora("torch", self.model_dir, lora_rank)  # the inference service's rule too
         if dtype is None:
             dtype = torch.bfloat16 if self.device.type == "cuda" and not embedded else torch.float32
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.compose import CommandFailed, Compose, ComposeParams
-from hermes_stack.status import explain_up_failure, service_states
+from hermes_stack.controller.compose import CommandFailed, Compose, ComposeParams
+from hermes_stack.controller.status import explain_up_failure, service_states
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.compose import parse_ps
+from hermes_stack.controller.compose import parse_ps
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.compose import parse_ps
+from hermes_stack.controller.compose import parse_ps
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,8 @@ def online_copy(tmp: Path) -> Where:
 
 def secret_values(where: Where) -> list[str]:
     """Every secret this run holds: the key file's secret values and the inference key the controller used."""
-    from hermes_stack.keyfile import is_secret_name, load_keyfile
+    from hermes_stack.keyfile import load_keyfile
+    from hermes_stack.redaction import is_secret_name
 
     values = [(where.root / ".hermes" / "inference.key").read_text().strip()]
     if "HERMES_KEYFILE" in where.env:

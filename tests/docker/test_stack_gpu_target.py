@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.compose import Compose, ComposeParams
+from hermes_stack.controller.compose import Compose, ComposeParams
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from hermes_stack.compose import parse_ps
+from hermes_stack.controller.compose import parse_ps
 from tests.docker.test_stack_cpu import compose, containers, hs, metrics
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -4,9 +4,17 @@ thread, usable as a context manager, and a handler base that answers JSON and ke
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on once this returns (the one free-port helper of the tests)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class JsonHandler(BaseHTTPRequestHandler):

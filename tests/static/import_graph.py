@@ -138,3 +138,41 @@ def closure(start: str, graph: dict[str, dict[str, int]]) -> set[str]:
                 seen.add(succ)
                 todo.append(succ)
     return seen
+
+
+# ---- the house's directions (issue 19) -----------------------------------------------------------------------------
+
+SERVICES = ("trainer", "inference", "environment")
+SHARED = ("config", "tasks", "modelcore")
+# layer -> the layers its modules may import (its own always included). "contract": the top-level modules.
+ALLOWED: dict[str, set[str]] = {
+    "contract": {"contract", "config", "modelcore"},  # service_env loads the configs; catalog's default models dir
+    "config": {"config", "contract", "tasks", "modelcore"},  # rules check a dataset file; the catalog's names
+    "tasks": {"tasks", "contract"},
+    "modelcore": {"modelcore", "contract", "tasks"},  # the tiny model's warm start is the offline task's
+    "controller": {"controller", "contract", "config", "tasks", "modelcore"},
+    **{service: {service, "contract", "config", "tasks", "modelcore"} for service in SERVICES},
+}
+
+
+def layer_of(module: str) -> str:
+    """hermes_stack.<package>.x -> the package (a service, a shared package or the controller); a top-level module
+    -> "contract"; `python -m hermes_stack` (hermes_stack.__main__) runs the controller's command."""
+    parts = module.split(".")
+    if module == f"{PACKAGE}.__main__":
+        return "controller"
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED):
+        return parts[1]
+    return "contract"
+
+
+def boundary_violations(graph: dict[str, dict[str, int]]) -> list[str]:
+    """`module (line N) imports target (layer -> layer)` for every edge against ALLOWED; a layer not in the table counts
+    as a violation of each of its edges (a new package must be given its directions)."""
+    out = []
+    for module, edges in sorted(graph.items()):
+        source = layer_of(module)
+        for target, line in sorted(edges.items(), key=lambda e: e[1]):
+            if layer_of(target) not in ALLOWED.get(source, set()):
+                out.append(f"{module} (line {line}) imports {target} ({source} -> {layer_of(target)})")
+    return out

@@ -214,7 +214,7 @@ def test_cpu_override_drops_the_gpu_and_selects_the_embedded_profile_and_cpu_tar
 
 @pytest.mark.parametrize("device_files", [(), ("compose.cpu.yml",)])
 def test_every_image_the_stack_builds_carries_the_label_its_prune_selects(device_files):
-    from hermes_stack.compose import BUILD_LABEL, prune_built_images_argv
+    from hermes_stack.controller.compose import BUILD_LABEL, prune_built_images_argv
 
     config = compose_config("compose.grpo.yml", *device_files)
     built = {name: svc["build"] for name, svc in config["services"].items() if "build" in svc}

@@ -143,3 +143,41 @@ def test_a_model_building_stage_copies_only_what_the_build_imports(dockerfile, s
     for source, modules in copies(dockerfile, stage).items():
         assert source.rstrip("/") != "hermes_stack" and modules & wanted, (
             f"{dockerfile}:{stage} copies {source}, which its build does not import")
+
+
+# ---- issue 19: no test double ships in an image --------------------------------------------------------------------
+
+# Modules a person runs by hand (`python -m ...`), not an image: module -> what it is for.
+HAND_RUN = {"hermes_stack.tasks.word_problems": "writes configs/word_problems.jsonl (the catalog model's task)"}
+CONSOLE_SCRIPT = "hermes_stack.controller.cli"  # pyproject's [project.scripts]; `python -m hermes_stack` runs it too
+
+
+def product_entries() -> set[str]:
+    """Every module the product runs: the `-m hermes_stack.X` of every Dockerfile and compose file, the console
+    script, `python -m hermes_stack`, and the hand-run generators."""
+    texts = [p.read_text() for p in [*(ROOT / "docker").glob("*.Dockerfile"), *ROOT.glob("compose*.yml")]]
+    found = {m for text in texts for m in re.findall(r"-m\"?,?\s+\"?(hermes_stack[\w.]*)", text)}
+    return {_runnable(m) for m in found} | {CONSOLE_SCRIPT, "hermes_stack.__main__", *HAND_RUN}
+
+
+def test_the_console_script_is_the_controllers_cli():
+    scripts = re.search(r"\[project\.scripts\]\n([^\[]*)", (ROOT / "pyproject.toml").read_text()).group(1)
+    assert f'hermes-stack = "{CONSOLE_SCRIPT}:main"' in scripts
+    assert f"from {CONSOLE_SCRIPT} import main" in (ROOT / "hermes_stack" / "__main__.py").read_text()
+
+
+def test_every_module_of_the_package_is_run_by_the_product():
+    """A module no product entry point imports is a test double or dead code, and it would ship in every image
+    (the images copy hermes_stack/ whole). Test doubles live in tests/ (the Docker tier mounts tests/fakes)."""
+    reached = set().union(*(closure(e, GRAPH) for e in product_entries()))
+    packages = {m for m, f in MODULES.items() if f.name == "__init__.py"}
+    assert sorted(set(MODULES) - reached - packages) == []
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_no_image_copies_the_tests(dockerfile):
+    for stage, body in stages(dockerfile).items():
+        for line in body.splitlines():
+            words = line.split()
+            if words and words[0].upper() in ("COPY", "ADD") and not any(w.startswith("--from") for w in words):
+                assert not [w for w in words[1:-1] if w.startswith(("tests", "./tests"))], f"{dockerfile}:{stage}: {line}"

@@ -83,3 +83,12 @@ def test_services_read_their_settings_only_through_the_model():
              for path in sorted((ROOT / "hermes_stack" / package).rglob("*.py"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if reads.search(line)]
     assert found == []
+
+
+def test_the_architecture_doc_table_is_the_one_generated_from_the_model():
+    # Issue 19: the table is the model's (service_env.markdown_table), not a hand copy; regenerate it after a change.
+    from hermes_stack.service_env import markdown_table
+
+    assert markdown_table() in (ROOT / "docs" / "architecture.md").read_text(), (
+        "docs/architecture.md's service environment table differs from the model: paste "
+        "`python -c 'from hermes_stack.service_env import markdown_table; print(markdown_table())'`")

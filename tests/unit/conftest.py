@@ -20,9 +20,9 @@ def api():
 @pytest.fixture
 def inference():
     """The fake inference surface the trainer talks to (models, generate, update_weights_from_disk)."""
-    from trainer_helpers import FakeInference
+    from trainer_helpers import FakeInferenceForTrainer
 
-    server = FakeInference()
+    server = FakeInferenceForTrainer()
     yield server
     server.stop()
 
@@ -31,18 +31,19 @@ def inference():
 def isolated_secrets(monkeypatch):
     """No key file path from the caller's environment, and an empty redaction registry before and after the test."""
     from hermes_stack import keyfile as kf
+    from hermes_stack import redaction
 
     monkeypatch.delenv(kf.PATH_ENV, raising=False)
-    kf.forget_secrets()
+    redaction.forget_secrets()
     yield
-    kf.forget_secrets()
+    redaction.forget_secrets()
 
 
 @pytest.fixture
 def compose_calls(monkeypatch):
-    """Every call that reached the compose choke point (hermes_stack.compose.Compose); bad-input tests assert it stays
+    """Every call that reached the compose choke point (hermes_stack.controller.compose.Compose); bad-input tests assert it stays
     empty: nothing was started."""
-    from hermes_stack import compose
+    from hermes_stack.controller import compose
 
     calls: list[tuple] = []
     monkeypatch.setattr(compose.Compose, "run", lambda self, argv, capture=True: calls.append(("run", argv)) or "")

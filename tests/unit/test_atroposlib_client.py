@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,16 +20,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("atroposlib")
 pytestmark = pytest.mark.slow  # a real service process: ~10-20 s, mostly imports
 
-from hermes_stack.inference.fixture import build_fixture_model
+from fakes.loopback import free_port
+
+from tests.fakes.fixture_model import build_fixture_model
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "acceptance-key-123"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.cli import main
 from hermes_stack.config.loader import load_stack
+from hermes_stack.controller.cli import main
 
 BLOG = Path(__file__).resolve().parents[1] / "fixtures" / "blog"
 BLOG_FILES = ("config_grpo.toml", "config_ppo.toml", "env.taotoken", "settings_grpo.json", "settings_ppo.json")
@@ -92,14 +92,6 @@ def test_blog_files_fit_141_gib_with_micro_batches_and_80_gib_refuses_naming_max
     assert errors(err) == [] and f"valid: {algo}" in out
 
 
-def test_grpo_budget_figure_of_the_issue(project, capsys):
-    """The seed's OOM pitfall as measured in issue 15: ~331.8 GiB, try batch_size 11 (weights + LoRA + KV cache)."""
-    from hermes_stack.config import memory
-
-    shape = memory.find_shape("./models/hermes-base", project)
-    budget = memory.estimate(shape, group_size=8, batch_size=32, tokens=9000, lora_rank=32, gpu_gib=141)
-    assert round(budget.need_bytes / memory.GIB, 1) == 331.8
-    assert budget.largest_batch_size() == 11
 
 
 def test_blog_placeholder_key_gets_its_one_line(project, capsys):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack import checkout_owner as co
-from hermes_stack.cli import main
+from hermes_stack.controller import checkout_owner as co
+from hermes_stack.controller.cli import main
 
 A, B = "/home/u/hermes", "/home/u/hermes-copy"
 THERE = {"exists": lambda _d: True}  # the other checkout's directory is still on this machine

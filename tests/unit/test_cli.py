@@ -6,8 +6,9 @@ import pytest
 import typer
 
 from hermes_stack import keyfile as kf
-from hermes_stack.cli import main
-from hermes_stack.commands import validate as validate_cmd
+from hermes_stack import redaction
+from hermes_stack.controller.cli import main
+from hermes_stack.controller.commands import validate as validate_cmd
 
 ARGS = ["validate", "--algo", "grpo", "--device", "cpu"]
 
@@ -15,9 +16,9 @@ ARGS = ["validate", "--algo", "grpo", "--device", "cpu"]
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch, tmp_path):
     monkeypatch.setenv(kf.PATH_ENV, str(tmp_path / "no-key-file"))
-    kf.forget_secrets()
+    redaction.forget_secrets()
     yield
-    kf.forget_secrets()
+    redaction.forget_secrets()
 
 
 def _boom(*args, **kwargs):
@@ -69,7 +70,7 @@ def test_validate_help_exits_0(capsys):
 
 
 def test_secret_in_an_error_line_is_redacted(monkeypatch, capsys):
-    kf.register_secrets({"TAOTOKEN_API_KEY": "sk-leaky0123456789"})
+    redaction.register_secrets({"TAOTOKEN_API_KEY": "sk-leaky0123456789"})
 
     def leak(*args, **kwargs):
         raise RuntimeError("bad key sk-leaky0123456789")

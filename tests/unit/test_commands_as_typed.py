@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack import stack_state as st
-from hermes_stack.bring_up import where_to_look
-from hermes_stack.compose import stack_params
+from hermes_stack.controller import stack_state as st
+from hermes_stack.controller.bring_up import where_to_look
+from hermes_stack.controller.compose import stack_params
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "hs-generated-internal-key-0123456789"
@@ -94,8 +94,8 @@ def test_the_plan_remembers_the_project_so_make_status_finds_a_renamed_stack(tmp
 
 
 def test_test_inference_finds_the_key_up_generated_offline(tmp_path, monkeypatch):
-    from hermes_stack.commands.test_inference import _inference_key
     from hermes_stack.config.loader import load_stack
+    from hermes_stack.controller.commands.test_inference import _inference_key
 
     monkeypatch.delenv("HERMES_INFERENCE_KEY", raising=False)
     monkeypatch.setenv("HERMES_ROOT", str(tmp_path))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.compose import (
+from hermes_stack.controller.compose import (
     CommandFailed,
     Compose,
     config_argv,
@@ -131,7 +131,7 @@ def test_ps_json_lines_and_array_forms_both_parse(text):
 # ---- every docker/compose call has a timeout (issue 12) ----------------------------------------------------------
 
 def test_every_kind_of_command_gets_a_timeout_and_only_a_followed_log_runs_unbounded():
-    from hermes_stack import compose as c
+    from hermes_stack.controller import compose as c
 
     p = stack_params("grpo", "cpu", ROOT)
     assert c.command_timeout(c.up_argv(p, ["atropos"], wait_timeout=900)) == 900 + c.UP_MARGIN_S
@@ -152,7 +152,7 @@ def test_a_hung_command_is_stopped_and_the_error_names_it(monkeypatch, how):
     import sys
     import time
 
-    from hermes_stack import compose as c
+    from hermes_stack.controller import compose as c
 
     monkeypatch.setattr(c, "QUICK_S", 0.5)
     argv = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"]
@@ -170,7 +170,7 @@ def test_a_hung_command_is_stopped_and_the_error_names_it(monkeypatch, how):
 def test_the_real_runner_reports_exit_code_and_stderr():
     import sys
 
-    from hermes_stack import compose as c
+    from hermes_stack.controller import compose as c
 
     with pytest.raises(c.CommandFailed) as caught:
         c._run([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"], {}, True)
@@ -181,7 +181,7 @@ def test_the_real_runner_reports_exit_code_and_stderr():
 # ---- the calls around compose go through its runner: provisioning scripts and preflight's probes ------------------
 
 def test_scripts_and_preflight_probes_get_their_own_timeouts():
-    from hermes_stack import compose as c
+    from hermes_stack.controller import compose as c
 
     p = stack_params("grpo", "cpu", ROOT)
     assert c.command_timeout(["bash", "/repo/scripts/base-image.sh"]) == c.SCRIPT_S
@@ -192,7 +192,7 @@ def test_scripts_and_preflight_probes_get_their_own_timeouts():
 
 
 def test_a_provisioning_script_gives_its_last_line_and_a_failure_names_the_script(tmp_path, monkeypatch):
-    from hermes_stack import compose as c
+    from hermes_stack.controller import compose as c
     from hermes_stack.errors import StackError
 
     (tmp_path / "scripts").mkdir()
@@ -210,8 +210,8 @@ def test_a_provisioning_script_gives_its_last_line_and_a_failure_names_the_scrip
 
 
 def test_preflight_asks_docker_through_the_compose_runner(monkeypatch):
-    from hermes_stack import compose as c
-    from hermes_stack.preflight import SystemProbe
+    from hermes_stack.controller import compose as c
+    from hermes_stack.controller.preflight import SystemProbe
 
     seen = []
 

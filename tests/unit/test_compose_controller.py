@@ -5,9 +5,9 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from hermes_stack.cli import main
-from hermes_stack.keyfile import redact_config
-from hermes_stack.stack_state import Plan, inference_key, load_plan, save_plan
+from hermes_stack.controller.cli import main
+from hermes_stack.controller.stack_state import Plan, inference_key, load_plan, save_plan
+from hermes_stack.redaction import redact_config
 
 
 def test_inference_key_comes_from_the_key_file_when_there_is_one(tmp_path):
@@ -60,8 +60,8 @@ def test_unknown_model_is_refused_with_one_line(capsys):
 def test_the_chosen_model_reaches_compose_so_every_service_resolves_the_same_config():
     from pathlib import Path
 
-    from hermes_stack.compose_env import compose_env
     from hermes_stack.config.loader import load_stack
+    from hermes_stack.controller.compose_env import compose_env
 
     configs = Path(__file__).resolve().parents[2] / "configs"
     chosen = compose_env(load_stack("ppo", configs, profile="embedded", model="smollm2-135m"), "k", None)
@@ -71,8 +71,8 @@ def test_the_chosen_model_reaches_compose_so_every_service_resolves_the_same_con
 
 def test_a_build_prunes_only_the_images_it_untagged_after_building():
     """A rebuild untags the previous image; the controller removes exactly those (our label), after the build."""
-    from hermes_stack.bring_up import build_images
-    from hermes_stack.compose import BUILD_LABEL, Compose, stack_params
+    from hermes_stack.controller.bring_up import build_images
+    from hermes_stack.controller.compose import BUILD_LABEL, Compose, stack_params
 
     seen: list[list[str]] = []
     compose = Compose(stack_params("grpo", "cpu", Path(".")), runner=lambda argv, env, capture: seen.append(argv) or "",
@@ -84,8 +84,8 @@ def test_a_build_prunes_only_the_images_it_untagged_after_building():
 
 
 def test_build_progress_is_shown_without_buildkits_blank_separator_lines(capsys):
-    from hermes_stack.bring_up import build_images
-    from hermes_stack.compose import Compose, stack_params
+    from hermes_stack.controller.bring_up import build_images
+    from hermes_stack.controller.compose import Compose, stack_params
 
     compose = Compose(stack_params("grpo", "cpu", Path(".")), runner=lambda argv, env, capture: "",
                       streamer=lambda argv, env: iter(["#1 [atropos] load", "", "   ", "#1 DONE 0.0s"]))

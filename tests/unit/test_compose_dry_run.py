@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from hermes_stack import health
-from hermes_stack.compose import CommandFailed, Compose, stack_params
-from hermes_stack.dry_run_alongside import DryRunAlongside
+from hermes_stack.controller.compose import CommandFailed, Compose, stack_params
+from hermes_stack.controller.dry_run_alongside import DryRunAlongside
+from hermes_stack.service_env import ServiceEnv
 from hermes_stack.trainer.__main__ import LayerFailure, wait_until_serving
 
 ROOT = Path("/repo")
@@ -140,7 +141,7 @@ def services(monkeypatch):
 
 def test_dry_run_waits_until_inference_generates_then_checks_atropos(services):
     services.inference_after = 3
-    wait_until_serving(_stack(), 5.0)
+    wait_until_serving(_stack(), 5.0, ServiceEnv.from_environ())
     assert sum(u.endswith("/models") for u in services.probes) == 4
     assert services.probes[-1] == "http://atropos:8000/status"
 
@@ -148,7 +149,7 @@ def test_dry_run_waits_until_inference_generates_then_checks_atropos(services):
 def test_dry_run_wait_running_out_names_the_layer(services):
     services.atropos_up = False
     with pytest.raises(LayerFailure) as failed:
-        wait_until_serving(_stack(), 0.1)
+        wait_until_serving(_stack(), 0.1, ServiceEnv.from_environ())
     assert failed.value.layer == "atropos"
     assert "not ready within --wait 0.1 s" in str(failed.value) and "Connection refused" in str(failed.value)
 
@@ -156,14 +157,14 @@ def test_dry_run_wait_running_out_names_the_layer(services):
 def test_a_refused_key_fails_the_dry_run_at_once_instead_of_waiting(services):
     services.key_refused = True
     with pytest.raises(LayerFailure) as failed:
-        wait_until_serving(_stack(), 600.0)
+        wait_until_serving(_stack(), 600.0, ServiceEnv.from_environ())
     assert failed.value.layer == "inference" and "same HERMES_INFERENCE_KEY" in str(failed.value)
     assert len(services.probes) == 1
 
 
 def test_without_a_wait_the_dry_run_probes_nothing_extra(services):
     services.inference_after = 10**6
-    wait_until_serving(_stack(), 0)
+    wait_until_serving(_stack(), 0, ServiceEnv.from_environ())
     assert services.probes == []
 
 
@@ -193,11 +194,12 @@ class StackFakes:
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(device, monkeypatch, tmp_path):
-    from hermes_stack import bring_up, preflight
+    from hermes_stack.controller import bring_up, preflight
+    from hermes_stack.controller import device as devices
 
     fakes = StackFakes(require_run_during_up=device == "cpu")
     monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
-    monkeypatch.setattr(preflight, "resolve_device", lambda requested, probe: requested)
+    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: requested)
     monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
     monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None: (None, "k"))
     monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(

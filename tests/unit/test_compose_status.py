@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from hermes_stack.compose import CommandFailed, Compose, ComposeParams
-from hermes_stack.status import (
+from hermes_stack.controller.compose import CommandFailed, Compose, ComposeParams
+from hermes_stack.controller.status import (
     explain_up_failure,
     failing,
     health_reason,
@@ -89,7 +89,7 @@ def test_up_failure_where_nothing_started_shows_composes_own_error():
 def test_metrics_come_from_a_running_trainer_else_are_copied_out_of_a_stopped_one():
     from pathlib import Path
 
-    from hermes_stack.status import read_metrics
+    from hermes_stack.controller.status import read_metrics
 
     line = '{"step": 3, "reward_mean": 0.5}\n'
     calls = []

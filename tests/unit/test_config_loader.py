@@ -10,6 +10,7 @@ import pytest
 
 from hermes_stack.config import profiles
 from hermes_stack.config.loader import StackConfig, load_stack
+from hermes_stack.controller.device import choose_profile
 from hermes_stack.errors import InputError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -157,9 +158,9 @@ def test_unlock_turns_locked_refusal_into_warning(cdir):
 
 
 def test_choose_profile():
-    assert profiles.choose_profile("cpu", 80)[:2] == ("embedded", None)
-    assert profiles.choose_profile("gpu", 24)[:2] == ("gpu", 24)
-    assert profiles.choose_profile("auto", 24)[:2] == ("gpu", 24)
+    assert choose_profile("cpu", 80)[:2] == ("embedded", None)
+    assert choose_profile("gpu", 24)[:2] == ("gpu", 24)
+    assert choose_profile("auto", 24)[:2] == ("gpu", 24)
 
 
 def test_choose_profile_auto_without_gpu():
@@ -170,5 +171,5 @@ def test_choose_profile_auto_without_gpu():
         def run(self, argv):
             return 127, "", "not found"
 
-    profile, gib, notes = profiles.choose_profile("auto", None, NoGpu())
+    profile, gib, notes = choose_profile("auto", None, NoGpu())
     assert (profile, gib) == ("embedded", None) and "embedded CPU profile" in notes[0]

@@ -1,13 +1,13 @@
 """Dataset loaders: offline-arith, JSONL in gsm8k's shape, gsm8k's fast failures offline and with no hub."""
 
 import json
-import socket
 import time
 
 import pytest
+from fakes.loopback import free_port
 
-from hermes_stack.environment import datasets as ds
 from hermes_stack.errors import InputError, StackError
+from hermes_stack.tasks import datasets as ds
 
 
 def write_jsonl(path, rows):
@@ -93,9 +93,7 @@ def test_gsm8k_offline_is_an_immediate_input_error(isolated_hf):
 
 
 def test_gsm8k_unreachable_hub_is_a_clear_stack_error(isolated_hf, monkeypatch):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
     with pytest.raises(StackError) as err:
         ds.load_items("gsm8k", "train", 10, offline=False)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from trainer_helpers import REPO, Feeder, embedded_model_dir, trainer_env, write_configs
 
-from hermes_stack.status import event_lines, parse_events
+from hermes_stack.controller.status import event_lines, parse_events
 from hermes_stack.trainer.metrics import read_events, read_metrics
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,6 @@ clients here are gone. What stays needs no server: key rules, the probe, Datum l
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 import httpx
@@ -15,6 +14,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
+
+from fakes.loopback import free_port
 
 from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.errors import InputError, StackError
@@ -55,9 +56,7 @@ def test_key_prefix_is_checked_without_echoing_the_key():
 
 
 def test_probe_fails_fast_on_a_closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    port = free_port()  # nothing listens there
     start = time.monotonic()
     with pytest.raises(StackError, match="not reachable"):
         probe(f"http://127.0.0.1:{port}", timeout_s=2.0)

@@ -10,13 +10,11 @@ the right way. The local critic and reference run on the tiny fixture model.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
 torch = pytest.importorskip("torch")
@@ -39,7 +37,7 @@ def clean_tinker_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
 
     return build_fixture_model(tmp_path_factory.mktemp("tinker-direction") / "model")
 

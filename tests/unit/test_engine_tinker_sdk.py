@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tinker = pytest.importorskip("tinker")
 from fakes.fake_tinker import ADAPTER_FILES, API, FakeTinker
 from fakes.guards import bounded as _bounded
+from fakes.loopback import free_port
 
 from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.errors import StackError
@@ -159,10 +159,6 @@ def test_refused_key_is_one_clear_error_without_the_key(engines):
     assert f"{API}/create_session" not in fake.paths()
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens there once the socket is closed
 
 
 @pytest.mark.parametrize("kind", ["refused", "silent"])
@@ -172,7 +168,7 @@ def test_unreachable_endpoint_fails_in_the_probe_before_the_sdk(monkeypatch, eng
     silent = socket.socket()  # listens (the kernel completes the handshake) but never answers a byte
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)
-    port = silent.getsockname()[1] if kind == "silent" else closed_port()
+    port = silent.getsockname()[1] if kind == "silent" else free_port()
     try:
         with pytest.raises(StackError, match="not reachable"):
             bounded(lambda: TinkerEngine(base_model="m", algo=GRPO, lora_rank=8, learning_rate=1e-5,
@@ -232,7 +228,7 @@ def test_state_round_trip_resumes_on_a_new_training_client(fake, engines):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
 
     return build_fixture_model(tmp_path_factory.mktemp("tinker-base"))
 
@@ -263,7 +259,7 @@ def adapter_state(server: FakeTinker, engine: TinkerEngine) -> dict[str, Any]:
 def test_each_loss_trains_the_policy_behind_the_api_by_tinkers_definition(trainer, engines, model_dir, loss):
     import torch
 
-    from hermes_stack.devtools.tinker_policy import token_losses
+    from tests.fakes.tinker_policy import token_losses
 
     engine = make_engine(trainer, engines, loss=loss, learning_rate=1e-2)
     before = adapter_state(trainer, engine)
@@ -437,7 +433,7 @@ def test_the_trainer_process_exits_after_the_server_goes_silent(fake, tmp_path):
 
 
 def test_a_long_run_keeps_only_the_newest_sampler_weights_and_downloads(fake, engines, tmp_path):
-    from hermes_stack.devtools.tinker_service import KEEP_PER_KIND
+    from tests.fakes.tinker_service import KEEP_PER_KIND
 
     engine = make_engine(fake, engines)
     for step in range(KEEP_PER_KIND + 2):

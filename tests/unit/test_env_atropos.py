@@ -3,7 +3,6 @@ against a fake SGLang-style inference server, and a stub trainer that registers 
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,9 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakes.fake_inference import LOGPROB, FakeInference
+from fakes.loopback import free_port
 from fakes.stack_files import write_stack
 from fakes.tiny_tokenizer import build_tiny_tokenizer
 
@@ -22,10 +20,6 @@ RUN_API = Path(sys.executable).parent / "run-api"
 GROUP, PROMPTS, STEPS = 4, 2, 2
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(predicate, timeout_s: float, what: str, proc=None):

@@ -5,12 +5,9 @@ import json
 import logging
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakes.fake_gateway import FakeGateway
 from fakes.fake_inference import LOGPROB, FakeInference
 from fakes.stack_files import write_stack

@@ -1,13 +1,9 @@
 """gateway.py against a real loopback fake gateway: both shapes, key checks, and messages that name the cause."""
 
-import socket
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakes.fake_gateway import FakeGateway
+from fakes.loopback import free_port
 
 from hermes_stack import gateway
 from hermes_stack.errors import InputError
@@ -80,9 +76,7 @@ def test_wrong_prefix_names_missing_v1(fake):
 
 
 def test_connection_refused_names_the_base_url():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    port = free_port()  # nothing listens there
     s = GatewaySettings(root=f"http://127.0.0.1:{port}", api_key="k" * 20, model="m", timeout_s=2, retries=1)
     with GatewayClient(s) as client, pytest.raises(GatewayError) as err:
         client.chat([{"role": "user", "content": "hi"}])
@@ -148,3 +142,16 @@ def test_check_cli_reads_the_key_file(fake, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HERMES_KEYFILE", str(keyfile))
     assert gateway.main(["check"]) == 0
     assert "fake-gpt" in capsys.readouterr().out
+
+
+def test_the_environment_road_gets_the_key_files_url_check():
+    # Issue 19: one road for the gateway URL (keyfile.check_base_url), whether it comes from the file or the variables.
+    from hermes_stack.errors import InputError
+    from hermes_stack.gateway import settings_from
+
+    env = {"TAOTOKEN_API_KEY": "sk-test-0123456789abcdef"}
+    assert settings_from(env | {"TAOTOKEN_BASE_URL": "https://gw.example/api/"}).root == "https://gw.example/api"
+    for bad in ("https://gw.example/api/v1", "https://gw.example/api/v1/chat/completions", "gw.example/api"):
+        with pytest.raises(InputError) as err:
+            settings_from(env | {"TAOTOKEN_BASE_URL": bad})
+        assert err.value.problems[0].file == "(environment)" and err.value.problems[0].key == "TAOTOKEN_BASE_URL"

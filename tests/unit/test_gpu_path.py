@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fakes.loopback import free_port
 
 from hermes_stack.config import memory
 from hermes_stack.config.models import RolloutSection
@@ -26,6 +26,7 @@ from hermes_stack.errors import InputError
 from hermes_stack.hub import OFFLINE_FLAGS
 from hermes_stack.inference.service_config import load_service_config
 from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch, launch_argv
+from hermes_stack.service_env import ServiceEnv
 from tests.fakes.hub_standin import Repo, serve
 from tests.fakes.stack_files import write_stack
 
@@ -77,7 +78,7 @@ def test_inference_service_is_online_exactly_for_a_hub_id_on_the_gpu_profile(mon
 @pytest.fixture()
 def hub(tmp_path):
     """The embedded-style tiny repo on a loopback stand-in of the hub's file API."""
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
 
     model = build_fixture_model(tmp_path / "src-model", hidden=16, layers=1)
     server, state = serve({"hermes-test/tiny": Repo(Path(model))})
@@ -119,10 +120,13 @@ def test_inference_downloads_a_hub_id_once_and_the_trainer_loads_the_same_folder
         import argparse
         from hermes_stack.trainer.__main__ import load_config, model_dir
         from hermes_stack.hub import needs_hub, set_hub_access
+        from hermes_stack.service_env import ServiceEnv
+        from hermes_stack.service_log import setup_logging
+        setup_logging("INFO")  # as the trainer's main does: its lines are log records
         args = argparse.Namespace(algo="grpo", config_dir=__import__("pathlib").Path(__import__("os").environ["HERMES_CONFIG_DIR"]), profile="gpu")
-        stack = load_config(args)
+        stack = load_config(args, ServiceEnv.from_environ())
         set_hub_access(needs_hub(stack.profile, stack.settings.inference.model_path))
-        print("TRAINER-MODEL-DIR", model_dir(stack))
+        print("TRAINER-MODEL-DIR", model_dir(stack, ServiceEnv.from_environ()))
     """, env)
     assert trainer.returncode == 0, trainer.stderr[-3000:]
     assert trainer.stdout.split("TRAINER-MODEL-DIR ")[1].strip() == fetched
@@ -140,8 +144,9 @@ def test_trainer_resolves_a_relative_model_folder_against_the_config_folder_pare
     configs = write_stack(tmp_path / "configs", dataset="offline-arith", model_path="./models/mine")
     monkeypatch.setenv("HERMES_CONFIG_DIR", str(configs))
     monkeypatch.chdir("/")
-    stack = load_config(Namespace(algo="grpo", config_dir=configs, profile="gpu"))
-    assert model_dir(stack) == tmp_path / "models" / "mine"
+    service = ServiceEnv.from_environ()
+    stack = load_config(Namespace(algo="grpo", config_dir=configs, profile="gpu"), service)
+    assert model_dir(stack, service) == tmp_path / "models" / "mine"
 
 
 # ---------------------------------------------------------------- 5: the GPU memory split
@@ -177,7 +182,7 @@ def test_split_refusals_name_the_model_or_the_micro_batch():
 
 
 def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, monkeypatch):
-    from hermes_stack.cli import main
+    from hermes_stack.controller.cli import main
 
     monkeypatch.chdir(tmp_path)  # no key file here: offline
     monkeypatch.delenv("HERMES_KEYFILE", raising=False)
@@ -193,8 +198,8 @@ def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, m
 
 
 def test_up_passes_the_split_to_the_services(tmp_path):
-    from hermes_stack.compose_env import compose_env
     from hermes_stack.config.loader import evaluate_stack
+    from hermes_stack.controller.compose_env import compose_env
 
     stack, errors = evaluate_stack("grpo", CONFIGS, "gpu", gpu_memory_gib=80)
     assert errors == []
@@ -242,16 +247,12 @@ SERVER_ARGS_CHILD = textwrap.dedent("""
 """)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_sglang_child_output_never_shows_the_key(tmp_path, capfd):
     stub = tmp_path / "child.py"
     stub.write_text(SERVER_ARGS_CHILD)
-    spec = SGLangLaunch(model_path="/m", served_model="m", port=_port(), launcher=(sys.executable, str(stub)),
+    spec = SGLangLaunch(model_path="/m", served_model="m", port=free_port(), launcher=(sys.executable, str(stub)),
                         start_timeout_s=30)
     backend = SGLangBackend(spec, KEY)
 
@@ -320,7 +321,7 @@ class Probe:
     ("lmsysorg/sglang:v0.5.18-cu129", "470.1", False, "R525"),
 ])
 def test_driver_version_is_checked_against_the_sglang_image(image, version, ok, hint):
-    from hermes_stack.preflight import check_gpu
+    from hermes_stack.controller.preflight import check_gpu
 
     findings = {f.what: f for f in check_gpu(Probe(f"NVIDIA H100 80GB HBM3, 81559 MiB, {version}",
                                                    '{"nvidia":{}}'), image)}
@@ -340,33 +341,31 @@ H100 = "NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06"
     (H100, '{"nvidia":{}}', None),          # a usable GPU whose memory nvidia-smi does not report
 ], ids=["no-gpu", "no-toolkit", "gpu", "gpu-memory-unknown"])
 def test_validate_and_up_resolve_auto_to_the_same_device(monkeypatch, smi, runtimes, gib):
-    """One owner of "auto" (preflight.auto_device): the profile `validate` picks is the device `up` picks, with the
+    """One owner of "auto" (controller.device.auto_device): the profile `validate` picks is the device `up` picks, with the
     same notices, whatever the host; the GPU's size only sizes the memory split."""
-    from hermes_stack import preflight
-    from hermes_stack.config import profiles
+    from hermes_stack.controller import device as devices
 
     probe = Probe(smi, runtimes)
-    monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: gib)
+    monkeypatch.setattr(devices, "detect_gpu_memory_gib", lambda: gib)
     up_notes: list[str] = []
-    device = preflight.resolve_device("auto", probe, notify=up_notes.append)
-    profile, found_gib, notes = profiles.choose_profile("auto", None, probe)
+    device = devices.resolve_device("auto", probe, notify=up_notes.append)
+    profile, found_gib, notes = devices.choose_profile("auto", None, probe)
     assert profile == {"gpu": "gpu", "cpu": "embedded"}[device]
     assert found_gib == (gib if device == "gpu" else None)
     assert up_notes == [n for n in notes if not n.startswith("no GPU found")]
 
 
 def test_a_gpu_docker_cannot_use_is_said_and_validate_agrees_with_up(monkeypatch):
-    from hermes_stack import preflight
-    from hermes_stack.config import profiles
+    from hermes_stack.controller import device as devices
 
     probe = Probe("NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06", '{"runc":{}}')
     notes = []
-    assert preflight.resolve_device("auto", probe, notify=notes.append) == "cpu"
+    assert devices.resolve_device("auto", probe, notify=notes.append) == "cpu"
     assert notes and notes[0].startswith("a GPU is present (NVIDIA H100 80GB HBM3, 81559 MiB) but Docker cannot "
                                          "use it: NVIDIA Container Toolkit not installed")
-    monkeypatch.setattr(memory, "detect_gpu_memory_gib", lambda: 79.6)
-    monkeypatch.setattr(preflight, "SystemProbe", lambda: probe)
-    profile, gib, validate_notes = profiles.choose_profile("auto", None)
+    monkeypatch.setattr(devices, "detect_gpu_memory_gib", lambda: 79.6)
+    monkeypatch.setattr(devices, "SystemProbe", lambda: probe)
+    profile, gib, validate_notes = devices.choose_profile("auto", None)
     assert (profile, gib) == ("embedded", None) and validate_notes == notes
 
 

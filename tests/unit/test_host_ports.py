@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack import host_ports
-from hermes_stack.cli import main
-from hermes_stack.host_ports import Holder, parse_ps, taken_ports
+from hermes_stack.controller import host_ports
+from hermes_stack.controller.cli import main
+from hermes_stack.controller.host_ports import Holder, parse_ps, taken_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 GRPO_PS = "hermes-grpo\t/home/u/hermes\t127.0.0.1:8000->8000/tcp\nhermes-grpo\t/home/u/hermes\t127.0.0.1:8001->8001/tcp\n" \

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import stat
 import sys
 import textwrap
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fakes.loopback import free_port
 
 from hermes_stack.errors import StackError
 from hermes_stack.inference.backend import BackendReply
@@ -168,17 +168,13 @@ STUB = textwrap.dedent("""
 """)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_supervisor_waits_for_readiness_with_the_key_from_the_config_file(tmp_path, monkeypatch):
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
     monkeypatch.setenv("HERMES_INFERENCE_KEY", KEY)  # must not leak to the child: the stub reads the file
-    spec = SGLangLaunch(model_path="/m", served_model="ok", port=_port(), launcher=(sys.executable, str(stub)),
+    spec = SGLangLaunch(model_path="/m", served_model="ok", port=free_port(), launcher=(sys.executable, str(stub)),
                         start_timeout_s=30)
     backend = SGLangBackend(spec, KEY)
 
@@ -199,7 +195,7 @@ def test_supervisor_waits_for_readiness_with_the_key_from_the_config_file(tmp_pa
 def test_child_that_dies_before_ready_is_a_clear_error(tmp_path):
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
-    spec = SGLangLaunch(model_path="/m", served_model="crash", port=_port(), launcher=(sys.executable, str(stub)),
+    spec = SGLangLaunch(model_path="/m", served_model="crash", port=free_port(), launcher=(sys.executable, str(stub)),
                         start_timeout_s=30)
     backend = SGLangBackend(spec, KEY)
 

@@ -1,12 +1,8 @@
 """The judge through the fake gateway: both shapes, verdict parsing, and failures that fall back, never stall."""
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakes.fake_gateway import FakeGateway
 
 from hermes_stack.environment.judge import Judge, parse_verdict

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from hermes_stack import keyfile as kf
+from hermes_stack import redaction
 from hermes_stack.errors import InputError
 
 GOOD_KEY = "sk-test-0123456789abcdef"
@@ -152,14 +153,14 @@ def test_every_key_file_value_is_secret_except_urls_and_models(tmp_path):
     assert shown["MY_APIKEY"] == "tin…0111" and shown["MY_THING"] == "pla…2333"
     assert shown["TAOTOKEN_BASE_URL"] == "https://taotoken.net/api" and shown["TAOTOKEN_MODEL"] == "m1"
     assert shown["TINKER_BASE_URL"] == "https://tinker.example"
-    out = kf.redact_known_secrets("a tinkerapikey-000111 b plainvalue-222333 c https://tinker.example")
+    out = redaction.redact_known_secrets("a tinkerapikey-000111 b plainvalue-222333 c https://tinker.example")
     assert out == "a tin…0111 b pla…2333 c https://tinker.example"
 
 
 def test_redaction_works_whatever_characters_the_value_holds(tmp_path):
     odd = "a/b+c=d$e^f*g(h)[i]|j\\k"
     kf.load_keyfile(write(tmp_path, good(f"WANDB_API_KEY={odd}\n")))
-    assert odd not in kf.redact_known_secrets(f"x {odd} y")
+    assert odd not in redaction.redact_known_secrets(f"x {odd} y")
 
 
 def test_unreadable_line_hides_values_with_slashes_and_pluses(tmp_path):
@@ -171,8 +172,8 @@ def test_unreadable_line_hides_values_with_slashes_and_pluses(tmp_path):
 
 
 def test_environment_names_with_key_anywhere_are_secret():
-    assert kf.is_secret_name("TINKER_APIKEY") and kf.is_secret_name("WANDB_APIKEY")
-    assert not kf.is_secret_name("HERMES_KEYFILE") and not kf.is_secret_name("PATH")
+    assert redaction.is_secret_name("TINKER_APIKEY") and redaction.is_secret_name("WANDB_APIKEY")
+    assert not redaction.is_secret_name("HERMES_KEYFILE") and not redaction.is_secret_name("PATH")
 
 
 def test_all_problems_reported_together(tmp_path):
@@ -186,8 +187,8 @@ def test_all_problems_reported_together(tmp_path):
 
 
 def test_redact_keeps_prefix_and_last_four():
-    assert kf.redact("sk-abcdefghijkl1234") == "sk-…1234"
-    assert kf.redact("short") == "…"
+    assert redaction.redact("sk-abcdefghijkl1234") == "sk-…1234"
+    assert redaction.redact("short") == "…"
 
 
 def test_redact_known_secrets_replaces_every_loaded_secret(tmp_path):
@@ -196,7 +197,7 @@ def test_redact_known_secrets_replaces_every_loaded_secret(tmp_path):
     kf.load_keyfile(write(tmp_path, good(extra)))
     text = (f"a {GOOD_KEY} b tml-tinkersecret000111 c wandbsecret99887766 d innerkey-5555-6666 e "
             "hf_tokenvalue_4321 and https://taotoken.net/api")
-    out = kf.redact_known_secrets(text)
+    out = redaction.redact_known_secrets(text)
     for secret in (GOOD_KEY, "tml-tinkersecret000111", "wandbsecret99887766", "innerkey-5555-6666",
                    "hf_tokenvalue_4321"):
         assert secret not in out
@@ -206,11 +207,11 @@ def test_redact_known_secrets_replaces_every_loaded_secret(tmp_path):
 
 def test_redaction_is_identity_when_nothing_loaded():
     text = "nothing secret here"
-    assert kf.redact_known_secrets(text) is text
+    assert redaction.redact_known_secrets(text) is text
 
 
 def test_console_output_is_redacted(tmp_path, capsys):
-    from hermes_stack import console
+    from hermes_stack.controller import console
 
     kf.load_keyfile(write(tmp_path, good()))
     console.info(f"key is {GOOD_KEY}")
@@ -221,8 +222,8 @@ def test_console_output_is_redacted(tmp_path, capsys):
 
 
 def test_secret_names():
-    assert kf.is_secret_name("TAOTOKEN_API_KEY") and kf.is_secret_name("HF_TOKEN")
-    assert not kf.is_secret_name("TAOTOKEN_BASE_URL") and not kf.is_secret_name("TAOTOKEN_MODEL")
+    assert redaction.is_secret_name("TAOTOKEN_API_KEY") and redaction.is_secret_name("HF_TOKEN")
+    assert not redaction.is_secret_name("TAOTOKEN_BASE_URL") and not redaction.is_secret_name("TAOTOKEN_MODEL")
 
 
 def test_keyfile_is_frozen(tmp_path):
@@ -238,7 +239,7 @@ def test_plain_http_to_a_remote_gateway_warns_and_local_does_not(tmp_path):
     assert kf.load_keyfile(path).warnings == (
         (f"{path}:2: TAOTOKEN_BASE_URL is plain http to taotoken.net: the gateway key would cross the network "
         "unencrypted; use https"),)
-    kf.forget_secrets()
+    redaction.forget_secrets()
     local = write(tmp_path, good().replace("https://taotoken.net/api", "http://127.0.0.1:9000/api"))
     assert kf.load_keyfile(local).warnings == ()
 

@@ -13,6 +13,7 @@ from hermes_stack.config import profiles
 from hermes_stack.config.loader import load_stack
 from hermes_stack.errors import InputError, StackError
 from hermes_stack.modelcore import catalog
+from hermes_stack.service_env import ServiceEnv
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -68,7 +69,6 @@ def test_unknown_model_is_one_line_naming_the_option():
 def test_services_resolve_the_catalog_model_from_their_environment(tmp_path):
     from hermes_stack.environment.runtime import resolve_tokenizer
     from hermes_stack.inference.service_config import load_service_config
-    from hermes_stack.service_env import ServiceEnv
     from hermes_stack.trainer.__main__ import load_config, model_dir, parse_args
 
     (tmp_path / "smollm2-135m").mkdir()
@@ -91,9 +91,10 @@ def test_services_resolve_the_catalog_model_from_their_environment(tmp_path):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        trainer_stack = load_config(parse_args([]))
+        service = ServiceEnv.from_environ()
+        trainer_stack = load_config(parse_args([], service), service)
         assert trainer_stack.model == "smollm2-135m"
-        assert model_dir(trainer_stack) == tmp_path / "smollm2-135m"
+        assert model_dir(trainer_stack, service) == tmp_path / "smollm2-135m"
     finally:
         for k, v in old.items():
             if v is None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_stack.preflight import PreflightError, parse_version, preflight, resolve_device
+from hermes_stack.controller import device as devices
+from hermes_stack.controller.device import resolve_device
+from hermes_stack.controller.preflight import PreflightError, parse_version, preflight
 
 
 class FakeProbe:
@@ -88,3 +90,17 @@ def test_auto_picks_gpu_only_when_driver_and_runtime_are_usable():
                                           ("2.24.0-desktop.1", (2, 24, 0)), ("", ())])
 def test_parse_version(text, version):
     assert parse_version(text) == version
+
+
+def test_no_nvidia_smi_means_unknown(monkeypatch):
+    monkeypatch.setattr(devices.shutil, "which", lambda name: None)
+    assert devices.detect_gpu_memory_gib() is None
+
+
+def test_nvidia_smi_output_is_read_in_mib(monkeypatch, tmp_path):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 24576\necho 24576\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(devices.shutil, "which", lambda name: str(fake))
+    assert devices.detect_gpu_memory_gib() == 24.0
+

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from hermes_stack.environment.reward import (
+from hermes_stack.tasks.reward import (
     RewardWeights,
     is_well_formatted,
     reference_answer,
@@ -88,7 +88,7 @@ def test_reward_works_off_the_main_thread():
     ("18", "81"), ("7", "7"),
 ])
 def test_plain_integer_fast_path_gives_math_verify_verdict(candidate, reference):
-    from hermes_stack.environment import reward as rw
+    from hermes_stack.tasks import reward as rw
 
     slow = rw._verify(rw._parse(reference), rw._parse(candidate))
     assert rw.answers_agree(candidate, reference) == slow

@@ -66,7 +66,7 @@ def test_each_thing_a_checkpoint_depends_on_blocks(project, key, value):
 
 
 def test_up_refuses_before_anything_starts_and_forgets_a_run_whose_volume_is_gone(project, capsys):
-    from hermes_stack.bring_up import _check_resume
+    from hermes_stack.controller.bring_up import _check_resume
 
     first = load_stack("grpo", "configs", "embedded")
     _check_resume(first, "grpo", "hermes-grpo", has_volume=lambda _name: True)  # the default run's `up`

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hermes_stack.inference.fixture import build_fixture_model
 from hermes_stack.inference.sampling import SamplingParams, find_stop
 from hermes_stack.inference.torch_sampler import Row, sample_rows
 from hermes_stack.modelcore.sampling_core import filter_logits, sample_batch
+from tests.fakes.fixture_model import build_fixture_model
 
 
 @pytest.fixture(scope="module")

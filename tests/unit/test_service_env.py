@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hermes_stack.compose_env import compose_env
+from hermes_stack.controller.compose_env import compose_env
 from hermes_stack.errors import InputError
 from hermes_stack.keyfile import load_keyfile
 from hermes_stack.secret_files import SECRETS, load_secrets
@@ -142,10 +142,10 @@ def test_trainer_loads_a_changed_locked_field_only_when_unlocked(unlocked_config
     args = argparse.Namespace(algo="grpo", config_dir=unlocked_configs, profile="gpu")
     monkeypatch.setenv("HERMES_UNLOCK", "0")
     with pytest.raises(LayerFailure) as caught:
-        load_config(args)
+        load_config(args, ServiceEnv.from_environ())
     assert caught.value.exit_code == 2 and LOCKED_LINE in str(caught.value)
     monkeypatch.setenv("HERMES_UNLOCK", "1")
-    assert load_config(args).settings.tinker.learning_rate == 1e-4
+    assert load_config(args, ServiceEnv.from_environ()).settings.tinker.learning_rate == 1e-4
 
 
 def test_environment_loads_a_changed_locked_field_only_when_unlocked(unlocked_configs):
@@ -202,3 +202,21 @@ def test_the_secret_file_is_enough_for_the_inference_service(monkeypatch, tmp_pa
     environ.pop("HERMES_INFERENCE_KEY")
     load_secrets(environ, tmp_path)
     assert load_service_config(environ).api_key == "hs-from-secret-0123456789"
+
+
+def test_the_healthcheck_and_service_env_share_their_defaults():
+    # Issue 19: one defaults module (hermes_stack.service_defaults) for the stdlib healthcheck and ServiceEnv. A fresh
+    # interpreter each: health reads HERMES_HEALTH_TIMEOUT at import.
+    import os
+    import subprocess
+    import sys
+
+    from hermes_stack import service_defaults
+
+    code = "from hermes_stack import health; print(health.TIMEOUT_S)"
+    for value, expected in (("", service_defaults.HEALTH_TIMEOUT_S), ("3", 3.0)):
+        env = {k: v for k, v in os.environ.items() if k != "HERMES_HEALTH_TIMEOUT"} | {"HERMES_HEALTH_TIMEOUT": value}
+        probe = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                     check=True).stdout)
+        typed = ServiceEnv.from_environ({"HERMES_HEALTH_TIMEOUT": value}).health_timeout_s
+        assert probe == typed == expected

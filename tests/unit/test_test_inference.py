@@ -3,19 +3,15 @@
 import json
 import os
 import re
-import socket
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakes.fake_gateway import FakeGateway
 from fakes.fake_inference import FakeInference
+from fakes.loopback import free_port
 from fakes.stack_files import write_stack
 from fakes.tiny_tokenizer import build_tiny_tokenizer
 
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 
 def solver(prompt: str, body: dict) -> str:
@@ -77,14 +73,18 @@ def test_wrong_key_names_the_key(project, capsys):
     assert "sk-this-key-is-wrong-0000" not in err
 
 
-def test_doubled_v1_from_the_environment_names_the_base_url(project, capsys, monkeypatch):
+def test_v1_from_the_environment_is_refused_before_any_call(project, capsys, monkeypatch):
+    # Issue 19: one road for the gateway URL. The environment's value gets the key file's check: exit 2, no call
+    # (it used to reach the gateway and exit 1 on its 404).
     with FakeGateway(reply=solver) as gateway:
         monkeypatch.setenv("TAOTOKEN_API_KEY", gateway.api_key)
         monkeypatch.setenv("TAOTOKEN_BASE_URL", gateway.root + "/v1")
         monkeypatch.setenv("TAOTOKEN_MODEL", "fake-gpt")
-        assert cli("--steps", "1") == 1
+        assert cli("--steps", "1") == 2
+        assert gateway.requests == []
     err = capsys.readouterr().err
-    assert "404" in err and "doubled /v1" in err and "TAOTOKEN_BASE_URL" in err
+    assert (f"(environment): TAOTOKEN_BASE_URL: found {gateway.root}/v1, expected the gateway root without /v1. "
+            f"Hint: set TAOTOKEN_BASE_URL={gateway.root}") in err
 
 
 def test_v1_in_the_key_file_is_refused_before_any_call(project, capsys):
@@ -106,9 +106,7 @@ def test_local_inference_service(project, tokenizer_dir, capsys):
 
 
 def test_offline_unreachable_inference_names_the_url(project, capsys):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
     assert cli("--steps", "1", "--local", f"http://127.0.0.1:{port}/v1") == 1
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port}/v1" in err and "not reachable" in err

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from hermes_stack.devtools.tinker_policy import DatumIn, Policy, token_losses
+from tests.fakes.tinker_policy import DatumIn, Policy, token_losses
 
 LOGP = torch.tensor([-0.5, -1.0, -2.0])
 OLD = torch.tensor([-1.0, -1.0, -1.0])  # ratios e^0.5 = 1.6487, 1, e^-1 = 0.3679
@@ -40,7 +40,7 @@ def test_unknown_loss_is_refused():
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
 
     return build_fixture_model(tmp_path_factory.mktemp("policy-model"))
 

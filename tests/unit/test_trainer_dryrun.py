@@ -8,8 +8,10 @@ import signal
 
 import httpx
 import pytest
-from trainer_helpers import FakeInference, embedded_model_dir, free_port, write_configs
+from fakes.loopback import free_port
+from trainer_helpers import FakeInferenceForTrainer, embedded_model_dir, write_configs
 
+from hermes_stack.service_env import ServiceEnv
 from hermes_stack.trainer.__main__ import main
 
 
@@ -19,7 +21,7 @@ def env(api, tmp_path, monkeypatch):
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}  # main() installs handlers
     api.reset()
     model = embedded_model_dir()
-    inference = FakeInference(model=str(model))
+    inference = FakeInferenceForTrainer(model=str(model))
     for name in ("HERMES_SERVED_MODEL_NAME", "WANDB_API_KEY", "TINKER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path / "data"))
@@ -136,13 +138,14 @@ def test_held_out_evaluator_for_the_offline_task_only(env) -> None:
     from hermes_stack.modelcore.embedded import MARKER_FILE
     from hermes_stack.trainer.__main__ import build_engine, held_out_evaluator, load_config, parse_args
 
-    args = parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"])
-    stack = load_config(args)
-    engine = build_engine(stack)
+    service = ServiceEnv.from_environ()
+    args = parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"], service)
+    stack = load_config(args, service)
+    engine = build_engine(stack, service)
     evaluate = held_out_evaluator(stack, engine)
     marker = json.loads((embedded_model_dir() / MARKER_FILE).read_text())
     assert evaluate() == {"accuracy": marker["test_accuracy"], "format": marker["test_format"]}
-    gpu = load_config(parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "gpu"]))
+    gpu = load_config(parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "gpu"], service), service)
     assert gpu.config.environment.dataset != "offline-arith"
     assert held_out_evaluator(gpu, engine) is None
 
@@ -161,8 +164,10 @@ def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> No
     settings = json.loads(path.read_text())
     settings.setdefault("trainer", {})["micro_batch_size"] = 4
     path.write_text(json.dumps(settings))
-    stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "embedded"]))
-    engine = build_engine(stack)
+    service = ServiceEnv.from_environ()
+    stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "embedded"], service),
+                        service)
+    engine = build_engine(stack, service)
     assert engine.temperature == stack.config.rollout.temperature == 0.7
     assert engine.micro_batch_size == 4
     # the critic's learning rate is value_loss_coef x the policy's
@@ -171,7 +176,7 @@ def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> No
 
 
 def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_follow_it(env, monkeypatch,
-                                                                                      capsys) -> None:
+                                                                                      caplog) -> None:
     """Tinker's built-in losses compute log-probs at temperature 1: at the shipped 0.7 the trainer says so at start.
     The local reference uses the rollout temperature, the local critic value_loss_coef x the learning rate."""
     from trainer_helpers import write_configs
@@ -183,12 +188,16 @@ def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_foll
     monkeypatch.setattr(engine_tinker, "LocalCritic", lambda *a, **k: made.setdefault("critic", k))
     monkeypatch.setattr(engine_tinker, "TinkerEngine", lambda **k: made.setdefault("engine", k))
     write_configs(env["configs"], algo="ppo", group_size=1)
-    stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "gpu"]))
+    service = ServiceEnv.from_environ()
+    stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "gpu"], service),
+                        service)
     algo = stack.config.algorithm
-    _tinker_engine(stack, algo, embedded_model_dir(), "cpu")
+    _tinker_engine(stack, algo, embedded_model_dir(), "cpu", service)
     assert made["critic"]["temperature"] == 0.7
     assert made["critic"]["learning_rate"] == pytest.approx(0.5 * stack.settings.tinker.learning_rate)
-    assert "temperature 0.7 with the tinker engine" in capsys.readouterr().err
+    # A warning in the services' one log format (hermes_stack.service_log), not a bare stderr line.
+    assert [r.levelname for r in caplog.records if "temperature 0.7 with the tinker engine" in r.getMessage()] == [
+        "WARNING"]
 
 
 @pytest.mark.slow
@@ -227,10 +236,11 @@ def test_dry_run_and_weight_sync_against_the_real_inference_service(env, capsys,
         assert _dry_run(env) == 0, capsys.readouterr().err
         assert "trainer dry-run ok" in capsys.readouterr().out
 
-        args = parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"])
-        stack = load_config(args)
-        weights = export_step_weights(build_engine(stack), env["data"] / "weights", 1)
-        client = inference_client(stack)
+        service = ServiceEnv.from_environ()
+        args = parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "embedded"], service)
+        stack = load_config(args, service)
+        weights = export_step_weights(build_engine(stack, service), env["data"] / "weights", 1)
+        client = inference_client(stack, service)
         assert client.push_weights(weights, 1).get("success") is True
     finally:
         proc.terminate()

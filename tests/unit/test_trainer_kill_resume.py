@@ -15,7 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
-from trainer_helpers import AtroposProcess, FakeInference, Feeder, embedded_model_dir, trainer_env, write_configs
+from trainer_helpers import (
+    AtroposProcess,
+    FakeInferenceForTrainer,
+    Feeder,
+    embedded_model_dir,
+    trainer_env,
+    write_configs,
+)
 
 from hermes_stack.config.loader import load_stack
 from hermes_stack.trainer import checkpoint as ckpt
@@ -45,7 +52,7 @@ sys.exit(main(sys.argv[1:]))
 class Run:
     """One training run: configs, data volume, feeder, and trainer processes started one after the other."""
 
-    def __init__(self, tmp: Path, api: AtroposProcess, inference: FakeInference, num_steps: int, interval: int):
+    def __init__(self, tmp: Path, api: AtroposProcess, inference: FakeInferenceForTrainer, num_steps: int, interval: int):
         api.reset()
         self.tmp, self.api, self.inference = tmp, api, inference
         self.data = tmp / "data"

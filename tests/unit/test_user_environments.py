@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """`hermes-stack validate` on bad inputs: configs, key file, command-line arguments.
 
 Each case asserts the exact one-line messages, exit code 2, and that nothing was started: the compose choke point
-(hermes_stack.compose.Compose) was never called, and the compose-labelled container list is unchanged (that second
+(hermes_stack.controller.compose.Compose) was never called, and the compose-labelled container list is unchanged (that second
 assertion is skipped only where no docker binary exists). More cases: test_validate_bad_inputs_more.py.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hermes_stack import keyfile as kf
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -233,7 +233,7 @@ CASES = [
     Case("algo-missing", ["hermes-stack validate: Missing option '--algo'. Hint: run `hermes-stack validate --help`"],
          algo=None),
     Case("device-unknown", [("command line: --device: found 'tpu', expected auto, cpu or gpu. Hint: auto picks gpu "
-                            "when nvidia-smi finds one")], args=["--device", "tpu"]),
+                            "only when the NVIDIA container runtime is usable")], args=["--device", "tpu"]),
     Case("gpu-memory-zero", [("command line: --gpu-memory: found 0, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
                              "memory budget compares against this")], args=["--gpu-memory", "0"]),
     Case("gpu-memory-word", [("hermes-stack validate: Invalid value for '--gpu-memory': Input should be a valid number, "

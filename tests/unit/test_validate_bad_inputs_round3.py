@@ -17,7 +17,7 @@ from test_validate_bad_inputs import DELETE, GOOD_KEYFILE, GPU200, KEY, Case, bu
 from test_validate_bad_inputs_more import CASES as ROUND_2
 
 from hermes_stack import keyfile as kf
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
@@ -193,7 +193,7 @@ CASES = [
 
 
 def _fewshot_rows() -> int:
-    from hermes_stack.environment.datasets import _split_of
+    from hermes_stack.tasks.datasets import _split_of
 
     return sum(_split_of(json.loads(line)) == "train" for line in rows(8).splitlines())
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hermes_stack import keyfile as kf
-from hermes_stack.cli import main
+from hermes_stack.controller.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -64,9 +64,9 @@ def test_embedded_profile_marks_overrides(capsys, tmp_path):
 
 
 def test_gpu_without_memory_figure_says_budget_unchecked(capsys, tmp_path, monkeypatch):
-    from hermes_stack.config import memory
+    from hermes_stack.controller import device
 
-    monkeypatch.setattr(memory.shutil, "which", lambda name: None)
+    monkeypatch.setattr(device.shutil, "which", lambda name: None)
     assert main(["validate", "--algo", "grpo", "--config-dir", str(CONFIGS),
                  "--device", "gpu"]) == 0
     assert "the memory budget was not checked" in capsys.readouterr().err
@@ -111,7 +111,7 @@ def test_validate_imports_nothing_heavy(tmp_path):
     fast)."""
     code = (
         "import sys, json\n"
-        "from hermes_stack.cli import main\n"
+        "from hermes_stack.controller.cli import main\n"
         f"rc = main(['validate', '--algo', 'grpo', '--config-dir', {str(CONFIGS)!r}, '--device', 'cpu'])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'peft', 'tinker', "
         "'atroposlib', 'httpx', 'fastapi', 'uvicorn', 'gguf', 'numpy', 'matplotlib'))\n"

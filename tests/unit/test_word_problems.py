@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hermes_stack.environment.datasets import load_items
-from hermes_stack.environment.reward import score_completion
-from hermes_stack.heldout import HeldOut
 from hermes_stack.tasks import word_problems
+from hermes_stack.tasks.datasets import load_items
+from hermes_stack.tasks.heldout import HeldOut
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, messages, prompt_text
+from hermes_stack.tasks.reward import score_completion
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 DATASET = "word_problems.jsonl"

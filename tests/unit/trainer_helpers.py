@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,14 +20,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-sys.path.insert(0, str(REPO / "tests"))
-from fakes.loopback import JsonHandler, LoopbackServer
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from fakes.loopback import JsonHandler, LoopbackServer, free_port
 
 
 class AtroposProcess:
@@ -163,7 +155,7 @@ class TinyEngine:
         self.steps = int(state["steps"])
 
 
-class FakeInference(LoopbackServer):
+class FakeInferenceForTrainer(LoopbackServer):  # the trainer-facing routes; fakes.fake_inference: /generate
     """The inference service's HTTP surface the trainer uses, recording calls and checking the Bearer key."""
 
     def __init__(self, key: str = "internal-key", model: str = "embedded"):
@@ -214,7 +206,7 @@ class FakeInference(LoopbackServer):
         return [body["model_path"] for method, path, body in self.calls if path == "/update_weights_from_disk"]
 
 
-def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInference | None, **extra: str) -> dict[str, str]:
+def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInferenceForTrainer | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "WANDB_"))}
     env.update({"HERMES_DATA_DIR": str(data_dir), "HERMES_ATROPOS_URL": atropos_url,
                 "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
@@ -243,21 +235,13 @@ def embedded_model_dir() -> Path:
 
 def write_configs(directory: Path, *, algo: str = "grpo", group_size: int = 4, batch_size: int = 2,
                   num_steps: int = 8, interval: int = 2, checkpoint_dir: str = "./ck") -> Path:
-    """The repository's configs with a tiny batch, step count and save interval."""
-    import re
+    """The trainer tests' values for the one config writer (fakes.stack_files.write_stack): a tiny batch, step count
+    and save interval; the repository's dataset, model and judge lines untouched."""
+    from fakes.stack_files import write_stack
 
-    directory.mkdir(parents=True, exist_ok=True)
-    toml = (REPO / "configs" / f"config_{algo}.toml").read_text()
-    toml = re.sub(r"(?m)^group_size = \d+", f"group_size = {group_size}", toml)
-    toml = re.sub(r"(?m)^batch_size = \d+", f"batch_size = {batch_size}", toml)
-    toml = re.sub(r"(?m)^max_token_length = \d+", "max_token_length = 64", toml)
-    (directory / f"config_{algo}.toml").write_text(toml)
-    settings = json.loads((REPO / "configs" / f"settings_{algo}.json").read_text())
-    settings["tinker"].update(save_checkpoint_interval=interval, checkpoint_dir=checkpoint_dir)
-    settings["trainer"]["num_steps"] = num_steps
-    settings["algorithm"]["group_size"] = group_size
-    (directory / f"settings_{algo}.json").write_text(json.dumps(settings, indent=2))
-    return directory
+    return write_stack(directory, algo, group_size=group_size, batch_size=batch_size, max_token_length=64,
+                       num_steps=num_steps, judge=None, judge_style=None, checkpoint_interval=interval,
+                       checkpoint_dir=checkpoint_dir)
 
 
 def grpo_params(**changes):

@@ -1,7 +1,7 @@
 """`hermes-stack up | dry-run | status | logs | down | render | build`: the stack's life cycle.
 
-The commands check their command line and hand over: `up`/`dry-run` to hermes_stack.bring_up, the remembered stack
-to hermes_stack.stack_state, docker to hermes_stack.compose. Every printed line goes through the redactor.
+The commands check their command line and hand over: `up`/`dry-run` to hermes_stack.controller.bring_up, the remembered stack
+to hermes_stack.controller.stack_state, docker to hermes_stack.controller.compose. Every printed line goes through the redactor.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import typer
 
-from hermes_stack import console
-from hermes_stack.commands.app import app
-from hermes_stack.errors import InputError, Problem
-from hermes_stack.stack_state import STATE_DIR, Plan, load_plan, plan_compose, project_root, remove_dotenv
+from hermes_stack.controller import console
+from hermes_stack.controller.commands.app import app
+from hermes_stack.controller.stack_state import STATE_DIR, Plan, load_plan, plan_compose, project_root, remove_dotenv
+from hermes_stack.errors import InputError
 
 ALGO_OPT = typer.Option("grpo", "--algo", help="ppo or grpo: picks compose.<algo>.yml and configs/*_<algo>.*")
 DEVICE_OPT = typer.Option("auto", "--device", help="auto (GPU only when the NVIDIA runtime is usable), cpu or gpu")
@@ -27,15 +27,17 @@ MODEL_OPT = typer.Option(None, "--model", help="A catalog model, e.g. smollm2-13
 
 
 def _check_algo(algo: str) -> None:
-    if algo not in ("ppo", "grpo"):
-        raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo",
-                                 "hermes-stack runs PPO or GRPO; e.g. --algo grpo"))
+    from hermes_stack.algos import algo_problem
+
+    if (problem := algo_problem(algo)) is not None:
+        raise InputError(problem)
 
 
 def _check_device(device: str) -> None:
-    if device not in ("auto", "cpu", "gpu"):
-        raise InputError(Problem("command line", "--device", repr(device), "auto, cpu or gpu",
-                                 "auto picks gpu only when the NVIDIA container runtime is usable"))
+    from hermes_stack.controller.device import device_problem
+
+    if (problem := device_problem(device)) is not None:
+        raise InputError(problem)
 
 
 @app.command()
@@ -43,7 +45,7 @@ def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEO
        unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
        no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
     """Validate, preflight, build, start the stack, run the dry-run stage, then start training."""
-    from hermes_stack.bring_up import bring_up
+    from hermes_stack.controller.bring_up import bring_up
 
     _check_algo(algo)
     _check_device(device)
@@ -56,7 +58,7 @@ def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = 
             unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
             no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
     """Everything `up` does up to and including the dry-run stage; no training starts."""
-    from hermes_stack.bring_up import bring_up
+    from hermes_stack.controller.bring_up import bring_up
 
     _check_algo(algo)
     _check_device(device)
@@ -67,9 +69,10 @@ def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = 
 @app.command()
 def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
     """Build the images (base image and wheelhouse first when missing)."""
-    from hermes_stack.bring_up import build_images, build_inputs
-    from hermes_stack.compose import stack_files
-    from hermes_stack.preflight import SystemProbe, preflight, resolve_device
+    from hermes_stack.controller.bring_up import build_images, build_inputs
+    from hermes_stack.controller.compose import stack_files
+    from hermes_stack.controller.device import resolve_device
+    from hermes_stack.controller.preflight import SystemProbe, preflight
 
     _check_algo(algo)
     _check_device(device)
@@ -82,7 +85,14 @@ def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
 @app.command()
 def status(algo: str = ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
-    from hermes_stack.status import event_lines, parse_events, parse_metrics, read_metrics, service_states, summarize
+    from hermes_stack.controller.status import (
+        event_lines,
+        parse_events,
+        parse_metrics,
+        read_metrics,
+        service_states,
+        summarize,
+    )
 
     _check_algo(algo)
     plan = load_plan(project_root() / STATE_DIR, algo)
@@ -107,7 +117,7 @@ def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, 
          algo: str = ALGO_OPT, follow: bool = typer.Option(False, "--follow", "-f"),
          tail: int = typer.Option(None, "--tail", help="Only the last N lines per service")) -> None:
     """Service logs (secrets redacted)."""
-    from hermes_stack.compose import logs_argv
+    from hermes_stack.controller.compose import logs_argv
 
     _check_algo(algo)
     compose = plan_compose(load_plan(project_root() / STATE_DIR, algo), echo=False)
@@ -123,7 +133,7 @@ def down(algo: str = ALGO_OPT,
     plan = load_plan(project_root() / STATE_DIR, algo)
     compose = plan_compose(plan)
     if volumes:  # another checkout's run is not this checkout's to delete
-        from hermes_stack.checkout_owner import check_owner
+        from hermes_stack.controller.checkout_owner import check_owner
 
         problem = check_owner(compose.params.project_name or f"hermes-{algo}", algo, project_root(), "down")
         if problem is not None:
@@ -131,7 +141,7 @@ def down(algo: str = ALGO_OPT,
     compose.down(volumes=volumes)
     remove_dotenv(project_root(), compose.params.project_name or f"hermes-{algo}")
     if volumes:  # the run's checkpoints are gone: the next `up` starts a fresh run, whatever its configuration
-        from hermes_stack.checkout_owner import release
+        from hermes_stack.controller.checkout_owner import release
         from hermes_stack.run_identity import forget_record
 
         forget_record(project_root() / STATE_DIR, compose.params.project_name or f"hermes-{algo}")
@@ -143,11 +153,12 @@ def down(algo: str = ALGO_OPT,
 def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT,
            unlock: bool = UNLOCK_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
-    from hermes_stack.bring_up import SERVING, TRAINING, validated_with_key
-    from hermes_stack.compose import printable, stack_files, up_argv
-    from hermes_stack.compose_env import compose_env
-    from hermes_stack.keyfile import redact_config
-    from hermes_stack.preflight import SystemProbe, resolve_device
+    from hermes_stack.controller.bring_up import SERVING, TRAINING, validated_with_key
+    from hermes_stack.controller.compose import printable, stack_files, up_argv
+    from hermes_stack.controller.compose_env import compose_env
+    from hermes_stack.controller.device import resolve_device
+    from hermes_stack.controller.preflight import SystemProbe
+    from hermes_stack.redaction import redact_config
 
     _check_algo(algo)
     _check_device(device)

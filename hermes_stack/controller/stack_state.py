@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hermes_stack.compose import Compose
+    from hermes_stack.controller.compose import Compose
 
 STATE_DIR = Path(".hermes")
 LAST_UP = "last-up.json"
@@ -38,8 +38,8 @@ def project_root() -> Path:
 
 def plan_compose(plan: Plan, env: dict[str, str] | None = None, echo: bool = True) -> Compose:
     """The Compose runner for a plan's stack; `echo` logs every command before it runs."""
-    from hermes_stack import console
-    from hermes_stack.compose import Compose, stack_params
+    from hermes_stack.controller import console
+    from hermes_stack.controller.compose import Compose, stack_params
 
     params = stack_params(plan.algo, plan.device, project_root(), env=env, files=plan.files,
                           project_name=plan.project)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_stack.algos import ALGOS
 from hermes_stack.errors import StackError
 
-ALGOS = ("ppo", "grpo")
-DEVICES = ("cpu", "gpu")
+DEVICES = ("cpu", "gpu")  # resolved: `auto` is settled before compose (controller.device)
 CPU_OVERRIDE = "compose.cpu.yml"
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_stack.commands.app import app
+from hermes_stack.controller.commands.app import app
 
 
 def listing_lines(project_root: Path) -> list[str]:
@@ -34,7 +34,7 @@ def environments(
     """List the environments: built-in and environments/*.py (name, class, file, description)."""
     from hermes_stack import console
     from hermes_stack import environments_catalog as catalog
-    from hermes_stack.stack_state import project_root
+    from hermes_stack.controller.stack_state import project_root
 
     base = root or project_root()
     for line in listing_lines(base):

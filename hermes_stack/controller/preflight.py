@@ -31,7 +31,7 @@ class SystemProbe:
 
     def run(self, argv: Sequence[str]) -> tuple[int, str, str]:
         if argv[0] == "docker":
-            from hermes_stack.compose import probe
+            from hermes_stack.controller.compose import probe
 
             return probe(argv)
         try:
@@ -156,39 +156,6 @@ def check_gpu(probe: Probe, image: str | None = None) -> list[Finding]:
     else:
         found.append(Finding("NVIDIA Container Toolkit", True, "nvidia runtime" if runtime else "runtime hook found"))
     return found
-
-
-def auto_device(probe: Probe) -> tuple[str, list[str]]:
-    """`auto`: gpu only when a GPU is visible AND Docker can hand it to containers. A GPU that Docker cannot use
-    is said out loud (the CPU stack would otherwise start silently on a GPU VM). The driver's version does not
-    decide the device: `up` refuses an old one in preflight, with its fix."""
-    findings = {f.what: f for f in check_gpu(probe)}
-    driver, toolkit = findings["NVIDIA driver"], findings["NVIDIA Container Toolkit"]
-    if not driver.ok:
-        return "cpu", []
-    if not toolkit.ok:
-        line = (f"a GPU is present ({driver.detail}) but Docker cannot use it: NVIDIA Container Toolkit "
-                f"{toolkit.detail}; using the CPU stack (embedded profile). Hint: {toolkit.hint.split('; or')[0]}"
-                ", or pass --device gpu to check the GPU configuration")
-        return "cpu", [line]
-    return "gpu", []
-
-
-def resolve_device(requested: str, probe: Probe, notify=None) -> str:
-    """`auto` picks gpu only when the driver and the container toolkit are both usable (auto_device); `notify`
-    receives the notice when a GPU is present but unusable."""
-    if requested in ("cpu", "gpu"):
-        return requested
-    device, notes = auto_device(probe)
-    for line in notes:
-        (notify or _notice)(line)
-    return device
-
-
-def _notice(text: str) -> None:
-    from hermes_stack import console
-
-    console.notice(text)
 
 
 def preflight(device: str, probe: Probe | None = None) -> list[Finding]:

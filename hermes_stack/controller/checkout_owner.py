@@ -92,6 +92,6 @@ def release(project: str, run=None) -> None:
 
 
 def _probe():
-    from hermes_stack.compose import probe
+    from hermes_stack.controller.compose import probe
 
     return probe

@@ -1,7 +1,7 @@
 """`hermes-stack test-inference --algo grpo [--steps N] [--out FILE] [--local URL]`: a few scored groups before
 paying for training.
 
-Runs the environment in atroposlib's process mode (no Atropos, no trainer): with a key file, completions come from
+Runs the environment's own `process` command (atroposlib's process mode: no Atropos, no trainer) in a child process: with a key file, completions come from
 the gateway model (TAOTOKEN_MODEL, through hermes_stack.gateway); offline, or with --local URL, from the local
 inference service (the stack's, OpenAI-style URL ending in /v1, `/generate` at its root). Writes the scored groups to
 JSONL (plus atroposlib's HTML view next to it) and prints accuracy, format rate and mean reward.
@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from hermes_stack.commands.app import app
+from hermes_stack.controller.commands.app import app
 from hermes_stack.errors import InputError, Problem, StackError
 
 
@@ -24,8 +24,8 @@ def _inference_key(stack, keyfile_path: Path | None) -> str:
     generated and keeps in .hermes/inference.key: the same order `up` gives the service its key."""
     if os.environ.get("HERMES_INFERENCE_KEY"):
         return os.environ["HERMES_INFERENCE_KEY"]
+    from hermes_stack.controller.stack_state import STATE_DIR, project_root, stored_inference_key
     from hermes_stack.keyfile import load_keyfile
-    from hermes_stack.stack_state import STATE_DIR, project_root, stored_inference_key
 
     keyfile = load_keyfile(keyfile_path)
     from_file = (keyfile.get(stack.settings.inference.api_key_env) or "") if not keyfile.offline else ""
@@ -52,24 +52,42 @@ def probe_inference(base_url: str, key: str, timeout_s: float = 3.0) -> None:
                          "HERMES_INFERENCE_KEY or the key file's inference.api_key_env variable")
 
 
-def _explain(exc: BaseException, base_url: str | None) -> StackError | None:
-    """atroposlib retries then raises tenacity.RetryError / aiohttp errors: name the cause."""
-    try:
-        from tenacity import RetryError
-    except ImportError:  # pragma: no cover
-        RetryError = ()  # type: ignore[assignment]
-    while isinstance(exc, RetryError) and exc.last_attempt.exception() is not None:
-        exc = exc.last_attempt.exception()
-    import aiohttp
+def run_environment_process(argv: list[str], environ: dict[str, str]) -> dict:
+    """The environment's own command (`python -m hermes_stack.environment process ...`) in a child process: the host
+    runs the service's entry point, never imports it. Its log lines are shown as they come; its error lines become
+    this command's error (same exit code); its totals come back through --summary."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
 
-    if isinstance(exc, aiohttp.ClientResponseError):
-        if exc.status in (401, 403):
-            return StackError(f"the inference service at {base_url} refused the key ({exc.status}): set "
-                              "HERMES_INFERENCE_KEY or the key file's inference.api_key_env variable")
-        return StackError(f"the inference service at {base_url} answered {exc.status} for {exc.request_info.url}")
-    if isinstance(exc, aiohttp.ClientError):
-        return StackError(f"the inference service at {base_url} failed: {type(exc).__name__}: {exc}")
-    return None
+    from hermes_stack.controller import console
+
+    with tempfile.TemporaryDirectory(prefix="hermes-test-inference-") as tmp:
+        summary = Path(tmp) / "totals.json"
+        child = subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "process", *argv,
+                                  "--summary", str(summary)], env=environ, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        errors = []
+        for line in child.stdout:  # the environment's log format: "<date> <time> <LEVEL> <logger>: <message>"
+            fields = line.rstrip("\n").split(" ", 4)
+            if len(fields) == 5 and fields[2] == "ERROR":
+                errors.append(fields[4])
+            elif line.strip():
+                console.info(line.rstrip("\n"))
+        code = child.wait()
+        if code != 0:
+            raise EnvironmentProcessFailed(errors or [f"the environment's process command exited {code}"], code)
+        return json.loads(summary.read_text())
+
+
+class EnvironmentProcessFailed(StackError):
+    def __init__(self, lines: list[str], exit_code: int):
+        super().__init__("; ".join(lines))
+        self._lines, self.exit_code = lines, exit_code
+
+    def lines(self) -> list[str]:
+        return self._lines
 
 
 @app.command("test-inference")
@@ -88,27 +106,26 @@ def test_inference(
         "--tokenizer", help="Local tokenizer directory (default: from the inference model).")] = None,
 ) -> None:
     """Generate and score a few groups with the gateway model (or the local inference service offline)."""
-    import asyncio
-
-    from hermes_stack import console
-    from hermes_stack.commands.validate import validated_stack
-    from hermes_stack.environment.__main__ import run_process
-    from hermes_stack.environment.runtime import build_configs
-    from hermes_stack.gateway import GatewayClient, settings_from
+    from hermes_stack.controller import console
+    from hermes_stack.controller.commands.validate import validated_stack
+    from hermes_stack.gateway import settings_from
 
     stack = validated_stack(algo, config_dir, keyfile, device=device, in_containers=False)  # runs on the host
     gateway = None if local else settings_from(keyfile_path=keyfile, timeout_s=60.0)
-    client = None
-    inference_url = None
-    environ = dict(os.environ)
+    out = out or Path("data") / f"test-inference-{algo}.jsonl"
+    argv = ["--groups", str(steps), "--out", str(out), *(["--tokenizer", tokenizer] if tokenizer else [])]
+    # The child loads the same configs the way a service does (ServiceEnv): the same files, profile and model.
+    environ = dict(os.environ) | {"HERMES_ALGO": algo, "HERMES_CONFIG_DIR": str(config_dir),
+                                  "HERMES_PROFILE": stack.profile, "HERMES_MODEL": stack.model or "",
+                                  "HERMES_UNLOCK": "0", **({"HERMES_KEYFILE": str(keyfile)} if keyfile else {})}
     if gateway is not None:
         if not gateway.model:
             raise InputError(Problem(str(keyfile or ".env.taotoken"), "TAOTOKEN_MODEL", "no value",
                                      "the gateway model to test", "add TAOTOKEN_MODEL=<model> to the key file, or "
                                      "pass --local <URL> to use the local inference service"))
-        client = GatewayClient(gateway)
         console.info(f"test-inference: {steps} groups of {stack.config.rollout.group_size} from the gateway model "
                      f"{gateway.model} at {gateway.root}")
+        argv += ["--gateway", "--offline", "no"]
     else:
         inference_url = local or stack.settings.inference.base_url
         key = _inference_key(stack, keyfile)
@@ -117,21 +134,7 @@ def test_inference(
                      f"local inference service at {inference_url}")
         probe_inference(inference_url, key)
         environ["HERMES_INFERENCE_KEY"] = key
-    env_config, server = build_configs(
-        stack, environ, tokenizer=tokenizer, inference_url=inference_url or stack.settings.inference.base_url,
-        rollout_source="gateway" if client else "inference", offline=gateway is None and not local,
-    )
-    out = out or Path("data") / f"test-inference-{algo}.jsonl"
-    try:
-        env = asyncio.run(run_process(env_config, [server], groups=steps, out=out, gateway_client=client))
-    except Exception as exc:
-        named = _explain(exc, inference_url)
-        if named is None:
-            raise
-        raise named from exc
-    finally:
-        if client is not None:
-            client.close()
-    t = env.totals
-    console.info(f"wrote {env.config.data_path_to_save_groups}: {t.groups} groups, {t.sequences} completions")
-    console.info(f"accuracy {t.accuracy:.3f}  format rate {t.format_rate:.3f}  mean reward {t.mean_reward:.3f}")
+        argv += ["--inference-url", inference_url, "--offline", "no" if local else "yes"]
+    t = run_environment_process(argv, environ)
+    console.info(f"wrote {t['path']}: {t['groups']} groups, {t['sequences']} completions")
+    console.info(f"accuracy {t['accuracy']:.3f}  format rate {t['format_rate']:.3f}  mean reward {t['mean_reward']:.3f}")

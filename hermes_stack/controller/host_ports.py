@@ -104,9 +104,9 @@ def check_host_ports(needed: dict[str, int], own_project: str,
                      run: Callable[[Sequence[str]], tuple[int, str, str]] | None = None,
                      bound: Callable[[int], bool] | None = None) -> None:
     """Raise PortsTaken naming every needed port another stack or program holds. `run` is the preflight's docker
-    probe (hermes_stack.compose.probe by default)."""
+    probe (hermes_stack.controller.compose.probe by default)."""
     if run is None:
-        from hermes_stack.compose import probe as run
+        from hermes_stack.controller.compose import probe as run
     bound = bound or port_in_use
     rc, out, _ = run(["docker", "ps", "--format", PS_FORMAT])
     holders = parse_ps(out) if rc == 0 else []

@@ -12,7 +12,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _redact(text: str) -> str:
-    from hermes_stack.keyfile import redact_known_secrets
+    from hermes_stack.redaction import redact_known_secrets
 
     return redact_known_secrets(text)
 

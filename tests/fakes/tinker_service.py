@@ -1,8 +1,8 @@
 """A local service that speaks the Tinker API's wire protocol (tinker SDK 0.38) and trains a small model in torch
-behind it (hermes_stack.devtools.tinker_policy). A dev tool and test double for the paid Tinker cloud, never the
+behind it (tests.fakes.tinker_policy). A dev tool and test double for the paid Tinker cloud, never the
 product's default: the real ServiceClient, TrainingClient and RestClient run unchanged against it.
 
-    TINKER_API_KEY=tml-... python -m hermes_stack.devtools.tinker_service --model-dir DIR [--host H] [--port P]
+    TINKER_API_KEY=tml-... python -m tests.fakes.tinker_service --model-dir DIR [--host H] [--port P]
         [--full] [--state-dir D] [--public-url URL]
 
 Every answer is built from, and every JSON request validated against, the SDK's own pydantic types, so a field the
@@ -230,7 +230,7 @@ class LocalTinker:
     def _new_model(self, model_id: str, base_model: str, rank: int, lora: types.LoraConfig | None = None) -> Model:
         policy = None
         if self.model_dir is not None:
-            from hermes_stack.devtools.tinker_policy import Policy
+            from .tinker_policy import Policy
 
             options = {} if lora is None else {"train_unembed": lora.train_unembed, "train_mlp": lora.train_mlp,
                                                "train_attn": lora.train_attn}
@@ -279,7 +279,7 @@ class LocalTinker:
             per_datum = [[FIXED_LOGPROB] * len(inputs["target_tokens"]["values"]) for _, inputs in data_in]
             tokens = sum(len(x) for x in per_datum)
             return forward_backward_output(per_datum, {"loss:sum": 0.5 * tokens, "tokens:sum": float(tokens)})
-        from hermes_stack.devtools.tinker_policy import DatumIn
+        from .tinker_policy import DatumIn
 
         data = []
         for tokens, inputs in data_in:
@@ -535,7 +535,7 @@ class LocalTinker:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_stack.devtools.tinker_service",
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.tinker_service",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)

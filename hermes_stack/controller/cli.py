@@ -1,5 +1,5 @@
-"""The `hermes-stack` command. Subcommands live in hermes_stack/commands/<name>.py and register on `app`
-(hermes_stack/commands/app.py); this module imports them and runs the app.
+"""The `hermes-stack` command. Subcommands live in hermes_stack/controller/commands/<name>.py and register on `app`
+(hermes_stack/controller/commands/app.py); this module imports them and runs the app.
 
 Heavy imports (torch, transformers, atroposlib, httpx) stay inside command functions so `validate` starts fast.
 """
@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import sys
 
-from hermes_stack.commands.app import app, state
+from hermes_stack.controller.commands.app import app, state
 from hermes_stack.errors import HermesError
 
 # Commands whose module is imported alone when they are the one invoked: `validate` must not pay for the imports
 # of the others (the stack commands' modules and what they import when loaded).
-_LIGHT_COMMANDS = {"validate": "hermes_stack.commands.validate", "environments": "hermes_stack.commands.environments"}
+_LIGHT_COMMANDS = {"validate": "hermes_stack.controller.commands.validate",
+                   "environments": "hermes_stack.controller.commands.environments"}
 
 
 def _register_commands(argv: list[str] | None = None) -> None:
@@ -25,7 +26,7 @@ def _register_commands(argv: list[str] | None = None) -> None:
     if command in _LIGHT_COMMANDS and "--help" not in (argv or []):
         importlib.import_module(_LIGHT_COMMANDS[command])
         return
-    from hermes_stack.commands import environments, stack, test_inference, validate  # noqa: F401
+    from hermes_stack.controller.commands import environments, stack, test_inference, validate  # noqa: F401
 
 
 def _usage_line(exc: Exception, argv: list[str]) -> str:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from typer.exceptions import Abort as TyperAbort
     from typer.exceptions import TyperException
 
-    from hermes_stack.console import report_error
+    from hermes_stack.controller.console import report_error
 
     debug = state["debug"] or "--debug" in argv
     try:

@@ -2,7 +2,7 @@
 trainer's `eval_accuracy` / `eval_format` for a real model (hermes_stack.trainer.__main__.held_out_evaluator) and
 bench/real_model.py's before/after figures. The same prompt text (hermes_stack.tasks.prompting), the same
 new-token budget rule as the environment (rollout.max_token_length minus the prompt), the same scoring
-(hermes_stack.environment.reward: math-verify and the `#### N` format).
+(hermes_stack.tasks.reward: math-verify and the `#### N` format).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_stack.environment.reward import RewardWeights, score_completion
 from hermes_stack.tasks.prompting import fewshot_examples, prompt_text
+from hermes_stack.tasks.reward import RewardWeights, score_completion
 
 
 @dataclass
@@ -31,7 +31,7 @@ class HeldOut:
 
     @classmethod
     def from_stack(cls, stack: Any, tokenizer, rows: int, split: str = "test") -> HeldOut:
-        from hermes_stack.environment.datasets import load_items
+        from hermes_stack.tasks.datasets import load_items
 
         env = stack.config.environment
         where = {"offline": True, "base_dir": Path(stack.config_path).parent, "config_file": str(stack.config_path)}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hermes_stack.errors import StackError
 
 if TYPE_CHECKING:
-    from hermes_stack.compose import Compose
+    from hermes_stack.controller.compose import Compose
 
 DRY_RUN = ["python", "-m", "hermes_stack.trainer", "--dry-run"]
 
@@ -23,7 +23,7 @@ class DryRunAlongside:
     NETWORK_WAIT_S = 60.0
 
     def __init__(self, compose: Compose, project: str, wait_s: int):
-        from hermes_stack.compose import default_network, run_argv
+        from hermes_stack.controller.compose import default_network, run_argv
 
         self._compose, self.network = compose, default_network(project)
         self.name = f"{project}-dry-run-{os.getpid()}"
@@ -65,7 +65,7 @@ class DryRunAlongside:
 
     def cancel(self, within_s: float = 60.0) -> None:
         """Remove the one-off container until its `compose run` has ended (it may not have created it yet)."""
-        from hermes_stack.compose import CommandFailed
+        from hermes_stack.controller.compose import CommandFailed
 
         self._cancelled.set()
         deadline = time.monotonic() + within_s

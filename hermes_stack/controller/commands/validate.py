@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hermes_stack import ALGOS
-from hermes_stack.commands.app import app
+from hermes_stack.algos import algo_problem
 from hermes_stack.config import profiles
+from hermes_stack.controller.commands.app import app
+from hermes_stack.controller.device import choose_profile, device_problem
 from hermes_stack.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -35,13 +36,7 @@ class Outcome:
 
 
 def check_options(algo: str, device: str, gpu_memory: float | None) -> list[Problem]:
-    out = []
-    if algo not in ALGOS:
-        out.append(Problem("command line", "--algo", repr(algo), "ppo or grpo",
-                           "hermes-stack runs PPO or GRPO; e.g. --algo grpo"))
-    if device not in profiles.DEVICES:
-        out.append(Problem("command line", "--device", repr(device), "auto, cpu or gpu",
-                           "auto picks gpu when nvidia-smi finds one"))
+    out = [p for p in (algo_problem(algo), device_problem(device)) if p is not None]
     if gpu_memory is not None and not 0 < gpu_memory <= 4096:
         out.append(Problem("command line", "--gpu-memory", f"{gpu_memory:g}", "GiB of one GPU, e.g. 24 or 80",
                            "the memory budget compares against this"))
@@ -53,7 +48,7 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
              in_containers: bool = True) -> Outcome:
     """Run every check and collect everything: option, key-file and config problems come back together."""
     from hermes_stack.config.loader import evaluate_stack
-    from hermes_stack.environ_check import environment_problems
+    from hermes_stack.controller.environ_check import environment_problems
     from hermes_stack.keyfile import load_keyfile, path_is_explicit, resolve_path
 
     errors = check_options(algo, device, gpu_memory)
@@ -67,7 +62,7 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
         keyfile = None
         outcome.errors += exc.problems
         outcome.keyfile_invalid = resolve_path(keyfile_path)
-    profile, gib, notes = profiles.choose_profile(device, gpu_memory)
+    profile, gib, notes = choose_profile(device, gpu_memory)
     outcome.notices += notes
     try:
         stack, errors = evaluate_stack(algo, config_dir, profile, unlock, keyfile, gib, model)
@@ -98,7 +93,7 @@ def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path:
     """For `up`/`dry-run`: the StackConfig, printing the GPU memory split, warnings and notices; InputError with
     every problem. `in_containers` False (test-inference, which runs on the host): no rule about what the
     containers see."""
-    from hermes_stack import console
+    from hermes_stack.controller import console
 
     outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model, in_containers)
     for line in split_lines(outcome.stack):
@@ -118,7 +113,7 @@ def split_lines(stack: StackConfig | None) -> list[str]:
 
 def _report(outcome: Outcome) -> None:
     """Notices, then warnings; then InputError with every problem, if any."""
-    from hermes_stack import console
+    from hermes_stack.controller import console
 
     for line in outcome.notices:
         console.notice(line)
@@ -178,7 +173,7 @@ def validate(
         "--model", help="A catalog model (smollm2-135m): the real model on CPU, its hub id on GPU.")] = None,
 ) -> None:
     """Check the key file and the configs; print the resolved, redacted configuration and every problem."""
-    from hermes_stack import console
+    from hermes_stack.controller import console
 
     outcome = evaluate(algo, config_dir, keyfile, unlock, gpu_memory, device, model)
     if outcome.stack is not None:

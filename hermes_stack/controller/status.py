@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from hermes_stack.errors import StackError
 
 if TYPE_CHECKING:
-    from hermes_stack.compose import CommandFailed, Compose
+    from hermes_stack.controller.compose import CommandFailed, Compose
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -143,7 +143,7 @@ def read_metrics(compose: Compose) -> str:
     import tempfile
     from pathlib import Path
 
-    from hermes_stack.compose import CommandFailed, cp_argv
+    from hermes_stack.controller.compose import CommandFailed, cp_argv
 
     try:
         return compose.exec("trainer", ["tail", "-n", "500", "/data/metrics.jsonl"])
@@ -174,7 +174,7 @@ def health_reason(inspect_json: str) -> str:
 
 def explain_up_failure(compose: Compose, exc: CommandFailed) -> StackError:
     """Turn a failed `up --wait` into lines that name each service that is not ready, and why."""
-    from hermes_stack.compose import CommandFailed
+    from hermes_stack.controller.compose import CommandFailed
 
     try:
         bad = failing(service_states(compose.ps()))

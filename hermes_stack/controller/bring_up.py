@@ -4,7 +4,7 @@ validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) 
 (the trainer's --dry-run as a one-off container: it loads the model while the services start, then waits, bounded,
 for inference and Atropos; inference generates, Atropos reachable, no optimisation step; on GPU it starts after
 up --wait) -> start training (up --wait of trainer and environment) -> where to look.
-Every docker/compose call goes through hermes_stack.compose; every printed line goes through the redactor.
+Every docker/compose call goes through hermes_stack.controller.compose; every printed line goes through the redactor.
 """
 
 from __future__ import annotations
@@ -15,14 +15,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermes_stack import console
-from hermes_stack.compose_env import compose_env
-from hermes_stack.dry_run_alongside import DRY_RUN, DryRunAlongside
+from hermes_stack.controller import console
+from hermes_stack.controller.compose_env import compose_env
+from hermes_stack.controller.dry_run_alongside import DRY_RUN, DryRunAlongside
+from hermes_stack.controller.stack_state import (
+    STATE_DIR,
+    Plan,
+    inference_key,
+    plan_compose,
+    project_root,
+    save_plan,
+    write_dotenv,
+)
 from hermes_stack.errors import StackError
-from hermes_stack.stack_state import STATE_DIR, Plan, inference_key, plan_compose, project_root, save_plan, write_dotenv
 
 if TYPE_CHECKING:
-    from hermes_stack.compose import Compose, ComposeParams
+    from hermes_stack.controller.compose import Compose, ComposeParams
 
 SERVING = ["atropos", "inference"]  # up first; gateway-check comes along as their dependency
 TRAINING = ["trainer", "environment"]
@@ -40,7 +48,7 @@ def _done(started: float, text: str = "done") -> None:
 def build_inputs() -> str:
     """What the image builds need first, made by our scripts when missing: the base image (its tag is returned) and
     the host wheelhouse."""
-    from hermes_stack.compose import run_script
+    from hermes_stack.controller.compose import run_script
 
     base_image = run_script(project_root(), "base-image.sh")
     run_script(project_root(), "wheelhouse.sh")
@@ -58,8 +66,8 @@ def _key_from(stack) -> str | None:
 
 def validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None, model: str | None = None):
     """The validated stack and the inference key `up` gives the services (registered for redaction)."""
-    from hermes_stack.commands.validate import validated_stack
-    from hermes_stack.keyfile import register_secrets
+    from hermes_stack.controller.commands.validate import validated_stack
+    from hermes_stack.redaction import register_secrets
 
     stack = validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device, model=model)
     key = inference_key(project_root() / STATE_DIR, _key_from(stack))
@@ -77,8 +85,8 @@ def _up(compose: Compose, services: Sequence[str], wait_timeout: int,
         on_failure: Callable[[], None] | None = None) -> None:
     """`compose up --wait`; on failure, run `on_failure` (then `ps` no longer lists what it removed), then raise
     what explain_up_failure makes of it (which services are not ready)."""
-    from hermes_stack.compose import CommandFailed
-    from hermes_stack.status import explain_up_failure
+    from hermes_stack.controller.compose import CommandFailed
+    from hermes_stack.controller.status import explain_up_failure
 
     try:
         compose.up(services, wait_timeout=wait_timeout)
@@ -95,7 +103,7 @@ def _up(compose: Compose, services: Sequence[str], wait_timeout: int,
 def build_images(compose: Compose) -> None:
     """`compose build`, its progress shown as it comes; then the images this rebuild untagged go (only ours, by
     label: without this every code change left a 1-1.6 GB dangling image behind)."""
-    from hermes_stack.compose import build_argv, prune_built_images_argv
+    from hermes_stack.controller.compose import build_argv, prune_built_images_argv
 
     _stream(compose, build_argv(compose.params))
     compose.run(prune_built_images_argv())
@@ -103,7 +111,7 @@ def build_images(compose: Compose) -> None:
 
 def _check_ports(stack, project: str) -> None:
     """Another stack on our host ports is named, with the command that stops it, before anything is created."""
-    from hermes_stack.host_ports import check_host_ports
+    from hermes_stack.controller.host_ports import check_host_ports
 
     if stack is None or not hasattr(stack, "config"):
         return  # tests that stub validation
@@ -113,7 +121,7 @@ def _check_ports(stack, project: str) -> None:
 
 def _check_owner(stack, algo: str, project: str) -> None:
     """The project's run belongs to another checkout: one line naming it, before anything changes."""
-    from hermes_stack.checkout_owner import check_owner
+    from hermes_stack.controller.checkout_owner import check_owner
     from hermes_stack.errors import InputError
 
     if stack is None or not hasattr(stack, "config"):
@@ -124,7 +132,7 @@ def _check_owner(stack, algo: str, project: str) -> None:
 
 
 def volume_exists(name: str) -> bool:
-    from hermes_stack.compose import probe
+    from hermes_stack.controller.compose import probe
 
     rc, out, _ = probe(["docker", "volume", "ls", "-q", "--filter", f"name=^{name}$"])
     return rc == 0 and name in out.split()
@@ -156,8 +164,9 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None) -> Plan:
-    from hermes_stack.compose import printable, run_argv, stack_files
-    from hermes_stack.preflight import SystemProbe, preflight, resolve_device
+    from hermes_stack.controller.compose import printable, run_argv, stack_files
+    from hermes_stack.controller.device import resolve_device
+    from hermes_stack.controller.preflight import SystemProbe, preflight
 
     total = 5 if stop_after_dry_run else 6
     probe = SystemProbe()
@@ -176,7 +185,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     _check_ports(stack, plan.project or f"hermes-{algo}")
     _check_resume(stack, algo, plan.project or f"hermes-{algo}")
     if stack is not None and hasattr(stack, "config"):
-        from hermes_stack.checkout_owner import claim
+        from hermes_stack.controller.checkout_owner import claim
 
         claim(plan.project or f"hermes-{algo}", project_root())  # every check passed: this checkout's run
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")
@@ -234,7 +243,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 def where_to_look(algo: str, params: ComposeParams, dotenv: bool) -> list[str]:
     """Commands that work as typed after `make up` (pure): make targets, which need no PATH entry, and plain
     `docker compose` when .env names the stack (else the -f form)."""
-    from hermes_stack.compose import logs_argv, printable
+    from hermes_stack.controller.compose import logs_argv, printable
 
     logs = "docker compose logs --follow trainer" if dotenv else printable(
         logs_argv(params, "trainer", follow=True, user=True))

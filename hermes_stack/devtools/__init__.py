@@ -1,1 +1,0 @@
-"""Development and test tools. Nothing here is part of the product's default path."""

@@ -1,0 +1,8 @@
+"""Defaults the services share with their healthcheck: one place, read by hermes_stack.service_env.ServiceEnv (the
+typed environment) and by hermes_stack.health (stdlib only: it runs on every probe and cannot import pydantic)."""
+
+HEALTH_TIMEOUT_S = 8.0  # HERMES_HEALTH_TIMEOUT: seconds one probe request may take
+DATA_DIR = "/data"  # HERMES_DATA_DIR: the shared data volume inside the containers
+# Where a probe looks when compose did not say (a service's own container: loopback).
+ATROPOS_URL = "http://127.0.0.1:8000"
+INFERENCE_URL = "http://127.0.0.1:8001/v1"
