@@ -34,8 +34,15 @@ from hermes_stack import keyfile_vars
 from hermes_stack.errors import InputError, Problem
 
 # The only key-file values that are not secret (printed in clear by validate and render): redaction.NON_SECRET_NAMES.
-from hermes_stack.redaction import (NON_SECRET_NAMES, _redact_url, is_keyfile_secret, is_secret_name, looks_like_a_key,
-                                    redact, register_secrets)
+from hermes_stack.redaction import (
+    NON_SECRET_NAMES,
+    _redact_url,
+    is_keyfile_secret,
+    is_secret_name,
+    looks_like_a_key,
+    redact,
+    register_secrets,
+)
 from hermes_stack.textfile import decode_text
 
 DEFAULT_PATH = Path(".env.taotoken")

@@ -18,8 +18,8 @@ import openai  # a dev dependency (pyproject.toml)
 from fastapi.testclient import TestClient
 
 from hermes_stack.inference.builtin import BuiltinBackend
-from hermes_stack.inference.fixture import build_fixture_model
 from hermes_stack.inference.server import create_app
+from tests.fakes.fixture_model import build_fixture_model
 
 KEY = "test-internal-key"
 
