@@ -73,9 +73,17 @@ def served(answer: Any) -> list[Served]:
     return out
 
 
-def sample(client: Any, prompt: list[int], temperature: float, top_p: float, n: int, tokens: int) -> list[Served]:
+def sample(client: Any, prompt: list[int], temperature: float, top_p: float, n: int, tokens: int,
+           layer: str) -> list[Served]:
+    """n completions with their log-probs; none (no tokens, or no log-probs for them) fails: a check with nothing
+    to compare would pass on nothing."""
     params = {"temperature": temperature, "top_p": top_p, "max_new_tokens": tokens, "n": n}
-    return served(client.generate_logprobs(prompt, params))
+    completions = [c for c in served(client.generate_logprobs(prompt, params)) if c.tokens]
+    if not completions:
+        raise PolicyCheckFailed(layer, "the inference server returned no completion tokens with log-probs "
+                                       "(meta_info.output_token_logprobs) for a /generate request with "
+                                       "return_logprob. Hint: the server must answer as SGLang does")
+    return completions
 
 
 def mean_abs(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -120,7 +128,7 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
     started = time.monotonic()
     prompt = probe_prompt(stack, engine.tokenizer)
     room = max(1, min(PROBE_TOKENS, _context(engine) - len(prompt) - 1))
-    greedy = lambda: sample(client, prompt, 0.0, 1.0, 1, room)  # noqa: E731
+    greedy = lambda: sample(client, prompt, 0.0, 1.0, 1, room, "weight-sync")  # noqa: E731
     before = greedy()
     tensors = _perturbed(engine)
     saved = [t.detach().to("cpu", copy=True) for t in tensors]
@@ -191,11 +199,7 @@ def check_logprobs(engine: Any, client: Any, stack: Any) -> str:
     temperature, top_p = rollout.temperature, rollout.top_p
     prompt = probe_prompt(stack, engine.tokenizer)
     room = max(1, min(ROLLOUT_TOKENS, rollout.max_token_length - len(prompt) - 1, _context(engine) - len(prompt) - 1))
-    completions = [c for c in sample(client, prompt, temperature, top_p, ROLLOUT_SAMPLES, room) if c.tokens]
-    if not completions:
-        raise PolicyCheckFailed("logprobs", "the inference server returned no completion tokens with log-probs "
-                                            "(meta_info.output_token_logprobs) for a rollout request with "
-                                            "return_logprob. Hint: the server must be SGLang-compatible")
+    completions = sample(client, prompt, temperature, top_p, ROLLOUT_SAMPLES, room, "logprobs")
     theirs, ours = _scored(engine, prompt, completions)
     mean, worst = mean_abs(ours, theirs)
     count = len(theirs)
