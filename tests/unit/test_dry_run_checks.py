@@ -169,3 +169,96 @@ def test_the_probe_step_leaves_weights_optimiser_and_step_count_as_they_were() -
     after = [*engine.policy.parameters(), *engine.critic.parameters()]
     assert all(torch.equal(a, b) for a, b in zip(before, after))
     assert all(p.grad is None for p in after) and not engine.optimizer.state and engine.steps_done == 0
+
+
+# ---------------------------------------------------------------- LoRA: /load_lora_adapter, the adapter applied
+
+
+@pytest.fixture
+def lora(tmp_path):
+    """A LoRA engine on a tiny random Llama (hermes_stack.inference.fixture) and the built-in server with the same
+    model, talking over loopback; a stack shaped as the checks read it."""
+    from types import SimpleNamespace
+
+    from trainer_helpers import grpo_params
+
+    from hermes_stack.inference.fixture import build_fixture_model
+    from hermes_stack.trainer.engine_torch import TorchEngine
+    from hermes_stack.trainer.weights_sync import InferenceClient
+
+    model = build_fixture_model(tmp_path / "model")
+    data = tmp_path / "data"
+    server = BuiltinInference(model, data)
+    engine = TorchEngine(model, grpo_params(), 1e-3, temperature=0.8, lora_rank=4)
+    rollout = SimpleNamespace(temperature=0.8, top_p=0.95, max_token_length=64)
+    stack = SimpleNamespace(config=SimpleNamespace(environment=SimpleNamespace(dataset="offline-arith"),
+                                                   rollout=rollout))
+    client = InferenceClient(server.url, server.key)
+    yield SimpleNamespace(engine=engine, server=server, client=client, stack=stack, work=data / "dry-run")
+    client.close()
+    server.stop()
+
+
+def _train_the_adapter(engine) -> None:
+    """As a resumed run's adapter: LoRA B no longer zero, so the policy is not the base model."""
+    import torch
+
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, p in engine.policy.named_parameters():
+            if "lora_B" in name:
+                p.copy_(0.3 * torch.randn(p.shape, generator=generator))
+
+
+def test_a_fresh_adapter_round_trip_loads_the_probe_and_unloads_it(lora) -> None:
+    from hermes_stack.trainer.policy_checks import check_logprobs, check_weight_sync
+
+    line = check_weight_sync(lora.engine, lora.client, lora.stack, lora.work, resumed=False)
+    assert "pushed through POST /load_lora_adapter moved the served log-probs" in line
+    assert "the probe adapter unloaded" in line
+    assert lora.server.backend.adapters == {} and lora.server.backend.default_adapter is None  # as it was
+    assert "first-pass ratio 1" in check_logprobs(lora.engine, lora.client, lora.stack)
+
+
+def test_a_resumed_adapter_is_served_after_the_round_trip(lora) -> None:
+    from hermes_stack.trainer.policy_checks import POLICY_NAME, check_logprobs, check_weight_sync
+
+    _train_the_adapter(lora.engine)
+    line = check_weight_sync(lora.engine, lora.client, lora.stack, lora.work, resumed=True)
+    assert "the trainer's weights pushed" in line
+    assert list(lora.server.backend.adapters) == [POLICY_NAME]  # the probe unloaded, the trainer's adapter serves
+    assert "first-pass ratio 1" in check_logprobs(lora.engine, lora.client, lora.stack)
+
+
+def test_a_server_that_ignores_adapters_fails_both_checks_naming_the_adapter(lora, monkeypatch) -> None:
+    from hermes_stack.inference.builtin import BuiltinBackend
+    from hermes_stack.trainer.policy_checks import PolicyCheckFailed, check_logprobs, check_weight_sync
+
+    monkeypatch.setattr(BuiltinBackend, "_adapter", lambda self, requested: None)  # loads adapters, serves the base
+    _train_the_adapter(lora.engine)
+    with pytest.raises(PolicyCheckFailed) as failed:
+        check_weight_sync(lora.engine, lora.client, lora.stack, lora.work, resumed=True)
+    assert failed.value.layer == "weight-sync"
+    assert "POST /load_lora_adapter answered success" in str(failed.value)
+    with pytest.raises(PolicyCheckFailed) as failed:
+        check_logprobs(lora.engine, lora.client, lora.stack)
+    assert failed.value.layer == "logprobs" and "likely cause: adapter not applied" in str(failed.value)
+
+
+def test_the_tinker_engines_local_model_is_measured_and_refused_over_the_cap(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.engine_tinker import LocalCritic
+    from hermes_stack.trainer.memory_check import MemoryCheckFailed, check_local_model
+
+    critic = LocalCritic(str(embedded_model_dir()), with_value_head=True, temperature=0.7)
+    rollout = SimpleNamespace(max_token_length=48, sequences_per_step=6)
+    stack = SimpleNamespace(algo="ppo", config=SimpleNamespace(rollout=rollout),
+                            settings=SimpleNamespace(tinker=SimpleNamespace(max_token_trainer_length=9000)),
+                            config_path=tmp_path / "config_ppo.toml")
+    line = check_local_model(critic, stack, "cpu", None)
+    assert line.startswith("memory: the Tinker engine's local model, 6 sequences x 48 tokens measured on cpu: peak ")
+    with pytest.raises(MemoryCheckFailed) as failed:
+        check_local_model(critic, stack, "cpu", 0.01)
+    assert str(failed.value).startswith("the Tinker engine's local model (reference and critic), a whole step at "
+                                        "once: sequences 6 x 48 tokens")
