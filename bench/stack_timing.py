@@ -3,8 +3,9 @@
 1. `hermes-stack dry-run` with images built (--runs N times, median): wall time to all-healthy + dry-run passed, next
    to each service's own start time (container start -> first `health_status: healthy` event) and the critical path
    (goal: within 3 s of the slowest service), and what the dry-run's checks (memory, weight sync, log-probs) add
-   to it: their own times from the trainer's lines (goal: at most 3 s on the CPU stack). Times come from `docker events`, not from the health log (it keeps only
-   the last 5 probes, so the first passing one is often gone), with a timeline of the median run.
+   to it: their own times from the trainer's lines (goal: at most 3 s on the CPU stack). Times come from
+   `docker events`, not from the health log (it keeps only the last 5 probes, so the first passing one is often
+   gone), with a timeline of the median run.
 2. Rebuild of all images after a one-line code change (goal <= 20 s).
 3. With --cold: build from nothing (images and build cache removed; goal for `make up` <= 10 min).
 4. With --probe-cost: CPU per healthcheck probe (the probe's python plus the engine's exec work), which is what a
