@@ -136,7 +136,7 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
     noise = [torch.randn(t.shape, generator=generator) for t in saved]
     original = _scored(engine, prompt, before, 1.0)[1]
     try:
-        scale = 0.05
+        scale = 0.25
         for _ in range(10):  # grow the change until the probe moves by MIN_MOVE in the trainer's own copy
             with torch.no_grad():
                 for t, s, z in zip(tensors, saved, noise):
@@ -165,6 +165,11 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
             "or weights to requests that name none (the inference service's default adapter; with SGLang, "
             "--enable-lora and a lora_path); `docker compose logs inference`"))
 
+    if old < MIN_MOVE / 2:  # the pushed and the old policy agree on this probe: "reached" would prove nothing
+        raise PolicyCheckFailed("weight-sync", (
+            f"the probe cannot tell the pushed policy from the old one (|pushed - old| {old:.4f} on the served "
+            f"tokens, at least {MIN_MOVE / 2} needed). Hint: this is the check's own limit, not the stack's; "
+            "report it with the model's name"))
     if engine.use_lora and not resumed:
         client.unload_adapter(PROBE_NAME)
         restored_by = f"the probe adapter unloaded"
