@@ -9,7 +9,8 @@ What is measured:
   first optimiser step allocates. The room is HERMES_TRAINER_MEMORY_CAP_GIB when set, else the GPU's free memory now
   plus what this process already holds. SGLang's share is already taken: the check runs after it started.
 - CPU: the process's peak resident memory over the probe (VmHWM, reset through /proc/self/clear_refs), plus the
-  moments. The room is the cap when set, else the machine's MemAvailable plus this process's resident memory.
+  moments. The room is the cap when set, else the machine's MemAvailable plus this process's resident memory (or
+  the container's cgroup memory limit, when lower).
 
 A probe that does not fit (out of memory, or over the room) is measured again: first at half the micro-batch, down to
 1; then at half the width. The failure names the setting and a value that was measured to fit.
@@ -157,9 +158,25 @@ def room(device: str, cap_gib: float | None) -> tuple[int, str]:
                                                           "to the inference server, plus this process's")
     available = available_cpu_bytes()
     rss = _proc_kib("VmRSS") or 0
+    limit = container_limit_bytes()
+    if limit is not None and (available is None or limit < available + rss):
+        return limit, f"the container's memory limit {size(limit)}"
     if available is None:
         return 2**62, "no /proc/meminfo: unbounded"
     return available + rss, f"MemAvailable {size(available)} plus this process's {size(rss)}"
+
+
+def container_limit_bytes() -> int | None:
+    """The cgroup's memory limit (`docker run --memory`, compose's mem_limit), which /proc/meminfo does not show;
+    None when there is none."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    return None
 
 
 # ---------------------------------------------------------------- the torch engine's probe
