@@ -92,7 +92,7 @@ def refusal(probes: list[Probe], room_bytes: int, room_source: str, files: dict[
 
 def _proc_kib(field: str) -> int | None:
     try:
-        found = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+        found = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
     except OSError:
         return None
     return int(found.group(1)) * 1024 if found else None
@@ -108,7 +108,7 @@ def _reset_peak_rss() -> bool:
 
 def available_cpu_bytes() -> int | None:
     try:
-        found = re.search(r"^MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+        found = re.search(r"^MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.MULTILINE)
     except OSError:
         return None
     return int(found.group(1)) * 1024 if found else None

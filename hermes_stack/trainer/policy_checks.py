@@ -16,6 +16,7 @@ requests, so the round trip does not depend on the temperature convention the se
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from dataclasses import dataclass
@@ -128,7 +129,7 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
     started = time.monotonic()
     prompt = probe_prompt(stack, engine.tokenizer)
     room = max(1, min(PROBE_TOKENS, _context(engine) - len(prompt) - 1))
-    greedy = lambda: sample(client, prompt, 0.0, 1.0, 1, room, "weight-sync")  # noqa: E731
+    greedy = lambda: sample(client, prompt, 0.0, 1.0, 1, room, "weight-sync")
     before = greedy()
     tensors = _perturbed(engine)
     saved = [t.detach().to("cpu", copy=True) for t in tensors]
@@ -155,27 +156,33 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
             for t, s in zip(tensors, saved):
                 t.copy_(s.to(t.device, t.dtype))
     old = mean_abs(served_now, _scored(engine, prompt, after, 1.0)[1])[0]
+
+    def restore() -> str:
+        if engine.use_lora and not resumed:
+            client.unload_adapter(PROBE_NAME)
+            return "the probe adapter unloaded"
+        _push(client, engine, work_dir / "policy", POLICY_NAME)
+        return "the trainer's weights pushed"
+
+    failure = None
     if reached > LOGPROB_TOLERANCE:
         cause = (f"they are still the old policy's (|served - old| {old:.4f})" if old <= LOGPROB_TOLERANCE
                  else f"they are neither the pushed policy's nor the old one's (|served - old| {old:.4f})")
-        raise PolicyCheckFailed("weight-sync", (
-            f"a weight push did not reach the served policy: POST {route} answered success, but the served "
-            f"log-probs of the probe are not the pushed policy's (|served - pushed| {reached:.4f} > "
-            f"{LOGPROB_TOLERANCE}); {cause}. Hint: the inference server must serve the newest pushed adapter "
-            "or weights to requests that name none (the inference service's default adapter; with SGLang, "
-            "--enable-lora and a lora_path); `docker compose logs inference`"))
-
-    if old < MIN_MOVE / 2:  # the pushed and the old policy agree on this probe: "reached" would prove nothing
-        raise PolicyCheckFailed("weight-sync", (
-            f"the probe cannot tell the pushed policy from the old one (|pushed - old| {old:.4f} on the served "
-            f"tokens, at least {MIN_MOVE / 2} needed). Hint: this is the check's own limit, not the stack's; "
-            "report it with the model's name"))
-    if engine.use_lora and not resumed:
-        client.unload_adapter(PROBE_NAME)
-        restored_by = f"the probe adapter unloaded"
-    else:
-        _push(client, engine, work_dir / "policy", POLICY_NAME)
-        restored_by = "the trainer's weights pushed"
+        failure = (f"a weight push did not reach the served policy: POST {route} answered success, but the served "
+                   f"log-probs of the probe are not the pushed policy's (|served - pushed| {reached:.4f} > "
+                   f"{LOGPROB_TOLERANCE}); {cause}. Hint: the inference server must serve the newest pushed adapter "
+                   "or weights to requests that name none (the inference service's default adapter; with SGLang, "
+                   "--enable-lora and a lora_path); `docker compose logs inference`")
+    elif old < MIN_MOVE / 2:  # the pushed and the old policy agree on this probe: "reached" would prove nothing
+        failure = (f"the probe cannot tell the pushed policy from the old one (|pushed - old| {old:.4f} on the "
+                   f"served tokens, at least {MIN_MOVE / 2} needed). Hint: this is the check's own limit, not the "
+                   "stack's; report it with the model's name")
+    if failure is not None:
+        with contextlib.suppress(Exception):  # best effort: leave the trainer's policy served, not the probe
+            restore()
+        shutil.rmtree(work_dir / "probe", ignore_errors=True)
+        raise PolicyCheckFailed("weight-sync", failure)
+    restored_by = restore()
     shutil.rmtree(work_dir / "probe", ignore_errors=True)
     final = greedy()
     back = mean_abs(*_scored(engine, prompt, final, 1.0))[0]

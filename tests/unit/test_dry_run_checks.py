@@ -159,9 +159,9 @@ def test_then_the_width_and_when_nothing_fits_the_model_is_named() -> None:
 
 def test_the_probe_step_leaves_weights_optimiser_and_step_count_as_they_were() -> None:
     import torch
+    from trainer_helpers import ppo_params
 
     from hermes_stack.trainer.engine_torch import TorchEngine
-    from trainer_helpers import ppo_params
 
     engine = TorchEngine(embedded_model_dir(), ppo_params(), 1e-3, temperature=0.7)
     before = [p.detach().clone() for p in [*engine.policy.parameters(), *engine.critic.parameters()]]
