@@ -2,8 +2,10 @@
 
 1. `hermes-stack dry-run` with images built (--runs N times, median): wall time to all-healthy + dry-run passed, next
    to each service's own start time (container start -> first `health_status: healthy` event) and the critical path
-   (goal: within 3 s of the slowest service). Times come from `docker events`, not from the health log (it keeps only
-   the last 5 probes, so the first passing one is often gone), with a timeline of the median run.
+   (goal: within 3 s of the slowest service), and what the dry-run's checks (memory, weight sync, log-probs) add
+   to it: their own times from the trainer's lines (goal: at most 3 s on the CPU stack). Times come from
+   `docker events`, not from the health log (it keeps only the last 5 probes, so the first passing one is often
+   gone), with a timeline of the median run.
 2. Rebuild of all images after a one-line code change (goal <= 20 s).
 3. With --cold: build from nothing (images and build cache removed; goal for `make up` <= 10 min).
 4. With --probe-cost: CPU per healthcheck probe (the probe's python plus the engine's exec work), which is what a
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -77,13 +80,15 @@ def dry_run_once(algo: str, root: Path = ROOT) -> dict[str, float]:
     """One `hermes-stack dry-run --no-build` from a stopped stack: its wall time and the events' milestones."""
     hs("down", "--algo", algo, "--volumes", root=root)
     started = time.time()
-    total = timed(lambda: hs("dry-run", "--algo", algo, "--device", "cpu", "--no-build", root=root))
+    output: list[str] = []
+    total = timed(lambda: output.append(hs("dry-run", "--algo", algo, "--device", "cpu", "--no-build",
+                                           root=root).stdout))
     rows = events(f"hermes-{algo}", started, time.time())
     inference = sh(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project=hermes-{algo}",
                     "--filter", "label=com.docker.compose.service=inference"]).stdout.split()
     logged = sh(["docker", "logs", "--timestamps", *inference[:1]]).stdout if inference else ""
     hs("down", "--algo", algo, "--volumes", root=root)
-    m = {"total": total}
+    m = {"total": total, **check_times(output[0])}
     for service in ("gateway-check", "atropos", "inference"):
         for status, key in (("create", "created"), ("start", "started"), ("health_status: healthy", "healthy"),
                             ("die", "exited")):
@@ -98,6 +103,19 @@ def dry_run_once(algo: str, root: Path = ROOT) -> dict[str, float]:
         m[f"{service} own start"] = m[f"{service} healthy"] - m[f"{service} started"]
     m["slowest own start"] = max(m["atropos own start"], m["inference own start"])
     return m
+
+
+CHECK_LINE = re.compile(r"dry-run check (memory|weight sync|log-probs): .*; ([0-9.]+) s$")
+
+
+def check_times(stdout: str) -> dict[str, float]:
+    """The dry-run's checks (trainer/memory_check.py, policy_checks.py), each line ending in its own time: they run
+    once inference and Atropos are ready, so their sum is what they add to `up`'s critical path."""
+    found = {f"check {m.group(1)}": float(m.group(2))
+             for m in (CHECK_LINE.search(line.strip()) for line in stdout.splitlines()) if m}
+    if found:
+        found["checks"] = sum(found.values())
+    return found
 
 
 TIMELINE = ["gateway-check created", "gateway-check started", "gateway-check exited", "atropos started",
@@ -137,6 +155,11 @@ def up_rows(algo: str, runs: int, baseline: Path | None = None) -> list[tuple[st
         rows.append((f"{label}slowest single service's own start, median",
                      f"{med(m['slowest own start'] for m in ms):.1f} s"))
         rows.append((f"{label}  difference, median", f"{med(m['total'] - m['slowest own start'] for m in ms):.1f} s"))
+        if all("checks" in m for m in ms):
+            names = ("memory", "weight sync", "log-probs")
+            rows.append((f"{label}the dry-run's checks (memory, weight sync, log-probs): their own time, median",
+                         f"{med(m['checks'] for m in ms):.2f} s ("
+                         + ", ".join(f"{n} {med(m[f'check {n}'] for m in ms):.2f}" for n in names) + ")"))
         rows.append((f"{label}timeline of the median run (s after the command started)",
                      ", ".join(f"{k} {median[k]:.1f}" for k in TIMELINE if k in median)))
     return rows

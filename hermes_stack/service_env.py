@@ -118,6 +118,10 @@ class ServiceEnv(BaseModel):
                                  "before it counts as departed", gt=0)
     tinker_timeout_s: float = _var("HERMES_TINKER_TIMEOUT_S", 900.0, "pass",
                                    "trainer: seconds any wait on a Tinker future may take", gt=0)
+    trainer_memory_cap_gib: float | None = _var("HERMES_TRAINER_MEMORY_CAP_GIB", None, "pass",
+                                                "trainer dry-run: the memory its measured forward and backward may "
+                                                "peak at (empty: the GPU's free memory, or MemAvailable on CPU)",
+                                                gt=0)
     health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", defaults.HEALTH_TIMEOUT_S, "pass",
                                    "healthchecks: seconds one probe request may take", gt=0)
     log_level: Annotated[LogLevel, BeforeValidator(_upper)] = _var(

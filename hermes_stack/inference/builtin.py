@@ -347,6 +347,11 @@ class BuiltinBackend:
                 del self.adapters[name]
                 if self.default_adapter == name:
                     self.default_adapter = next(reversed(self.adapters), None)
+                if not self.adapters:
+                    # A PeftModel without adapters cannot disable_adapter() (KeyError on the deleted active one):
+                    # the base model, its LoRA layers removed, serves again.
+                    self.model = self.model.unload()
+                self.weight_version += 1
 
         await asyncio.to_thread(unload)
         return {"success": True, "message": f"Unloaded LoRA adapter {name}"}

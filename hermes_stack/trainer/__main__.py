@@ -249,6 +249,47 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> No
     log.info(f"dry-run: model loaded; inference and atropos ready after {time.monotonic() - started:.1f} s more")
 
 
+def loop_checks(stack: StackConfig, engine: Engine, inference: InferenceClient, settings: LoopSettings,
+                env: ServiceEnv) -> list[str]:
+    """The dry-run's proof that the loop works where it runs, before any optimisation step, one line each: memory
+    measured (trainer/memory_check.py), a weight push reaching the served policy and back, and the log-prob
+    convention (trainer/policy_checks.py). The engine holds the newest checkpoint first (read only), as the real start
+    will. A failure is one LayerFailure naming the cause and the fix."""
+    from hermes_stack.trainer import checkpoint as ckpt
+    from hermes_stack.trainer import memory_check, policy_checks
+
+    resumed = False
+    if hasattr(engine, "policy"):
+        latest = ckpt.latest_checkpoint(settings.checkpoint_dir)
+        if latest is not None:
+            engine.load_state_dict(ckpt.load_checkpoint(latest)["engine"])
+            resumed = True
+    lines = []
+    try:
+        if hasattr(engine, "policy"):
+            lines.append(memory_check.check_torch_engine(engine, stack, env.trainer_memory_cap_gib))
+        elif getattr(engine, "critic", None) is not None:
+            critic = engine.critic
+            lines.append(memory_check.check_local_model(critic, stack, str(getattr(critic, "device", "cpu")),
+                                                        env.trainer_memory_cap_gib))
+        else:
+            lines.append(f"memory: not measured for the {engine_kind(stack)} engine: it holds no local model")
+    except memory_check.MemoryCheckFailed as exc:
+        raise LayerFailure("memory", str(exc)) from None
+    if not hasattr(engine, "sequence_logprobs"):
+        why = f"the {engine_kind(stack)} engine's policy is not held locally, so nothing here can score it"
+        return [*lines, f"weight sync: not checked: {why}", f"log-probs: not checked: {why}"]
+    try:
+        lines.append(policy_checks.check_weight_sync(engine, inference, stack, settings.data_dir / "dry-run",
+                                                     resumed))
+        lines.append(policy_checks.check_logprobs(engine, inference, stack))
+    except policy_checks.PolicyCheckFailed as exc:
+        raise LayerFailure(exc.layer, str(exc)) from None
+    except HermesError as exc:  # the inference service refused a push or a request
+        raise LayerFailure("inference", "; ".join(exc.lines())) from exc
+    return lines
+
+
 def atropos_url(stack: StackConfig, env: ServiceEnv) -> str:
     return env.atropos_url or stack.settings.atropos.rollout_server_url
 
@@ -336,6 +377,8 @@ def run(args: argparse.Namespace, env: ServiceEnv,
         wait_until_serving(stack, args.wait, env)
         served = check_inference(stack, inference, env)
         status = check_atropos(atropos_url(stack, env))
+        for line in loop_checks(stack, engine, inference, settings, env):
+            log.info(f"dry-run check {line}")
         log.info(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
                  f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
                  f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences")

@@ -279,10 +279,7 @@ class TorchEngine:
                 self.optimizer.zero_grad(set_to_none=True)
                 terms: dict[str, torch.Tensor] = {}
                 for micro in self._micro_batches(rows):
-                    mb = batch.select(micro)
-                    logprobs, entropy, values = self._forward(mb, with_values=self.critic is not None)
-                    part = self._loss_terms(fixed, micro, mb, logprobs, entropy, values, tokens)
-                    part["loss"].backward()
+                    part = self._micro_step(fixed, batch, micro, tokens)
                     for k, v in part.items():
                         terms[k] = terms.get(k, 0.0) + v.detach()
                 terms["grad_norm"] = torch.nn.utils.clip_grad_norm_(
@@ -310,6 +307,54 @@ class TorchEngine:
             learning_rate=float(self.optimizer.param_groups[0]["lr"]),
         )
         return metrics
+
+    def _micro_step(self, fixed, batch: _Batch, micro: torch.Tensor, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Forward and backward of one micro-batch (`micro`: its rows); its loss terms. Gradients accumulate."""
+        mb = batch.select(micro)
+        logprobs, entropy, values = self._forward(mb, with_values=self.critic is not None)
+        part = self._loss_terms(fixed, micro, mb, logprobs, entropy, values, tokens)
+        part["loss"].backward()
+        return part
+
+    def probe_step(self, sequences: list[Sequence]) -> None:
+        """What one micro-batch of train_step costs, without training: `sequences` as one group and one micro-batch,
+        the no-gradient pass over them (behaviour, reference, values), then one forward and backward. The gradients
+        are dropped; no optimiser step, so the weights, the optimiser's state and the step count stay as they are.
+        The dry-run measures memory with it (hermes_stack.trainer.memory_check)."""
+        batch = build_batch(sequences, self.pad_token_id, self.device)
+        was_training = self.policy.training
+        self.policy.train()
+        try:
+            fixed = self._fixed(batch, self._advantage_inputs([sequences]))
+            rows = torch.arange(len(sequences), device=self.device)
+            self._micro_step(fixed, batch, rows, batch.action_mask.sum())
+        finally:
+            self.optimizer.zero_grad(set_to_none=True)
+            self.policy.train(was_training)
+
+    @torch.no_grad()
+    def sequence_logprobs(self, token_lists: list[list[int]], temperature: float | None = None,
+                          base: bool = False) -> list[list[float]]:
+        """Log-probs of tokens[1:] of each token list under the policy (`base`: with the LoRA adapter disabled), of
+        softmax(logits / T) with T the rollout temperature unless given (1: the raw logits, which is also what a
+        greedy request reports). One row at a time: no padding enters the figures."""
+        temperature = self.temperature if temperature is None else temperature
+        was_training = self.policy.training
+        self.policy.eval()
+        out = []
+        try:
+            for tokens in token_lists:
+                ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+                if base and self.use_lora:
+                    with self.policy.disable_adapter():
+                        logits = self.policy(input_ids=ids, use_cache=False).logits
+                else:
+                    logits = self.policy(input_ids=ids, use_cache=False).logits
+                picked, _ = alg.logprobs_and_entropy(logits[:, :-1], ids[:, 1:], temperature, with_entropy=False)
+                out.append(picked[0].float().tolist())
+        finally:
+            self.policy.train(was_training)
+        return out
 
     def _set_learning_rate(self) -> None:
         """Cosine decay from the base rate to min_lr_ratio of it over lr_decay_steps (then flat), when set.

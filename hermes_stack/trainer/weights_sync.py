@@ -70,10 +70,31 @@ class InferenceClient:
                                  f"{response.text[:200]}")
         return response.json()
 
-    def push_weights(self, directory: Path, step: int) -> dict[str, Any]:
-        """Tell the inference service to serve `directory` (full weights or a LoRA adapter)."""
+    def generate_logprobs(self, input_ids: list[int], sampling_params: dict[str, Any]) -> Any:
+        """One /generate of token ids with their log-probs, as atroposlib's sglang client asks for rollouts (the
+        dry-run's checks, hermes_stack.trainer.policy_checks)."""
+        response = self._call("POST", "/generate", json={"input_ids": input_ids, "sampling_params": sampling_params,
+                                                         "return_logprob": True})
+        if response.status_code != 200:
+            raise InferenceError(f"inference: POST /generate answered HTTP {response.status_code}: "
+                                 f"{response.text[:200]}")
+        return response.json()
+
+    def unload_adapter(self, name: str) -> None:
+        """Unload a LoRA adapter this client loaded (the dry-run's probe)."""
+        response = self._call("POST", "/unload_lora_adapter", json={"lora_name": name})
+        if response.status_code != 200:
+            raise InferenceError(f"inference: POST /unload_lora_adapter {name} answered HTTP {response.status_code}: "
+                                 f"{response.text[:200]}")
+        if self._adapter == name:
+            self._adapter = None
+
+    def push_weights(self, directory: Path, step: int, *, lora_name: str | None = None) -> dict[str, Any]:
+        """Tell the inference service to serve `directory` (full weights or a LoRA adapter, named `step-<step>`
+        unless `lora_name` says otherwise)."""
         if (directory / "adapter_config.json").exists():
-            path, payload = "/load_lora_adapter", {"lora_name": f"step-{step}", "lora_path": str(directory)}
+            path, payload = "/load_lora_adapter", {"lora_name": lora_name or f"step-{step}",
+                                                   "lora_path": str(directory)}
         else:
             path, payload = "/update_weights_from_disk", {"model_path": str(directory)}
         response = self._call("POST", path, json=payload)

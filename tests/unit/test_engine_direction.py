@@ -128,21 +128,48 @@ def test_positive_advantage_sequences_go_up_and_negative_ones_down(model_dir, al
             assert d < 0, (engine.tokenizer.decode(s.tokens), d)
 
 
+def reference_returns(mask: torch.Tensor, scores: torch.Tensor, values: torch.Tensor, gamma: float,
+                      lam: float) -> torch.Tensor:
+    """The critic's regression target computed here, not by the engine: the score as the reward of the last trained
+    token (no KL reward: kl_coef 0), GAE from algorithms.py's reference (tested against hand-worked values in
+    test_algorithms.py) with the critic's values before the step. An engine that wires the target wrongly (negated,
+    shifted, the advantages instead of the returns) trains away from this one."""
+    rewards = torch.zeros_like(mask)
+    for row in range(mask.shape[0]):
+        last = int(mask[row].nonzero().max())
+        rewards[row, last] = scores[row]
+    return alg.gae(rewards, values, mask, gamma, lam)[1]
+
+
 def test_critic_values_move_toward_the_returns(model_dir):
-    engine = engine_for(model_dir, ppo())
+    """One step moves the critic toward returns computed independently of the engine (reference_returns), and the
+    values of rewarded completions rise. Negating the returns the engine trains the critic toward fails both
+    (checked by hand when this test was written; the old version took its target from engine._fixed and passed)."""
+    algo = ppo()
+    engine = engine_for(model_dir, algo)
     groups = [[s] for g in scored_groups(engine) for s in g]
     batch = build_batch([s for g in groups for s in g], engine.pad_token_id)
-    fixed = engine._fixed(batch, None)
-    returns, mask = fixed["returns"], batch.action_mask
+    mask = batch.action_mask
 
-    def error() -> float:
+    def values() -> torch.Tensor:
         with torch.no_grad():
-            _, _, values = engine._forward(batch, with_values=True)
-        return float(alg.masked_mean((values - returns) ** 2, mask))
+            return engine._forward(batch, with_values=True)[2]
 
-    before = error()
+    before = values()
+    returns = reference_returns(mask, batch.scores, before, algo.gamma, algo.lam)
+    assert float(alg.masked_mean(returns, mask)) > 0  # rewarded completions give positive targets
+
+    def error(v: torch.Tensor) -> float:
+        return float(alg.masked_mean((v - returns) ** 2, mask))
+
+    def mean_value(v: torch.Tensor, rewarded: bool) -> float:
+        rows = (batch.scores > 0.5) == rewarded
+        return float(alg.masked_mean(v[rows], mask[rows]))
+
     engine.train_step(groups)
-    assert error() < before
+    after = values()
+    assert error(after) < error(before)
+    assert mean_value(after, True) > mean_value(before, True)
 
 
 def test_value_loss_coef_scales_the_critics_update(model_dir):

@@ -9,7 +9,7 @@ import signal
 import httpx
 import pytest
 from fakes.loopback import free_port
-from trainer_helpers import FakeInferenceForTrainer, embedded_model_dir, write_configs
+from trainer_helpers import BuiltinInference, FakeInferenceForTrainer, embedded_model_dir, write_configs
 
 from hermes_stack.service_env import ServiceEnv
 from hermes_stack.trainer.__main__ import main
@@ -47,16 +47,33 @@ def _one_line(capsys) -> str:
     return err[0]
 
 
-def test_all_layers_answer_and_nothing_is_trained(env, capsys) -> None:
-    assert _dry_run(env) == 0
-    out = capsys.readouterr().out
-    assert "trainer dry-run ok" in out and "would train 8 steps of 8 sequences" in out
+def test_all_layers_answer_and_nothing_is_trained(env, capsys, monkeypatch) -> None:
+    """Against the real built-in inference service (the fake answers no log-probs, which the dry-run's checks need:
+    test_dry_run_checks.py); a fake server without log-probs fails them."""
+    served = BuiltinInference(embedded_model_dir(), env["data"])
+    try:
+        monkeypatch.setenv("HERMES_INFERENCE_URL", served.url)
+        monkeypatch.setenv("HERMES_INFERENCE_KEY", served.key)
+        assert _dry_run(env) == 0
+        out = capsys.readouterr().out
+        assert "trainer dry-run ok" in out and "would train 8 steps of 8 sequences" in out
+        assert _dry_run(env, "--max-steps", "3") == 0
+        assert "would train 3 steps" in capsys.readouterr().out
+    finally:
+        served.stop()
+    assert httpx.get(env["api"].url + "/info").json()["batch_size"] == -1  # never registered
+    assert not (env["data"] / "metrics.jsonl").exists() and not (env["data"] / "checkpoints").exists()
+
+
+def test_a_server_without_logprobs_fails_the_checks_after_every_layer_answered(env, capsys) -> None:
+    assert _dry_run(env) == 1
+    assert _one_line(capsys).startswith("trainer: weight-sync: the inference server returned no completion tokens "
+                                        "with log-probs")
     calls = [(m, p) for m, p, _ in env["inference"].calls]
     assert ("GET", "/v1/models") in calls and ("POST", "/generate") in calls
     generate = next(body for m, p, body in env["inference"].calls if p == "/generate")
-    assert generate["sampling_params"]["max_new_tokens"] == 1
+    assert generate["sampling_params"]["max_new_tokens"] == 1  # the layer check's one token came first
     assert httpx.get(env["api"].url + "/info").json()["batch_size"] == -1  # never registered
-    assert not (env["data"] / "metrics.jsonl").exists() and not (env["data"] / "checkpoints").exists()
 
 
 def test_bad_config_is_the_config_layer_exit_2(env, capsys) -> None:
@@ -105,9 +122,7 @@ def test_unreachable_atropos_is_the_atropos_layer(env, capsys, monkeypatch) -> N
     assert _one_line(capsys).startswith("trainer: atropos: atropos: GET")
 
 
-def test_max_steps_caps_the_run(env, capsys) -> None:
-    assert _dry_run(env, "--max-steps", "3") == 0
-    assert "would train 3 steps" in capsys.readouterr().out
+def test_max_steps_zero_is_refused(env, capsys) -> None:
     assert _dry_run(env, "--max-steps", "0") == 2
     assert _one_line(capsys).startswith("trainer: config: --max-steps 0")
 

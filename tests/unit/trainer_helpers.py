@@ -206,6 +206,40 @@ class FakeInferenceForTrainer(LoopbackServer):  # the trainer-facing routes; fak
         return [body["model_path"] for method, path, body in self.calls if path == "/update_weights_from_disk"]
 
 
+class BuiltinInference:
+    """The real built-in inference service (BuiltinBackend behind create_app, hermes_stack.inference) in this process,
+    served by uvicorn on a loopback port: what the dry-run's checks talk to in the CPU stack. Weights and adapters
+    load from `data_dir` only, as in the stack."""
+
+    def __init__(self, model_dir: Path, data_dir: Path, key: str = "internal-key", seed: int = 0):
+        import threading
+
+        import uvicorn
+
+        from hermes_stack.inference.builtin import BuiltinBackend
+        from hermes_stack.inference.server import create_app
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.key = key
+        self.backend = BuiltinBackend(str(model_dir), seed=seed)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        config = uvicorn.Config(create_app(self.backend, key, data_dir=data_dir), host="127.0.0.1", port=self.port,
+                                log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the built-in inference service did not start within 30 s")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+
 def trainer_env(data_dir: Path, atropos_url: str, inference: FakeInferenceForTrainer | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "WANDB_"))}
     env.update({"HERMES_DATA_DIR": str(data_dir), "HERMES_ATROPOS_URL": atropos_url,
