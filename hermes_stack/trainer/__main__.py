@@ -378,7 +378,8 @@ def run(args: argparse.Namespace, env: ServiceEnv,
         served = check_inference(stack, inference, env)
         status = check_atropos(atropos_url(stack, env))
         for line in loop_checks(stack, engine, inference, settings, env):
-            log.info(f"dry-run check {line}")
+            # The dry-run's report, like the per-step lines: bare on stdout, where `up` and tests read it.
+            print(f"dry-run check {line}", flush=True)
         log.info(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
                  f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
                  f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences")

@@ -176,13 +176,13 @@ def test_the_probe_step_leaves_weights_optimiser_and_step_count_as_they_were() -
 
 @pytest.fixture
 def lora(tmp_path):
-    """A LoRA engine on a tiny random Llama (hermes_stack.inference.fixture) and the built-in server with the same
+    """A LoRA engine on a tiny random Llama (tests/fakes/fixture_model.py) and the built-in server with the same
     model, talking over loopback; a stack shaped as the checks read it."""
     from types import SimpleNamespace
 
     from trainer_helpers import grpo_params
 
-    from hermes_stack.inference.fixture import build_fixture_model
+    from tests.fakes.fixture_model import build_fixture_model
     from hermes_stack.trainer.engine_torch import TorchEngine
     from hermes_stack.trainer.weights_sync import InferenceClient
 
