@@ -175,9 +175,10 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
     learning_rate = stack.settings.tinker.learning_rate
     temperature = stack.config.rollout.temperature
     if algo.uses_critic or algo.kl_coef > 0:
+        # The local model takes the trainer's share of the GPU split, in its micro-batches (docs/memory.md).
         critic = LocalCritic(str(directory), device=device, with_value_head=algo.uses_critic,
                              learning_rate=critic_learning_rate(learning_rate, algo.value_loss_coef),
-                             temperature=temperature)
+                             temperature=temperature, micro_batch_size=micro_batch_size(stack, env))
     if temperature > 0 and temperature != 1.0:
         # Tinker's built-in losses compute the policy's log-probs at temperature 1; the behaviour log-probs are of
         # softmax(logits / T). Said once, plainly, rather than trained on silently.
