@@ -97,12 +97,12 @@ class HermesMathEnv(BaseEnv):
 
     async def setup(self) -> None:
         cfg = self.config
-        common = {"seed": cfg.seed, "offline": cfg.offline, "base_dir": Path(cfg.config_dir),
+        common = {"seed": cfg.seed, "offline": not cfg.hub_access, "base_dir": Path(cfg.config_dir),
                   "config_file": cfg.config_file}
         self.train_items = load_items(cfg.dataset, cfg.split, cfg.max_samples, **common)
         other = "test" if cfg.split == "train" else "train"
         self.eval_items = load_items(cfg.dataset, other, EVAL_ITEMS, **common)
-        self.examples = fewshot_examples(cfg.dataset, cfg.fewshot, offline=cfg.offline, base_dir=Path(cfg.config_dir),
+        self.examples = fewshot_examples(cfg.dataset, cfg.fewshot, offline=not cfg.hub_access, base_dir=Path(cfg.config_dir),
                                          config_file=cfg.config_file)
         if cfg.judge:
             self.judge = make_judge(cfg)

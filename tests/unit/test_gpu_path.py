@@ -421,6 +421,25 @@ def test_environment_goes_online_only_for_hub_data_on_the_gpu_profile(tmp_path, 
         n: os.environ.get(n) for n in OFFLINE_FLAGS}
 
 
+def test_a_gpu_user_without_a_key_file_still_loads_gsm8k_from_the_hub(tmp_path, monkeypatch):
+    """Finding 4 of issue 24: hub access follows the profile and the dataset, not the key file. Without one the
+    environment ran offline and loaded gsm8k only from a cache nobody filled, while inference and trainer used the
+    hub; `up` then failed at its last stage."""
+    from hermes_stack.config.loader import load_stack
+    from hermes_stack.environment.runtime import build_configs
+
+    for name in OFFLINE_FLAGS:
+        monkeypatch.setenv(name, "1")
+    (tmp_path / "config.json").write_text(QWEN3_CONFIG.read_text())
+    configs = write_stack(tmp_path / "configs", dataset="gsm8k", model_path=str(tmp_path))
+    stack = load_stack("grpo", configs, "gpu")
+    environ = {"HERMES_KEYFILE": str(tmp_path / "none"), "HERMES_EMBEDDED_MODEL": str(tmp_path)}  # no key at all
+    env_config, _ = build_configs(stack, environ)
+    assert env_config.offline  # no gateway: the judge stays off
+    assert env_config.hub_access  # but the dataset comes from the hub, as on inference and trainer
+    assert all(os.environ.get(name) is None for name in OFFLINE_FLAGS)
+
+
 def test_the_trainer_takes_the_split_micro_batch_unless_the_settings_name_one(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
