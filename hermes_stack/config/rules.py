@@ -284,6 +284,35 @@ def tinker_key(i: Inputs) -> list[Problem]:
     return check_tinker_key(i.keyfile)
 
 
+def tinker_engine_expected(i: Inputs) -> bool:
+    """The engine the trainer will run is Tinker: named, or "auto" on the gpu profile with a TINKER_API_KEY line in
+    the key file (trainer/__main__.py engine_kind: the trainer sees TINKER_API_KEY only from such a line)."""
+    engine = i.settings.trainer.engine
+    if engine == "tinker":
+        return True
+    keyfile = i.keyfile
+    return (engine == "auto" and i.profile == "gpu" and keyfile is not None and not keyfile.offline
+            and not keyfile.tinker_key_defaulted and bool(keyfile.values.get("TINKER_API_KEY")))
+
+
+def tinker_temperature(i: Inputs) -> list[Problem]:
+    """Refused, not forced: Tinker's built-in losses (ppo, importance_sampling) compute the policy's log-probs at
+    temperature 1, while the behaviour log-probs were sampled at [rollout] temperature, so at T != 1 the importance
+    ratio compares two different distributions from the first step (GRPO's 0.8: every ratio off by the
+    temperature's reshaping of each token's probability). The temperature is the user's exploration setting; changing
+    it silently would train something else than the file says, so validate names both fixes instead."""
+    t = i.config.rollout.temperature
+    if t == 1.0 or not tinker_engine_expected(i):
+        return []
+    why = ("settings trainer.engine is \"tinker\"" if i.settings.trainer.engine == "tinker"
+           else f"engine \"auto\" picks Tinker with the TINKER_API_KEY in {i.keyfile.path}")
+    return [Problem(i.config_file, "rollout.temperature", f"{t:g} with the tinker engine ({why})",
+                    "1.0 for the tinker engine",
+                    "Tinker's losses take log-probs at temperature 1, so the importance ratio against rollouts "
+                    "sampled at another temperature is wrong; set temperature = 1.0, or "
+                    f"\"trainer\": {{\"engine\": \"torch\"}} in {i.settings_file}")]
+
+
 # ---------------------------------------------------------------- files the GPU profile reads (model, dataset)
 
 
@@ -399,6 +428,7 @@ RULES: tuple[Rule, ...] = (
     keyfile_names,
     inference_key_is_not_the_gateway_key,
     tinker_key,
+    tinker_temperature,
     checkpoint_dir_on_volume,
     model_path_local,
     dataset_file,

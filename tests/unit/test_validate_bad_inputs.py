@@ -188,7 +188,23 @@ CASES = [
     Case("tinker-engine-gateway-key", [("{kf}: TINKER_API_KEY: found sk-…cdef (defaulted from TAOTOKEN_API_KEY), "
                                        "expected a Tinker key starting with tml- (or a JWT starting with eyJ). Hint: "
                                        "Tinker refuses other keys; add a line TINKER_API_KEY=tml-… to {kf}")],
-         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE, args=GPU200),
+         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE, args=GPU200,
+         toml=[("temperature = 0.8", "temperature = 1.0")]),
+    # ---- the tinker engine at T != 1 (issue 24, finding 5): refused, named, whether chosen or picked by "auto"
+    Case("tinker-engine-temperature", [("{toml}: rollout.temperature: found 0.8 with the tinker engine (settings "
+                                       "trainer.engine is \"tinker\"), expected 1.0 for the tinker engine. Hint: "
+                                       "Tinker's losses take log-probs at temperature 1, so the importance ratio "
+                                       "against rollouts sampled at another temperature is wrong; set temperature = "
+                                       "1.0, or \"trainer\": {{\"engine\": \"torch\"}} in {json}")],
+         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE + "TINKER_API_KEY=tml-" + "t" * 24 + "\n",
+         args=GPU200),
+    Case("auto-engine-picks-tinker-temperature", [("{toml}: rollout.temperature: found 0.8 with the tinker engine "
+                                                  "(engine \"auto\" picks Tinker with the TINKER_API_KEY in {kf}), "
+                                                  "expected 1.0 for the tinker engine. Hint: Tinker's losses take "
+                                                  "log-probs at temperature 1, so the importance ratio against "
+                                                  "rollouts sampled at another temperature is wrong; set temperature "
+                                                  "= 1.0, or \"trainer\": {{\"engine\": \"torch\"}} in {json}")],
+         keyfile=GOOD_KEYFILE + "TINKER_API_KEY=tml-" + "t" * 24 + "\n", args=GPU200),
     Case("api-key-env-missing", [("{json}: inference.api_key_env: found 'MY_KEY', expected a variable set in {kf} "
                                  "(TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TAOTOKEN_MODEL, TINKER_API_KEY). Hint: add "
                                  "MY_KEY=… to {kf} or name one of its variables")],
