@@ -51,6 +51,11 @@ class EnvironmentSection(Strict):
     # system message, then `fewshot` solved train rows as chat turns, then the question.
     system_prompt: str | None = None
     fewshot: int = Field(0, ge=0, le=8)
+    # Thinking chat templates (the Qwen3 family: the template reads `enable_thinking`): false (the default) renders
+    # the prompt with enable_thinking=False, so the model answers at once; true lets it reason in <think>...</think>
+    # first, which takes thousands of tokens: validate then wants rollout.max_token_length >= 4096
+    # (config/rules.py thinking_budget). Templates without the switch ignore it.
+    enable_thinking: bool = False
 
 
 class RolloutSection(Strict):

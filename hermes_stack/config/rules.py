@@ -313,6 +313,50 @@ def tinker_temperature(i: Inputs) -> list[Problem]:
                     f"\"trainer\": {{\"engine\": \"torch\"}} in {i.settings_file}")]
 
 
+def _chat_template_of(i: Inputs) -> str | None:
+    """The local model folder's chat template (tokenizer_config.json or chat_template.jinja); None when there is
+    no local folder or it has none. No network: a hub id is judged by its name (_thinking_model)."""
+    import json
+
+    directory = _model_dir(i)
+    if directory is None:
+        return None
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8", errors="replace")
+    try:
+        template = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return template if isinstance(template, str) else None
+
+
+def _thinking_model(i: Inputs) -> bool:
+    from hermes_stack.tasks.prompting import has_thinking_switch
+
+    template = _chat_template_of(i)
+    if template is not None:
+        return has_thinking_switch(template)
+    name = i.settings.inference.model_path.lower()
+    return "qwen3" in name and "instruct-2507" not in name  # Qwen3's hybrid templates; 2507 Instruct never thinks
+
+
+def thinking_budget(i: Inputs) -> list[Problem]:
+    """[environment] enable_thinking = true on a thinking model needs room to think: Qwen3 reasons for thousands
+    of tokens before `#### N`, and a completion cut at the budget scores 0 (and widens every padded batch)."""
+    from hermes_stack.tasks.prompting import THINKING_MIN_TOKENS
+
+    if not i.config.environment.enable_thinking or not _thinking_model(i):
+        return []
+    length = i.config.rollout.max_token_length
+    if length >= THINKING_MIN_TOKENS:
+        return []
+    return [Problem(i.config_file, "rollout.max_token_length", f"{length} with enable_thinking = true on "
+                    f"{i.settings.inference.model_path}", f">= {THINKING_MIN_TOKENS} for a thinking model",
+                    "a thinking model reasons for thousands of tokens first and answers cut at the budget score 0; "
+                    "raise max_token_length, or set [environment] enable_thinking = false")]
+
+
 # ---------------------------------------------------------------- files the GPU profile reads (model, dataset)
 
 
@@ -429,6 +473,7 @@ RULES: tuple[Rule, ...] = (
     inference_key_is_not_the_gateway_key,
     tinker_key,
     tinker_temperature,
+    thinking_budget,
     checkpoint_dir_on_volume,
     model_path_local,
     dataset_file,

@@ -204,7 +204,8 @@ class HermesMathEnv(BaseEnv):
             from hermes_stack.tasks.offline_arith import format_prompt
 
             return format_prompt(question)
-        return prompt_text(self.tokenizer, question, self.config.system_prompt, getattr(self, "examples", []))
+        return prompt_text(self.tokenizer, question, self.config.system_prompt, getattr(self, "examples", []),
+                           self.config.enable_thinking)
 
     def _budget(self, prompt: str) -> int:
         # Atropos drops sequences of >= the trainer's max_token_len tokens: stay one below the configured limit.

@@ -53,6 +53,7 @@ class HermesEnvConfig(BaseEnvConfig):
     max_samples: int = 1000
     system_prompt: str | None = None
     fewshot: int = 0
+    enable_thinking: bool = False  # [environment] enable_thinking: the chat template's switch (tasks/prompting.py)
     seed: int = 0
     correctness_weight: float = 1.0
     format_weight: float = 0.1
@@ -187,6 +188,7 @@ def build_configs(
         max_samples=cfg.environment.max_samples,
         system_prompt=cfg.environment.system_prompt,
         fewshot=cfg.environment.fewshot,
+        enable_thinking=cfg.environment.enable_thinking,
         correctness_weight=cfg.reward.correctness_weight,
         format_weight=cfg.reward.format_weight,
         judge=cfg.reward.judge,
