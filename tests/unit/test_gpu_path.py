@@ -245,11 +245,26 @@ def test_sglang_launches_with_lora_whenever_the_trainer_pushes_adapters(tmp_path
     settings = json.loads((CONFIGS / "settings_grpo.json").read_text())
     settings["trainer"]["engine"] = engine
     (tmp_path / "settings_grpo.json").write_text(json.dumps(settings))
-    (tmp_path / "config_grpo.toml").write_text((CONFIGS / "config_grpo.toml").read_text())
+    # temperature 1: the only one the tinker engine accepts (config/rules.py tinker_temperature)
+    (tmp_path / "config_grpo.toml").write_text((CONFIGS / "config_grpo.toml").read_text()
+                                               .replace("temperature = 0.8", "temperature = 1.0"))
     cfg = load_service_config(service_env(tmp_path))
     argv = launch_argv(SGLangLaunch(model_path="/m", served_model="m", max_lora_rank=cfg.lora_rank), Path("/c"))
     assert "--enable-lora" in argv and argv[argv.index("--max-lora-rank") + 1] == "32"
     assert argv[argv.index("--lora-target-modules") + 1] == "all"
+
+
+def test_sglang_gets_its_flags_spelled_out_and_the_rollout_context_length():
+    """SGLang 0.5.18's server_args names the flag --tp-size (our --tp worked only by argparse's prefix expansion),
+    and --context-length was never passed: SGLang served the model's own 40,960 tokens."""
+    from hermes_stack.inference.service_config import build_backend
+
+    cfg = load_service_config(service_env(HERMES_SGLANG_TP="2"))
+    assert cfg.context_length == 2048  # the shipped [rollout] max_token_length
+    backend = build_backend(cfg)
+    argv = launch_argv(backend.spec, Path("/c"))
+    assert argv[argv.index("--tp-size") + 1] == "2" and "--tp" not in argv
+    assert argv[argv.index("--context-length") + 1] == "2048"
 
 
 # ---------------------------------------------------------------- 8: SGLang's output redacted
