@@ -145,7 +145,14 @@ class TinkerSide:
         if (directory / "adapter_config.json").is_file():
             from peft import PeftModel
 
-            self.policy = PeftModel.from_pretrained(copy.deepcopy(self.base), directory).merge_and_unload().eval()
+            policy = PeftModel.from_pretrained(copy.deepcopy(self.base), directory).eval()
+            # Merged only when that is the same model: with tied embeddings (SmolLM2) merging the lm_head adapter
+            # writes its update into the shared matrix, so the input embeddings moved too and the sampler drew
+            # from another policy than the one trained (max |logit| difference 0.34 for a small random adapter).
+            # The built-in inference server keeps the adapter unmerged (inference/builtin.py), as here.
+            tied = bool(getattr(self.base.config, "tie_word_embeddings", False))
+            targets = set(getattr(policy.peft_config["default"], "target_modules", None) or ())
+            self.policy = policy if tied and "lm_head" in targets else policy.merge_and_unload().eval()
         else:
             self.policy = AutoModelForCausalLM.from_pretrained(directory, dtype=self.torch.float32).eval()
         shutil.rmtree(directory, ignore_errors=True)
@@ -154,7 +161,7 @@ class TinkerSide:
         from hermes_stack.modelcore.sampling_core import sample
         from hermes_stack.trainer.engine_torch import Completion
 
-        ids = [self.tokenizer.encode(p) for p in prompts]
+        ids = [self.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompts]  # as TorchEngine
         raw = sample(self.policy, ids, eos_token_id=self.tokenizer.eos_token_id,
                      pad_token_id=self.tokenizer.pad_token_id, n=n, temperature=temperature, top_p=top_p,
                      max_new_tokens=max_new_tokens, generator=self.generator)

@@ -2,6 +2,7 @@
 
     nice -n 10 .venv/bin/python bench/real_model.py [--algo grpo|ppo|both] [--seeds 0,1,2] [--steps N]
                                                     [--eval-rows N] [--lr LR] [--plot docs/real-model.png] [--model-dir DIR]
+                                                    [--engine torch|tinker|both]
 
 Everything the stack uses with `--model smollm2-135m` on CPU, in one process: the catalog model converted from its
 GGUF wheel (hermes_stack.modelcore.catalog; cached under ~/.cache/hermes-stack/models), the configuration the loader
@@ -15,6 +16,14 @@ Before and after training it evaluates greedily on --eval-rows rows of the held-
 the trainer does in the stack): format rate and accuracy. Prints one line per step and a summary per run:
 `<algo> seed <s>: format <before> -> <after>, held-out accuracy <before> -> <after>, <steps> steps, <seconds> s`.
 The runs go one after another: each uses both cores (torch's threads), and the machine has two.
+
+`--engine tinker` trains the same LoRA policy through the real tinker SDK against the local Tinker service
+(hermes_stack.devtools.tinker_service, in this process, over loopback HTTP), as the stack's trainer does with a
+Tinker key: TinkerEngine.train_step (forward_backward + optim_step), export_weights (the peft adapter downloaded
+from the service), and a sampler that loads each exported adapter as the inference service would (bench/learn.py's
+TinkerSide). The rollout temperature is 1 there: validate refuses the tinker engine at any other temperature
+(Tinker's losses take log-probs at temperature 1; config/rules.py, tinker_temperature). `--engine both` runs torch
+then tinker for each (seed, algorithm), so the summary lines sit next to each other.
 """
 
 from __future__ import annotations
@@ -23,11 +32,13 @@ import argparse
 import json
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # bench/learn.py's TinkerSide for --engine tinker
 
 from hermes_stack.config.loader import load_stack
 from hermes_stack.tasks.datasets import load_items
@@ -76,7 +87,7 @@ def collect(engine, rows, prompts, rng, batch_size, group_size, temperature, top
 
 
 def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, baseline: dict | None,
-        lr: float | None = None) -> dict:
+        lr: float | None = None, engine_kind: str = "torch", workdir: Path | None = None) -> dict:
     import torch
 
     from hermes_stack.trainer.engine_torch import TorchEngine
@@ -90,36 +101,47 @@ def run(algo: str, seed: int, steps: int, directory: Path, eval_rows: int, basel
     # As the trainer builds it (trainer/__main__.py): the rollout temperature scales the logits of the ratio, the KL
     # and the entropy, so they compare like with like against the behaviour log-probs sampled at that temperature.
     lr = settings.tinker.learning_rate if lr is None else lr  # --lr: a sweep away from the profile's value
-    engine = TorchEngine(directory, params, lr, lora_rank=settings.tinker.lora_rank,
-                         temperature=rollout.temperature, seed=seed)
+    temperature = rollout.temperature
+    if engine_kind == "tinker":
+        from learn import TinkerSide  # bench/learn.py: the local Tinker service, the SDK engine and its sampler
+
+        temperature = 1.0  # the only temperature validate accepts for the tinker engine (module docstring)
+        engine = TinkerSide(directory, params, lr, settings.tinker.lora_rank, seed, False, workdir, temperature)
+    else:
+        engine = TorchEngine(directory, params, lr, lora_rank=settings.tinker.lora_rank,
+                             temperature=temperature, seed=seed)
     where = {"offline": True, "base_dir": ROOT / "configs", "config_file": str(stack.config_path)}
     train = load_items(env.dataset, "train", env.max_samples, seed=seed, **where)
     examples = fewshot_examples(env.dataset, env.fewshot, **where)
     tok = engine.tokenizer
-    prompts = [tok.encode(prompt_text(tok, r["question"], env.system_prompt, examples)) for r in train]
+    prompts = [tok.encode(prompt_text(tok, r["question"], env.system_prompt, examples, env.enable_thinking))
+               for r in train]
     max_new = max(1, rollout.max_token_length - max(len(p) for p in prompts) - 1)
     held_out = HeldOut.from_stack(stack, tok, rows=eval_rows)
-    print(f"[{algo} seed {seed}] lora_rank={settings.tinker.lora_rank} lr={lr} "
+    tag = f"{algo} seed {seed}" + (" tinker" if engine_kind == "tinker" else "")
+    print(f"[{tag}] lora_rank={settings.tinker.lora_rank} lr={lr} "
           f"prompts/step={rollout.batch_size} group={rollout.group_size} kl={params.kl_coef} "
-          f"temperature={rollout.temperature} prompt tokens {min(map(len, prompts))}-{max(map(len, prompts))}, "
+          f"temperature={temperature} prompt tokens {min(map(len, prompts))}-{max(map(len, prompts))}, "
           f"<= {max_new} new; held-out rows {len(held_out.rows)}", flush=True)
     before = baseline if baseline is not None else held_out.evaluate(engine)
-    print(f"[{algo} seed {seed}] before: format {before['format']:.2f} accuracy {before['accuracy']:.2f}", flush=True)
+    print(f"[{tag}] before: format {before['format']:.2f} accuracy {before['accuracy']:.2f}", flush=True)
     rng = random.Random(seed)
     began, curve = time.perf_counter(), []
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
         groups, sampled, fmt = collect(engine, train, prompts, rng, rollout.batch_size, rollout.group_size,
-                                       rollout.temperature, rollout.top_p, max_new, weights)
+                                       temperature, rollout.top_p, max_new, weights)
         metrics = engine.train_step(groups) if groups else {"kl": float("nan")}
         curve.append({"step": step, "reward": sampled, "format": fmt, "groups": len(groups)})
-        print(f"[{algo} seed {seed}] step {step}: sampled reward {sampled:.3f} format {fmt:.2f} kept {len(groups)} "
+        print(f"[{tag}] step {step}: sampled reward {sampled:.3f} format {fmt:.2f} kept {len(groups)} "
               f"groups kl {metrics.get('kl', float('nan')):.4f} {time.perf_counter() - t0:.1f} s", flush=True)
     seconds = time.perf_counter() - began
     after = held_out.evaluate(engine)
-    print(f"[{algo} seed {seed}] after {steps} steps ({seconds:.0f} s): format {after['format']:.2f} "
+    if engine_kind == "tinker":
+        engine.close()
+    print(f"[{tag}] after {steps} steps ({seconds:.0f} s): format {after['format']:.2f} "
           f"accuracy {after['accuracy']:.2f}", flush=True)
-    return {"algo": algo, "seed": seed, "steps": steps, "seconds": seconds, "before": before, "after": after,
+    return {"algo": algo, "engine": engine_kind, "seed": seed, "steps": steps, "seconds": seconds, "before": before, "after": after,
             "curve": curve, "eval_rows": len(held_out.rows), "lr": lr}
 
 
@@ -162,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-rows", type=int, default=32)
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate instead of the profile's (CATALOG_CPU: 1e-3), for a sweep")
+    parser.add_argument("--engine", choices=("torch", "tinker", "both"), default="torch",
+                        help="tinker: LoRA through the tinker SDK and the local Tinker service (module docstring)")
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -173,20 +197,24 @@ def main(argv: list[str] | None = None) -> int:
     algos = ["grpo", "ppo"] if args.algo == "both" else [args.algo]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     began = time.perf_counter()
+    engines = ["torch", "tinker"] if args.engine == "both" else [args.engine]
     results, baseline = [], None
     for seed in seeds:
         for algo in algos:
-            # Greedy decoding of the untrained model is the same for every run: evaluated once.
-            result = run(algo, seed, args.steps, directory, args.eval_rows, baseline, args.lr)
-            baseline = result["before"]
-            results.append(result)
-            if args.json:
-                args.json.write_text(json.dumps(results, indent=1))
+            for kind in engines:
+                # Greedy decoding of the untrained model is the same for every run: evaluated once.
+                with tempfile.TemporaryDirectory(prefix="real-model-tinker-") as workdir:
+                    result = run(algo, seed, args.steps, directory, args.eval_rows, baseline, args.lr, kind,
+                                 Path(workdir))
+                baseline = result["before"]
+                results.append(result)
+                if args.json:
+                    args.json.write_text(json.dumps(results, indent=1))
     print(f"{len(results)} run(s) in {time.perf_counter() - began:.0f} s wall", flush=True)
     if args.plot:
         plot(results, args.plot)
     for r in results:
-        print(f"{r['algo']} seed {r['seed']}: format {r['before']['format']:.2f} -> {r['after']['format']:.2f}, "
+        print(f"{r['algo']} seed {r['seed']} {r['engine']}: format {r['before']['format']:.2f} -> {r['after']['format']:.2f}, "
               f"held-out accuracy {r['before']['accuracy']:.2f} -> {r['after']['accuracy']:.2f}, {r['steps']} steps, "
               f"{r['seconds']:.0f} s")
     return 0

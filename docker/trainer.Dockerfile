@@ -88,7 +88,14 @@ RUN (getent passwd 10001 || echo 'hermes:x:10001:10001:hermes:/home/hermes:/usr/
  && mkdir -p /home/hermes/.cache/huggingface /home/hermes/.cache/flashinfer /data /app/hermes_stack \
  && chown -R 10001:10001 /home/hermes /data \
  && (command -v python >/dev/null || ln -s "$(command -v python3)" /usr/local/bin/python)
-ENV PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes
+# Every cache under the uid-10001 home, named, not inherited: the SGLang image may point HF_HOME (or another cache)
+# at a root-owned path, and a download or kernel cache there fails only at run time. expandable_segments: widths
+# change every step (rollout lengths), and the caching allocator otherwise fragments; trainer and SGLang both run
+# from this stage (docs/memory.md).
+ENV PYTHONPATH=/app PYTHONUNBUFFERED=1 HOME=/home/hermes \
+    HF_HOME=/home/hermes/.cache/huggingface XDG_CACHE_HOME=/home/hermes/.cache \
+    TRITON_CACHE_DIR=/home/hermes/.cache/triton TORCHINDUCTOR_CACHE_DIR=/home/hermes/.cache/torchinductor \
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 COPY hermes_stack /app/hermes_stack
 RUN python -m compileall -q /app/hermes_stack
 USER 10001:10001

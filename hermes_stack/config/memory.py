@@ -174,30 +174,68 @@ def _cached_hub_config(model_path: str, base_dir: Path | None) -> Path | None:
 # SGLang pre-allocates `--mem-fraction-static` of the GPU for its weights and KV cache, and needs more outside that
 # for its activations and CUDA graphs. Its default fraction leaves only ~10 GiB, less than an 8B model's bf16 weights,
 # so the trainer's model load then hits CUDA OOM. The split below gives the trainer what it needs first:
-#   trainer  = weights (bf16, frozen base) + LoRA adapter with its gradients and two AdamW moments
-#              + one micro-batch's activations (saved for backward) + its float32 log-softmax over the vocabulary
+#   trainer  = weights (bf16, frozen base) + LoRA adapter with its gradients and two AdamW moments (float32)
+#              + the chunked log-softmax's working set + one micro-batch's activations
 #   SGLang   = weights + KV cache (at least one group: group_size x max_token_length)   <- the static fraction
 #   reserve  = SGLang's runtime outside the static pool + the trainer's CUDA context and allocator slack
 # The KV cache does not have to hold the whole batch: SGLang queues requests that do not fit (throughput, not OOM).
-# Activation constants are estimates for a Llama/Qwen decoder without gradient checkpointing (per token per layer:
-# ~10 hidden-sized and 4 intermediate-sized tensors kept for backward); bench/gpu_smoke.py measures the real peak.
+#
+# Activations are what the GPU torch engine (trainer/engine_torch.py) really keeps, per sequence, counted at
+# max_token_length: every row of a micro-batch is padded to its longest row, and one rollout can reach the limit, so
+# the worst micro-batch is micro_batch_size rows of max_token_length. The engine uses gradient checkpointing there:
+#   kept through the forward pass: each decoder layer's input (hidden, bf16) and the logits (bf16), plus the flat
+#     copy of them the chunked log-softmax keeps as its checkpoint input (trainer/algorithms.py)
+#   during backward, for ONE layer at a time: that layer's recomputed tensors (~10 hidden- and 4 intermediate-sized,
+#     bf16), the float32 copy of its input every peft LoRA module keeps (peft upcasts adapters to float32 by default
+#     and casts the input to the adapter's dtype: q, k, v, gate, up read the hidden state, o the attention output,
+#     down the MLP's), the attention probabilities when SDPA falls back to its math kernel under a padding mask
+#     (heads x width per token), and the logits' gradient (bf16, and its un-flattened copy)
+# Without checkpointing every layer keeps the second list (about 4x more for Qwen3-8B at 2048 tokens); the plan is
+# for the GPU engine, which never runs without it. docs/memory.md states this model; bench/gpu_smoke.py and the
+# dry-run's measured check compare it with the real peak.
 
 SGLANG_RUNTIME_BYTES = 4 * GIB  # activations, CUDA graphs, sampler buffers outside the static pool
 TRAINER_RUNTIME_BYTES = 2 * GIB  # CUDA context, cuBLAS workspace, allocator fragmentation
-ACT_HIDDEN_TENSORS = 10
+FLOAT32_BYTES = 4
+ACT_HIDDEN_TENSORS = 10  # per token, in one recomputed decoder layer
 ACT_INTERMEDIATE_TENSORS = 4
-LOGIT_BYTES = 2 + 4 + 4  # bf16 logits, their float32 copy for the log-softmax, its gradient
+LOGIT_KEPT_COPIES = 2  # the logits and the flat copy the chunked log-softmax keeps as its checkpoint input
+LOGIT_GRAD_COPIES = 2  # the logits' gradient, flat and un-flattened, during backward
+LOGPROB_CHUNK_BYTES = 1 << 30  # the engine's float32 log-softmax over the vocabulary, per chunk of positions
+LOGPROB_WORKING_BYTES = 3 * LOGPROB_CHUNK_BYTES  # one chunk's float32 upcast, log-softmax, exp and their gradients
 MAX_MICRO_BATCH = 16  # beyond this, larger micro-batches buy little speed and cost the KV cache a lot
 
 
+def lora_input_features(s: ModelShape) -> int:
+    """Per token and layer, the input features of the seven LoRA modules (each keeps its own float32 copy)."""
+    q = s.num_attention_heads * s.head_dim
+    return 3 * s.hidden_size + q + 2 * s.hidden_size + s.intermediate_size  # q k v | o | gate up | down
+
+
+def activation_kept_bytes_per_token(s: ModelShape) -> int:
+    """What gradient checkpointing keeps from the forward pass until backward, per token of a sequence."""
+    return s.num_layers * s.hidden_size * s.dtype_bytes + LOGIT_KEPT_COPIES * s.vocab_size * s.dtype_bytes
+
+
+def activation_recompute_bytes_per_token(s: ModelShape, width: int) -> int:
+    """What backward adds for the one layer being recomputed, per token of a `width`-token padded row."""
+    layer = s.dtype_bytes * (ACT_HIDDEN_TENSORS * s.hidden_size + ACT_INTERMEDIATE_TENSORS * s.intermediate_size)
+    lora_inputs = FLOAT32_BYTES * lora_input_features(s)
+    attention_probs = s.num_attention_heads * width * s.dtype_bytes
+    logit_grads = LOGIT_GRAD_COPIES * s.vocab_size * s.dtype_bytes
+    return layer + lora_inputs + attention_probs + logit_grads
+
+
 def activation_bytes_per_sequence(s: ModelShape, tokens: int) -> int:
-    per_token_layer = s.dtype_bytes * (ACT_HIDDEN_TENSORS * s.hidden_size + ACT_INTERMEDIATE_TENSORS * s.intermediate_size)
-    return tokens * (s.num_layers * per_token_layer + s.vocab_size * LOGIT_BYTES)
+    """Peak activation bytes one row of `tokens` (padded width) adds to a micro-batch (module comment above)."""
+    return tokens * (activation_kept_bytes_per_token(s) + activation_recompute_bytes_per_token(s, tokens))
 
 
 def trainer_fixed_bytes(s: ModelShape, lora_rank: int) -> int:
-    """Frozen base weights + LoRA adapter, its gradients and AdamW's two moments (all in the base dtype)."""
-    return param_count(s) * s.dtype_bytes + 4 * lora_param_count(s, lora_rank) * s.dtype_bytes
+    """Frozen base weights (base dtype) + the LoRA adapter, its gradients and AdamW's two moments (float32: peft
+    upcasts adapter weights) + the chunked log-softmax's working set."""
+    return (param_count(s) * s.dtype_bytes + 4 * lora_param_count(s, lora_rank) * FLOAT32_BYTES
+            + LOGPROB_WORKING_BYTES)
 
 
 @dataclass(frozen=True)
@@ -212,6 +250,7 @@ class GpuSplit:
     kv_bytes_per_sequence: int
     micro_batch: int  # 0: not even one sequence fits
     kv_pool_bytes: int
+    activation_kept_bytes: int = 0  # of activation_bytes: what checkpointing keeps through the forward pass
 
     @property
     def reserve_bytes(self) -> int:
@@ -240,9 +279,13 @@ class GpuSplit:
         sglang = (f"  SGLang --mem-fraction-static {self.mem_fraction_static:.2f} = {g(self.sglang_static_bytes)} GiB: "
                   f"weights {g(self.weights_bytes)} + KV cache {g(self.kv_pool_bytes)} GiB (~{self.concurrent_sequences} "
                   f"of the {self.sequences} sequences x {self.tokens} tokens of a step at once; the rest queue)")
+        lora = self.trainer_fixed_bytes - self.weights_bytes - LOGPROB_WORKING_BYTES
         trainer = (f"  trainer {g(self.trainer_bytes)} GiB: weights {g(self.weights_bytes)} + LoRA with gradients and "
-                   f"AdamW {g(self.trainer_fixed_bytes - self.weights_bytes)} + micro_batch_size {self.micro_batch} x "
-                   f"{g(self.activation_bytes)} GiB activations ({self.tokens} tokens each; "
+                   f"AdamW {g(lora)} + log-softmax chunk {g(LOGPROB_WORKING_BYTES)} + micro_batch_size "
+                   f"{self.micro_batch} x {g(self.activation_bytes)} GiB activations ({self.tokens} tokens each, "
+                   f"every row padded to the longest; gradient checkpointing keeps "
+                   f"{g(self.activation_kept_bytes)} GiB of layer inputs and logits, backward recomputes one layer "
+                   f"with its float32 LoRA inputs in {g(self.activation_bytes - self.activation_kept_bytes)} GiB; "
                    f"{-(-self.sequences // max(self.micro_batch, 1))} micro-batches a step, gradients accumulated)")
         reserve = (f"  reserve {g(self.reserve_bytes)} GiB: SGLang's runtime outside its static pool, the trainer's "
                    "CUDA context and allocator slack")
@@ -268,7 +311,8 @@ def plan_split(shape: ModelShape, rollout: RolloutSection, *, lora_rank: int, gp
             micro_batch = 1  # half is not enough, but one sequence still fits next to one group's KV cache
     return GpuSplit(gpu_bytes=gpu, sequences=sequences, group_size=group_size, tokens=tokens, weights_bytes=weights,
                     trainer_fixed_bytes=fixed, activation_bytes=act, kv_bytes_per_sequence=kv_seq,
-                    micro_batch=micro_batch, kv_pool_bytes=max(free - micro_batch * act, 0))
+                    micro_batch=micro_batch, kv_pool_bytes=max(free - micro_batch * act, 0),
+                    activation_kept_bytes=tokens * activation_kept_bytes_per_token(shape))
 
 
 def split_for(config: AlgoConfig, settings: Settings, gpu_gib: float | None,
@@ -310,6 +354,7 @@ def split_refusal(s: GpuSplit, configured_micro_batch: int | None = None) -> tup
 
 
 def _largest_micro_batch(s: GpuSplit) -> int:
-    free = s.kv_pool_bytes + s.micro_batch * s.activation_bytes
+    # From the card, not from kv_pool_bytes: that is clipped at 0 when the micro-batch asked for overflows.
+    free = s.gpu_bytes - s.reserve_bytes - s.weights_bytes - s.trainer_fixed_bytes
     room = free - s.kv_bytes_per_sequence * s.group_size
     return max(room // s.activation_bytes, 0) if s.activation_bytes else 0

@@ -54,6 +54,11 @@ class EnvironmentSection(Strict):
                                                         "this system message, then `fewshot` solved train rows as "
                                                         "chat turns, then the question (tasks/prompting.py)")
     fewshot: int = Field(0, ge=0, le=8, description="solved train rows shown before the question (with system_prompt)")
+    enable_thinking: bool = Field(
+        False, description="thinking chat templates (the Qwen3 family, whose template reads `enable_thinking`): false "
+                           "renders the prompt with enable_thinking=False so the model answers at once; true lets it "
+                           "reason in <think>...</think> first (thousands of tokens: validate then wants "
+                           "rollout.max_token_length >= 4096, rules.thinking_budget); templates without it ignore it")
 
 
 class RolloutSection(Strict):

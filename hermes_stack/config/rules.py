@@ -301,6 +301,79 @@ def tinker_key(i: Inputs) -> list[Problem]:
     return check_tinker_key(i.keyfile)
 
 
+def tinker_engine_expected(i: Inputs) -> bool:
+    """The engine the trainer will run is Tinker: named, or "auto" on the gpu profile with a TINKER_API_KEY line in
+    the key file (trainer/__main__.py engine_kind: the trainer sees TINKER_API_KEY only from such a line)."""
+    engine = i.settings.trainer.engine
+    if engine == "tinker":
+        return True
+    keyfile = i.keyfile
+    return (engine == "auto" and i.profile == "gpu" and keyfile is not None and not keyfile.offline
+            and not keyfile.tinker_key_defaulted and bool(keyfile.values.get("TINKER_API_KEY")))
+
+
+def tinker_temperature(i: Inputs) -> list[Problem]:
+    """Refused, not forced: Tinker's built-in losses (ppo, importance_sampling) compute the policy's log-probs at
+    temperature 1, while the behaviour log-probs were sampled at [rollout] temperature, so at T != 1 the importance
+    ratio compares two different distributions from the first step (GRPO's 0.8: every ratio off by the
+    temperature's reshaping of each token's probability). The temperature is the user's exploration setting; changing
+    it silently would train something else than the file says, so validate names both fixes instead."""
+    t = i.config.rollout.temperature
+    if t == 1.0 or not tinker_engine_expected(i):
+        return []
+    why = ("settings trainer.engine is \"tinker\"" if i.settings.trainer.engine == "tinker"
+           else f"engine \"auto\" picks Tinker with the TINKER_API_KEY in {i.keyfile.path}")
+    return [Problem(i.config_file, "rollout.temperature", f"{t:g} with the tinker engine ({why})",
+                    "1.0 for the tinker engine",
+                    "Tinker's losses take log-probs at temperature 1, so the importance ratio against rollouts "
+                    "sampled at another temperature is wrong; set temperature = 1.0, or "
+                    f"\"trainer\": {{\"engine\": \"torch\"}} in {i.settings_file}")]
+
+
+def _chat_template_of(i: Inputs) -> str | None:
+    """The local model folder's chat template (tokenizer_config.json or chat_template.jinja); None when there is
+    no local folder or it has none. No network: a hub id is judged by its name (_thinking_model)."""
+    import json
+
+    directory = _model_dir(i)
+    if directory is None:
+        return None
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8", errors="replace")
+    try:
+        template = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return template if isinstance(template, str) else None
+
+
+def _thinking_model(i: Inputs) -> bool:
+    from hermes_stack.tasks.prompting import has_thinking_switch
+
+    template = _chat_template_of(i)
+    if template is not None:
+        return has_thinking_switch(template)
+    name = i.settings.inference.model_path.lower()
+    return "qwen3" in name and "instruct-2507" not in name  # Qwen3's hybrid templates; 2507 Instruct never thinks
+
+
+def thinking_budget(i: Inputs) -> list[Problem]:
+    """[environment] enable_thinking = true on a thinking model needs room to think: Qwen3 reasons for thousands
+    of tokens before `#### N`, and a completion cut at the budget scores 0 (and widens every padded batch)."""
+    from hermes_stack.tasks.prompting import THINKING_MIN_TOKENS
+
+    if not i.config.environment.enable_thinking or not _thinking_model(i):
+        return []
+    length = i.config.rollout.max_token_length
+    if length >= THINKING_MIN_TOKENS:
+        return []
+    return [Problem(i.config_file, "rollout.max_token_length", f"{length} with enable_thinking = true on "
+                    f"{i.settings.inference.model_path}", f">= {THINKING_MIN_TOKENS} for a thinking model",
+                    "a thinking model reasons for thousands of tokens first and answers cut at the budget score 0; "
+                    "raise max_token_length, or set [environment] enable_thinking = false")]
+
+
 # ---------------------------------------------------------------- files the GPU profile reads (model, dataset)
 
 
@@ -603,6 +676,8 @@ RULES: tuple[Rule, ...] = (
     inference_key_is_not_the_gateway_key,
     base_url_env_names_the_gateway_root,
     tinker_key,
+    tinker_temperature,
+    thinking_budget,
     checkpoint_dir_on_volume,
     host_ports_distinct,
     grpo_groups_can_differ,

@@ -158,12 +158,29 @@ def check_gpu(probe: Probe, image: str | None = None) -> list[Finding]:
     return found
 
 
+def check_sglang_image(probe: Probe, image: str | None = None) -> Finding:
+    """Whether the SGLang image the gpu build starts FROM is in the engine. Missing is not an error (the build pulls
+    it when a registry answers), but it is many GB and minutes, and without a registry the build fails later with
+    Docker's own words: said here, with how to get it."""
+    import os
+
+    image = image or os.environ.get("HERMES_SGLANG_IMAGE") or SGLANG_IMAGE_DEFAULT
+    rc, _, _ = probe.run(["docker", "image", "inspect", "--format", "{{.Id}}", image])
+    if rc == 0:
+        return Finding("SGLang base image", True, f"{image} present")
+    return Finding("SGLang base image", True,
+                   f"{image} is not in the Docker engine: the gpu build pulls it first (many GB; minutes). To get "
+                   f"it ahead: `docker pull {image}`, or `docker load -i <file>` on a machine without a registry, or "
+                   "set HERMES_SGLANG_IMAGE to an SGLang image you have")
+
+
 def preflight(device: str, probe: Probe | None = None) -> list[Finding]:
     """All findings, or PreflightError listing every missing piece at once."""
     probe = probe or SystemProbe()
     findings = check_docker(probe)
     if device == "gpu":
         findings += check_gpu(probe)
+        findings.append(check_sglang_image(probe))
     bad = [f for f in findings if not f.ok]
     if bad:
         raise PreflightError(bad)

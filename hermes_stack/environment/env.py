@@ -99,12 +99,12 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
 
     async def setup(self) -> None:
         cfg = self.config
-        common = {"seed": cfg.seed, "offline": cfg.offline, "base_dir": Path(cfg.config_dir),
+        common = {"seed": cfg.seed, "offline": not cfg.hub_access, "base_dir": Path(cfg.config_dir),
                   "config_file": cfg.config_file}
         self.train_items = load_items(cfg.dataset, cfg.split, cfg.max_samples, **common)
         other = "test" if cfg.split == "train" else "train"
         self.eval_items = load_items(cfg.dataset, other, EVAL_ITEMS, **common)
-        self.examples = fewshot_examples(cfg.dataset, cfg.fewshot, offline=cfg.offline, base_dir=Path(cfg.config_dir),
+        self.examples = fewshot_examples(cfg.dataset, cfg.fewshot, offline=not cfg.hub_access, base_dir=Path(cfg.config_dir),
                                          config_file=cfg.config_file)
         if cfg.judge:
             self.judge = make_judge(cfg)
@@ -187,7 +187,8 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
             from hermes_stack.tasks.offline_arith import format_prompt
 
             return format_prompt(question)
-        return prompt_text(self.tokenizer, question, self.config.system_prompt, getattr(self, "examples", []))
+        return prompt_text(self.tokenizer, question, self.config.system_prompt, getattr(self, "examples", []),
+                           self.config.enable_thinking)
 
     def _budget(self, prompt: str) -> int:
         # Atropos drops sequences of >= the trainer's max_token_len tokens: stay one below the configured limit.

@@ -8,8 +8,8 @@ Decisions (the variables: hermes_stack.service_env.ServiceEnv, docs/architecture
   for a catalog model (hermes_stack/modelcore/catalog.py; the environment image holds its tokenizer),
   inference.model_path when it is a directory, the shared models cache's folder for a hub id the inference service
   downloaded. A hub name is accepted only online (offline it would hang ~49 s). The Hugging Face libraries are
-  online only for the gpu profile with a hub tokenizer or gsm8k and a key file (hermes_stack.hub); HF_HUB_OFFLINE=1
-  etc. otherwise.
+  online only for the gpu profile with a hub tokenizer or gsm8k, with or without a key file (the key file is
+  the gateway's, hub access is not: hermes_stack.hub.needs_hub); HF_HUB_OFFLINE=1 etc. otherwise.
 - Atropos counts sequences: BaseEnvConfig.batch_size = [rollout] sequences_per_step (batch_size prompts x
   group_size).
 - ensure_scores_are_not_same: off for group_size 1 (PPO: a "group" of one always has equal scores and would be
@@ -53,13 +53,17 @@ class HermesEnvConfig(BaseEnvConfig):
     max_samples: int = 1000
     system_prompt: str | None = None
     fewshot: int = 0
+    enable_thinking: bool = False  # [environment] enable_thinking: the chat template's switch (tasks/prompting.py)
     seed: int = 0
     correctness_weight: float = 1.0
     format_weight: float = 0.1
     judge: bool = False
     judge_style: Literal["auto", "openai", "anthropic"] = "auto"
     judge_timeout_s: float = 20.0
-    offline: bool = True
+    offline: bool = True  # no key file: no gateway (the judge); says nothing about the hub
+    # Hugging Face hub access for the dataset: the profile and the dataset decide (hermes_stack.hub.needs_hub), not
+    # the key file. A GPU user without a key file still loads gsm8k from the hub, as inference and trainer do.
+    hub_access: bool = False
     # "inference": token ids + logprobs from the inference service (/generate); "gateway": text from the gateway
     # model (test-inference online), tokenised locally for the record, no logprobs.
     rollout_source: Literal["inference", "gateway"] = "inference"
@@ -105,8 +109,8 @@ def resolve_tokenizer(stack: StackConfig, env: ServiceEnv, offline: bool, overri
     if offline:
         raise InputError(Problem(
             str(stack.settings_path), "inference.model_path", repr(model_path), "a local model directory offline",
-            "the environment loads its tokenizer from the model; without a key file the hub is not used "
-            "(use the embedded profile, or a local model path)",
+            "the environment loads its tokenizer from the model; only the gpu profile uses the hub "
+            "(use --profile gpu, or a local model path)",
         ))
     return model_path
 
@@ -154,9 +158,10 @@ def build_configs(
     from hermes_stack.hub import needs_hub, set_hub_access
 
     hub_dataset = "openai/gsm8k" if cfg.environment.dataset == "gsm8k" else None
-    set_hub_access(not offline and needs_hub(stack.profile, settings.inference.model_path, hub_dataset))
+    hub_access = needs_hub(stack.profile, settings.inference.model_path, hub_dataset)
+    set_hub_access(hub_access)
     rollout = cfg.rollout
-    tokenizer_path = resolve_tokenizer(stack, env, offline, tokenizer)
+    tokenizer_path = resolve_tokenizer(stack, env, not hub_access, tokenizer)
     use_wandb = bool(settings.wandb.enabled and environ.get("WANDB_API_KEY"))
     env_config = HermesEnvConfig(
         group_size=rollout.group_size,
@@ -183,12 +188,14 @@ def build_configs(
         max_samples=cfg.environment.max_samples,
         system_prompt=cfg.environment.system_prompt,
         fewshot=cfg.environment.fewshot,
+        enable_thinking=cfg.environment.enable_thinking,
         correctness_weight=cfg.reward.correctness_weight,
         format_weight=cfg.reward.format_weight,
         judge=cfg.reward.judge,
         judge_style=cfg.reward.judge_style,
         judge_timeout_s=cfg.reward.judge_timeout_s,
         offline=offline,
+        hub_access=hub_access,
         rollout_source=rollout_source,
         data_dir=str(env.data_dir) if env.data_dir else None,
         config_file=str(stack.config_path),

@@ -73,6 +73,9 @@ def load_service_config(environ: Mapping[str, str] | None = None) -> ServiceConf
         sglang_port=env.sglang_port,
         sglang_tp=env.sglang_tp,
         sglang_mem_fraction=env.sglang_mem_fraction,
+        # A rollout never exceeds max_token_length (prompt + completion): SGLang's context is cut to it rather than
+        # the model's own (40,960 for Qwen3-8B), so a longer request is refused, not served past the trainer's limit.
+        context_length=stack.config.rollout.max_token_length,
         online=needs_hub(env.profile, model_path),
         host=env.inference_host,
         log_level=env.log_level,
@@ -91,5 +94,6 @@ def build_backend(cfg: ServiceConfig):
     from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch
 
     spec = SGLangLaunch(model_path=cfg.model_path, served_model=cfg.served_model, port=cfg.sglang_port,
-                        tp=cfg.sglang_tp, mem_fraction_static=cfg.sglang_mem_fraction, max_lora_rank=cfg.lora_rank)
+                        tp=cfg.sglang_tp, mem_fraction_static=cfg.sglang_mem_fraction, max_lora_rank=cfg.lora_rank,
+                        context_length=cfg.context_length)
     return SGLangBackend(spec, cfg.api_key)

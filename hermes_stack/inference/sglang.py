@@ -60,7 +60,7 @@ def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
     """The child's argv. It never contains the key: that is in `config_file`."""
     argv = [*spec.launcher, "--config", str(config_file), "--model-path", spec.model_path,
             "--served-model-name", spec.served_model, "--host", "127.0.0.1", "--port", str(spec.port),
-            "--tp", str(spec.tp)]
+            "--tp-size", str(spec.tp)]  # spelled out: "--tp" only worked by argparse's prefix expansion
     if spec.mem_fraction_static is not None:
         argv += ["--mem-fraction-static", str(spec.mem_fraction_static)]
     if spec.context_length is not None:

@@ -1,8 +1,8 @@
 """Datasets selected by `[environment] dataset` and `split`. Every row is gsm8k-shaped: {"question", "answer"} with
 the answer ending in `#### N`.
 
-- "gsm8k": Hugging Face `datasets` (openai/gsm8k, config "main"); needs the hub or a local cache. Offline (no key
-  file) the hub flags are set and only the cache is tried, which fails in milliseconds; online the hub is probed with
+- "gsm8k": Hugging Face `datasets` (openai/gsm8k, config "main"); needs the hub or a local cache. Offline (any
+  profile but gpu: hermes_stack.hub.needs_hub, whatever the key file) the hub flags are set and only the cache is tried, which fails in milliseconds; online the hub is probed with
   a short timeout first, so an unreachable hub is a clear error instead of a ~50-second hang.
 - "offline-arith": the built-in generated task (hermes_stack.tasks.offline_arith), made for the CPU tiny model.
 - anything else: a path to a JSONL file in gsm8k's shape (relative paths: to the config directory, then to the
@@ -172,7 +172,7 @@ def probe_hub(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
 
 
 def _gsm8k(split: str, *, offline: bool, config_file: str) -> list[dict]:
-    reason = "offline mode (no key file)" if offline else probe_hub()
+    reason = "the hub is off for this profile" if offline else probe_hub()
     if reason:
         set_offline_flags()  # the cache is the only source left; make `datasets` say so at once
     try:

@@ -24,8 +24,9 @@ class HeldOut:
 
     @classmethod
     def build(cls, tokenizer, rows: list[dict], system_prompt: str | None, examples: list[dict],
-              max_token_length: int, weights: RewardWeights | None = None) -> HeldOut:
-        prompts = [tokenizer.encode(prompt_text(tokenizer, r["question"], system_prompt, examples)) for r in rows]
+              max_token_length: int, weights: RewardWeights | None = None, thinking: bool = False) -> HeldOut:
+        prompts = [tokenizer.encode(prompt_text(tokenizer, r["question"], system_prompt, examples, thinking))
+                   for r in rows]
         longest = max((len(p) for p in prompts), default=0)
         return cls(rows, prompts, max(1, max_token_length - longest - 1), weights or RewardWeights())
 
@@ -39,7 +40,7 @@ class HeldOut:
         examples = fewshot_examples(env.dataset, env.fewshot, **where)
         reward = stack.config.reward
         return cls.build(tokenizer, items, env.system_prompt, examples, stack.config.rollout.max_token_length,
-                         RewardWeights(reward.correctness_weight, reward.format_weight))
+                         RewardWeights(reward.correctness_weight, reward.format_weight), env.enable_thinking)
 
     def evaluate(self, engine: Any) -> dict[str, float]:
         """accuracy and format rate of one greedy completion per row (engine: TorchEngine.generate)."""

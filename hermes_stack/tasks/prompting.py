@@ -7,10 +7,15 @@ evaluation and bench/real_model.py all build it here, so they score the same tex
   user/assistant turns, then the question alone. A small model follows a shown answer far better than a described
   one: SmolLM2-135M wrote `#### N` in 0 of 64 samples with a system prompt alone and in 53 of 64 after one solved
   example (measured).
+- Thinking templates (Qwen3 family) get `enable_thinking` = `[environment] enable_thinking` (default false): with
+  the switch unset Qwen3's template lets the model think, and Qwen3-8B then reasons at length against a budget of
+  ~1950 tokens; truncated answers score 0 and widen every batch. Templates without the switch ignore the variable.
 """
 
 from __future__ import annotations
 
+THINKING_SWITCH = "enable_thinking"  # the chat-template variable Qwen3's templates read
+THINKING_MIN_TOKENS = 4096  # rollout.max_token_length a thinking model needs at least (config/rules.py)
 INSTRUCTION = "Solve the problem step by step. Write the final answer alone on the last line as '#### <number>'."
 
 
@@ -23,11 +28,19 @@ def messages(question: str, system_prompt: str | None = None, examples: list[dic
     return out + [{"role": "user", "content": question}]
 
 
-def prompt_text(tokenizer, question: str, system_prompt: str | None = None, examples: list[dict] = ()) -> str:
-    """The text sent for generation (the chat template's generation prompt included)."""
+def has_thinking_switch(chat_template: str | None) -> bool:
+    """A chat template that turns thinking on or off by `enable_thinking` (Qwen3's)."""
+    return bool(chat_template) and THINKING_SWITCH in chat_template
+
+
+def prompt_text(tokenizer, question: str, system_prompt: str | None = None, examples: list[dict] = (),
+                thinking: bool = False) -> str:
+    """The text sent for generation (the chat template's generation prompt included); `thinking`: the template's
+    enable_thinking ([environment] enable_thinking)."""
     chat = messages(question, system_prompt, examples)
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True,
+                                             **{THINKING_SWITCH: thinking})
     return "\n\n".join(m["content"] for m in chat) + "\n"
 
 

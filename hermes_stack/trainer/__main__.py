@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermes_stack.errors import HermesError, InputError, StackError
+from hermes_stack.errors import HermesError, InputError, Problem, StackError
 
 log = logging.getLogger("hermes_stack.trainer")
 
@@ -163,16 +163,18 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
     critic = None
     learning_rate = stack.settings.tinker.learning_rate
     temperature = stack.config.rollout.temperature
+    if temperature != 1.0:
+        # validate refuses this (config/rules.py, tinker_temperature); "auto" decides here, on TINKER_API_KEY, so
+        # the trainer refuses too rather than train a wrong ratio.
+        raise InputError(Problem(str(stack.config_path), "rollout.temperature",
+                                 f"{temperature:g} with the tinker engine", "1.0 for the tinker engine",
+                                 "Tinker's losses take log-probs at temperature 1; set temperature = 1.0, or "
+                                 "\"trainer\": {\"engine\": \"torch\"} in the settings file"))
     if algo.uses_critic or algo.kl_coef > 0:
+        # The local model takes the trainer's share of the GPU split, in its micro-batches (docs/memory.md).
         critic = LocalCritic(str(directory), device=device, with_value_head=algo.uses_critic,
                              learning_rate=critic_learning_rate(learning_rate, algo.value_loss_coef),
-                             temperature=temperature)
-    if temperature > 0 and temperature != 1.0:
-        # Tinker's built-in losses compute the policy's log-probs at temperature 1; the behaviour log-probs are of
-        # softmax(logits / T). Said once, plainly, rather than trained on silently.
-        log.warning(f"[rollout] temperature {temperature:g} with the tinker engine: Tinker's losses "
-                    "compute log-probs at temperature 1, so the importance ratio compares different distributions. "
-                    "Hint: temperature = 1.0 for the tinker engine, or engine = \"torch\"")
+                             temperature=temperature, micro_batch_size=micro_batch_size(stack, env))
     return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
                         learning_rate=learning_rate, critic=critic, timeout_s=env.tinker_timeout_s)
 

@@ -202,19 +202,36 @@ def token_rewards(arrays: TokenArrays, ref_logprobs: list[float] | None, algo: A
 
 
 class LocalCritic:
-    """Frozen base model (reference policy) + a value head on its detached hidden states, trained locally."""
+    """Frozen base model (reference policy) + a value head on its detached hidden states, trained locally.
+
+    Memory (the trainer's share of the GPU split, config/memory.py; docs/memory.md): the base is loaded in `dtype`
+    (bfloat16 on a GPU, float32 on CPU), a batch runs in micro-batches of `micro_batch_size` rows (the split's, as
+    the torch engine's), each cut to its own longest row, and the float32 log-softmax over the vocabulary is taken
+    `chunk_tokens` positions at a time: never [batch, width, vocabulary] in float32 at once. Hidden states are asked
+    for only when there is a value head."""
 
     def __init__(self, model_path: str, device: str = "cpu", learning_rate: float = 1e-4, with_value_head: bool = True,
-                 temperature: float = 1.0):
+                 temperature: float = 1.0, micro_batch_size: int | None = None, dtype: Any = None,
+                 chunk_tokens: int | None = None):
         import torch
         from transformers import AutoModelForCausalLM
+
+        from hermes_stack.config.memory import LOGPROB_CHUNK_BYTES
 
         self.torch = torch
         self.device = device
         self.temperature = temperature  # the rollout temperature: reference log-probs of softmax(logits / T)
-        self.base = AutoModelForCausalLM.from_pretrained(model_path).to(device).eval()
+        if micro_batch_size is not None and micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size {micro_batch_size}: expected >= 1 or None")
+        self.micro_batch_size = micro_batch_size
+        if dtype is None:
+            dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+        self.base = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device).eval()
         for p in self.base.parameters():
             p.requires_grad_(False)
+        vocab = int(self.base.config.vocab_size)
+        # [chunk, vocabulary] float32 log-softmax and its exp within LOGPROB_CHUNK_BYTES (engine_torch's rule).
+        self.chunk_tokens = chunk_tokens or max(1, LOGPROB_CHUNK_BYTES // (2 * 4 * vocab))
         self.head = None
         self.optimizer = None
         if with_value_head:
@@ -227,30 +244,42 @@ class LocalCritic:
                 torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))).to(device)
             self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=learning_rate)
 
-    def _forward(self, inputs: list[list[int]]):
-        torch = self.torch
-        width = max(len(x) for x in inputs)
-        pad = self.base.config.pad_token_id if self.base.config.pad_token_id is not None else 0
-        ids = torch.full((len(inputs), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(inputs), width), dtype=torch.long)
-        for i, x in enumerate(inputs):
-            ids[i, : len(x)] = torch.tensor(x)
-            attention[i, : len(x)] = 1
-        with torch.no_grad():
-            out = self.base(input_ids=ids.to(self.device), attention_mask=attention.to(self.device),
-                            output_hidden_states=True)
-        return out.logits.float(), out.hidden_states[-1].detach()
+    def _micro_batches(self, count: int) -> list[range]:
+        size = self.micro_batch_size or count
+        return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
     def reference_and_hidden(self, arrays: list[TokenArrays]):
+        """Reference log-probs of every target (lists, one per sequence) and, with a value head, the last hidden
+        states [B, width, hidden] (detached; None without a head)."""
         torch = self.torch
-        from hermes_stack.trainer.algorithms import scale_logits
+        from hermes_stack.trainer.algorithms import logprobs_and_entropy
 
-        logits, hidden = self._forward([a.inputs for a in arrays])
-        logp = torch.log_softmax(scale_logits(logits, self.temperature), dim=-1)
-        refs = []
-        for i, a in enumerate(arrays):
-            targets = torch.tensor(a.targets, device=logp.device)
-            refs.append(logp[i, : len(a.targets)].gather(-1, targets.unsqueeze(-1)).squeeze(-1).tolist())
+        width = max(len(a.inputs) for a in arrays)
+        pad = self.base.config.pad_token_id if self.base.config.pad_token_id is not None else 0
+        refs: list[list[float]] = []
+        hidden = None
+        for rows in self._micro_batches(len(arrays)):
+            part = [arrays[r] for r in rows]
+            w = max(len(a.inputs) for a in part)  # this micro-batch's own width, not the batch's
+            ids = torch.full((len(part), w), pad, dtype=torch.long)
+            targets = torch.zeros((len(part), w), dtype=torch.long)
+            attention = torch.zeros((len(part), w), dtype=torch.long)
+            for i, a in enumerate(part):
+                ids[i, : len(a.inputs)] = torch.tensor(a.inputs)
+                targets[i, : len(a.targets)] = torch.tensor(a.targets)
+                attention[i, : len(a.inputs)] = 1
+            with torch.no_grad():
+                out = self.base(input_ids=ids.to(self.device), attention_mask=attention.to(self.device),
+                                output_hidden_states=self.head is not None, use_cache=False)
+                picked, _ = logprobs_and_entropy(out.logits, targets.to(self.device), self.temperature,
+                                                 with_entropy=False, chunk_tokens=self.chunk_tokens)
+            refs += [picked[i, : len(a.targets)].float().tolist() for i, a in enumerate(part)]
+            if self.head is not None:
+                last = out.hidden_states[-1].detach()
+                if hidden is None:
+                    hidden = torch.zeros((len(arrays), width, last.shape[-1]), dtype=last.dtype, device=last.device)
+                hidden[rows.start:rows.stop, :w] = last
+            del out
         return refs, hidden
 
     def values(self, hidden):

@@ -11,7 +11,12 @@
   service sampled from and reports log-probs of (SGLang's default; the built-in server's and `generate`'s sampling
   core: hermes_stack.modelcore.sampling_core).
 - Memory: a minibatch is trained in micro-batches (`micro_batch_size` sequences) with gradient accumulation, and the
-  float32 log-softmax over the vocabulary is taken in chunks of positions (`logprob_chunk_tokens`).
+  float32 log-softmax over the vocabulary is taken in chunks of positions (`logprob_chunk_tokens`). Micro-batches
+  are formed longest first and each is cut to its own longest row, so one long completion widens only its own
+  micro-batch. On a GPU the policy uses gradient checkpointing (`gradient_checkpointing`): backward keeps each
+  decoder layer's input and recomputes the rest one layer at a time, so peft's float32 LoRA input copies and the
+  layer's intermediate tensors exist for one layer, not all of them. What that keeps is what the GPU plan counts
+  (hermes_stack.config.memory, activation_bytes_per_sequence; docs/memory.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from hermes_stack.config.memory import LOGPROB_CHUNK_BYTES
 from hermes_stack.modelcore.embedded import is_embedded_model, one_thread_for_tiny_model
 from hermes_stack.modelcore.location import trains_lora
 from hermes_stack.modelcore.sampling_core import sample
@@ -35,7 +41,6 @@ if TYPE_CHECKING:
     from hermes_stack.config.models import AlgorithmSection
 
 GRAD_CLIP = 1.0
-LOGPROB_CHUNK_BYTES = 1 << 30  # float32 log-softmax over the vocabulary, per chunk of positions
 
 
 def logprob_chunk_tokens(vocab_size: int, budget_bytes: int = LOGPROB_CHUNK_BYTES) -> int:
@@ -83,8 +88,15 @@ class _Batch:
     scores: torch.Tensor  # [B]
 
     def select(self, rows: torch.Tensor) -> _Batch:
-        return _Batch(self.input_ids[rows], self.attention[rows], self.action_mask[rows],
-                      None if self.old_logprobs is None else self.old_logprobs[rows], self.scores[rows])
+        """These rows, cut to the longest of them: padding up to the whole batch's width would cost every row the
+        longest completion's activations."""
+        width = max(int(self.attention[rows].sum(dim=1).max()), 2)
+        return _Batch(self.input_ids[rows, :width], self.attention[rows, :width], self.action_mask[rows, :width - 1],
+                      None if self.old_logprobs is None else self.old_logprobs[rows, :width - 1], self.scores[rows])
+
+    @property
+    def width(self) -> int:
+        return self.input_ids.shape[1]
 
 
 def build_batch(sequences: list[Sequence], pad_token_id: int, device: torch.device | str = "cpu") -> _Batch:
@@ -135,11 +147,14 @@ class TorchEngine:
         seed: int = 0,
         dtype: torch.dtype | None = None,
         micro_batch_size: int | None = None,
+        gradient_checkpointing: bool | None = None,
     ):
         """`temperature`: the rollout temperature ([rollout] temperature), by which logits are divided for the ratio,
         the KL and the entropy; required, because a default of 1 silently mismatched behaviour log-probs sampled at
         0.7/0.8 (bench/real_model.py trained that way before). `micro_batch_size`: sequences per forward/backward pass (None: a whole minibatch).
-        `critic_learning_rate` overrides value_loss_coef x learning_rate."""
+        `critic_learning_rate` overrides value_loss_coef x learning_rate. `gradient_checkpointing` None: on for a
+        real model on a GPU (what the GPU memory plan assumes), off on CPU (there it costs a third more compute and
+        memory is not the limit) and for the embedded tiny model."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.manual_seed(seed)
@@ -170,6 +185,11 @@ class TorchEngine:
         if self.pad_token_id is None:
             self.pad_token_id = self.tokenizer.eos_token_id
         base = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device)
+        if gradient_checkpointing is None:
+            gradient_checkpointing = self.device.type == "cuda" and not embedded
+        self.gradient_checkpointing = bool(gradient_checkpointing)
+        if self.gradient_checkpointing:
+            enable_checkpointing(base)
 
         if self.use_lora:
             from peft import LoraConfig, get_peft_model
@@ -224,8 +244,13 @@ class TorchEngine:
                                              normalize_std=self.normalize_group_std) for g in groups]
         return torch.cat(out).to(self.device)
 
-    def _micro_batches(self, rows: torch.Tensor) -> list[torch.Tensor]:
+    def _micro_batches(self, rows: torch.Tensor, batch: _Batch | None = None) -> list[torch.Tensor]:
+        """`rows` in micro-batches of micro_batch_size, longest first when `batch` is given (each micro-batch is then
+        cut to its own longest row: _Batch.select). Gradients accumulate, so the grouping does not change the step."""
         size = self.micro_batch_size or len(rows)
+        if batch is not None and size < len(rows):
+            lengths = batch.attention[rows].sum(dim=1)
+            rows = rows[torch.argsort(lengths, descending=True, stable=True)]
         return [rows[start:start + size] for start in range(0, len(rows), size)]
 
     def _logprobs(self, logits: torch.Tensor, batch: _Batch, with_entropy: bool):
@@ -278,7 +303,7 @@ class TorchEngine:
                 tokens = batch.action_mask[rows].sum()
                 self.optimizer.zero_grad(set_to_none=True)
                 terms: dict[str, torch.Tensor] = {}
-                for micro in self._micro_batches(rows):
+                for micro in self._micro_batches(rows, batch):
                     part = self._micro_step(fixed, batch, micro, tokens)
                     for k, v in part.items():
                         terms[k] = terms.get(k, 0.0) + v.detach()
@@ -380,15 +405,16 @@ class TorchEngine:
         was_training = self.policy.training
         self.policy.eval()  # no dropout in the reference quantities (the tiny model has none; LoRA has 0.0)
         try:
-            for micro in self._micro_batches(all_rows):
+            for micro in self._micro_batches(all_rows, batch):
                 mb = batch.select(micro)
-                ref[micro] = self._reference_logprobs(mb).to(ref.dtype)
+                cols = slice(0, mb.width - 1)  # the micro-batch's own width; the rest of its rows is padding
+                ref[micro, cols] = self._reference_logprobs(mb).to(ref.dtype)
                 if batch.old_logprobs is None or values is not None:
                     logprobs, _, micro_values = self._forward(mb, with_values=values is not None)
                     if batch.old_logprobs is None:
-                        old[micro] = logprobs.to(old.dtype)
+                        old[micro, cols] = logprobs.to(old.dtype)
                     if values is not None:
-                        values[micro] = micro_values.to(values.dtype)
+                        values[micro, cols] = micro_values.to(values.dtype)
         finally:
             self.policy.train(was_training)
 
@@ -411,18 +437,20 @@ class TorchEngine:
         """This micro-batch's share of the minibatch's loss and metrics (`tokens`: the minibatch's token count)."""
         algo = self.algo
         mask = mb.action_mask
-        pg, clip_fraction = alg.policy_loss(logprobs, fixed["old_logprobs"][rows], fixed["advantages"][rows], mask,
+        cols = slice(0, mb.width - 1)
+        mine = {k: (None if v is None else v[rows, cols]) for k, v in fixed.items()}  # this micro-batch's part
+        pg, clip_fraction = alg.policy_loss(logprobs, mine["old_logprobs"], mine["advantages"], mask,
                                             algo.clip_epsilon, count=tokens)
         entropy_mean = alg.masked_mean(entropy, mask, tokens)
-        kl_term, kl = alg.kl_penalty(logprobs, fixed["ref_logprobs"][rows], mask, algo.kl_coef, count=tokens)
+        kl_term, kl = alg.kl_penalty(logprobs, mine["ref_logprobs"], mask, algo.kl_coef, count=tokens)
         loss = pg + alg.entropy_bonus(entropy, mask, algo.entropy_coef, count=tokens)
         if algo.kl_penalty == "k3_loss":
             loss = loss + kl_term
         terms = {"policy_loss": pg.detach(), "entropy": entropy_mean.detach(), "kl": kl, "clip_fraction": clip_fraction}
         if values is not None:
             # Unweighted: value_loss_coef acts through the critic's learning rate (algorithms module docstring).
-            v_loss = alg.value_loss(values, fixed["returns"][rows], mask, 1.0,
-                                    old_values=fixed["old_values"][rows] if self.value_clip else None,
+            v_loss = alg.value_loss(values, mine["returns"], mask, 1.0,
+                                    old_values=mine["old_values"] if self.value_clip else None,
                                     clip_range=self.value_clip, count=tokens)
             loss = loss + v_loss
             terms["value_loss"] = v_loss.detach()
@@ -470,6 +498,21 @@ class TorchEngine:
             self.critic.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps_done = int(state.get("steps_done", 0))
+
+
+def enable_checkpointing(model) -> None:
+    """Gradient checkpointing of every decoder layer. Non-reentrant: correct with a frozen base under peft (no input
+    that requires grad) without extra hooks. transformers 5 renamed the call; the GPU image's may be either."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def is_checkpointing(model) -> bool:
+    name = "is_activation_checkpointing" if hasattr(type(model), "is_activation_checkpointing") else \
+        "is_gradient_checkpointing"
+    return bool(getattr(model, name))
 
 
 def lr_factor(step: int, decay_steps: int | None, min_ratio: float) -> float:

@@ -181,3 +181,28 @@ def test_no_image_copies_the_tests(dockerfile):
             words = line.split()
             if words and words[0].upper() in ("COPY", "ADD") and not any(w.startswith("--from") for w in words):
                 assert not [w for w in words[1:-1] if w.startswith(("tests", "./tests"))], f"{dockerfile}:{stage}: {line}"
+
+
+# ---- issue 24: the gpu stage's caches and allocator --------------------------------------------------------------
+
+
+def _env(body: str) -> dict[str, str]:
+    out = {}
+    for line in body.splitlines():
+        if line.startswith("ENV "):
+            out.update(dict(re.findall(r"(\w+)=(\S+)", line)))
+    return out
+
+
+def test_the_gpu_stage_names_every_cache_under_the_service_users_home_and_expandable_segments():
+    """The SGLang base image's own HF_HOME and cache paths are not ours to trust for uid 10001: the gpu stage sets
+    them under /home/hermes (created and owned by 10001 above), and sets expandable_segments for the trainer and
+    SGLang (widths change every step)."""
+    body = stages("trainer.Dockerfile")["gpu"]
+    env = _env(body)
+    assert env.get("HF_HOME") == HF_CACHE and env.get("HOME") == "/home/hermes"
+    for name in ("XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+        assert env.get(name, "").startswith("/home/hermes/.cache"), name
+    assert env.get("PYTORCH_CUDA_ALLOC_CONF") == "expandable_segments:True"
+    before_user = body.split("USER 10001")[0]
+    assert before_user.index("chown -R 10001:10001") < before_user.index("HF_HOME=")

@@ -108,6 +108,7 @@ def test_embedded_profile_keeps_an_explicit_tinker_engine(cdir):
     # Tinker trains remotely, so a CPU box can drive it (the Docker tier does, against the local Tinker service);
     # "auto" still becomes torch there.
     edit(cdir / "settings_grpo.json", '"engine": "auto"', '"engine": "tinker"')
+    edit(cdir / "config_grpo.toml", "temperature = 0.8", "temperature = 1.0")  # what the tinker engine accepts
     stack = load_stack("grpo", cdir, profile="embedded")
     assert stack.settings.trainer.engine == "tinker" and "trainer.engine" not in stack.overrides
     assert stack.settings.inference.server == "builtin"  # the rest of the profile still applies

@@ -201,7 +201,7 @@ def test_tinker_engine_needs_tinker_key():
 def test_memory_budget_refuses_with_suggestion():
     got = rules.memory_budget(inputs("grpo", gpu_memory_gib=24))
     assert [p.key for p in got] == ["inference.model_path"]
-    assert "needs ~37.2 GiB; this GPU has 24 GiB: use a smaller model, a bigger GPU, or the Tinker engine" in \
+    assert "needs ~40.8 GiB; this GPU has 24 GiB: use a smaller model, a bigger GPU, or the Tinker engine" in \
         got[0].line()
 
 

@@ -123,3 +123,63 @@ def test_sequences_without_logprobs_are_refused():
 def test_gae_or_kl_without_a_local_model_is_refused_up_front():
     with pytest.raises(InputError, match="critic"):
         TinkerEngine(base_model="m", algo=PPO, lora_rank=8, learning_rate=1e-5, service_client=object())
+
+
+# ------------------------------------------------------------------ the local model's memory (issue 24, finding 2)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from hermes_stack.modelcore import embedded
+
+    directory = tmp_path_factory.mktemp("critic") / "embedded"
+    embedded.build(directory, seed=0, steps=5)
+    return directory
+
+
+def uneven_arrays(vocab: int) -> list:
+    import random
+
+    rng = random.Random(2)
+    lengths = [30, 4, 7, 5, 12, 3, 9]
+    return [token_arrays(seq([rng.randrange(3, vocab) for _ in range(n)], 2, 0.0)) for n in lengths]
+
+
+@pytest.mark.parametrize("with_head", [True, False], ids=["ppo-critic", "kl-reference-only"])
+def test_local_model_runs_micro_batches_and_a_chunked_log_softmax_equal_to_the_whole_batch(tiny_model, with_head):
+    """The local model never runs the whole batch in one forward (256 sequences with Qwen3's vocabulary were ~155
+    GB of float32 log-softmax): at most micro_batch_size rows a forward, each cut to its own longest row, hidden
+    states only for a value head, and the chunked log-softmax gives the unchunked reference's values."""
+    import torch
+
+    from hermes_stack.trainer.engine_tinker import LocalCritic
+
+    critic = LocalCritic(str(tiny_model), with_value_head=with_head, temperature=0.8, micro_batch_size=2,
+                         chunk_tokens=5)
+    assert critic.base.dtype == torch.float32  # a dtype on load: float32 on CPU, bfloat16 on a GPU
+    calls = []
+    forward = critic.base.forward
+
+    def spy(*args, **kwargs):
+        calls.append((tuple(kwargs["input_ids"].shape), kwargs.get("output_hidden_states")))
+        return forward(*args, **kwargs)
+
+    critic.base.forward = spy
+    arrays = uneven_arrays(critic.base.config.vocab_size)
+    refs, hidden = critic.reference_and_hidden(arrays)
+    assert len(calls) == 4 and all(rows <= 2 for (rows, _), _h in calls)
+    assert [w for (_, w), _h in calls] == [29, 6, 11, 8]  # each micro-batch's own longest input (tokens - 1)
+    assert all(h is with_head for _, h in calls)
+    # the reference: one unchunked float64 log-softmax of softmax(logits / T) per sequence
+    for a, ref in zip(arrays, refs):
+        with torch.no_grad():
+            logits = forward(input_ids=torch.tensor([a.inputs])).logits[0].double()
+        expected = torch.log_softmax(logits / 0.8, dim=-1).gather(-1, torch.tensor(a.targets).unsqueeze(-1))
+        assert ref == pytest.approx(expected.squeeze(-1).tolist(), abs=1e-5)
+    if with_head:
+        assert hidden.shape[:2] == (len(arrays), 29)
+        with torch.no_grad():
+            alone = forward(input_ids=torch.tensor([arrays[4].inputs]), output_hidden_states=True).hidden_states[-1]
+        assert torch.allclose(hidden[4, : len(arrays[4].inputs)], alone[0], atol=1e-5)
+    else:
+        assert hidden is None

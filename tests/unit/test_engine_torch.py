@@ -13,7 +13,7 @@ from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.modelcore import embedded
 from hermes_stack.tasks.offline_arith import offline_arith, score
 from hermes_stack.trainer.engine import IGNORE, Sequence
-from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, lr_factor
+from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, is_checkpointing, lr_factor
 
 GRPO = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, entropy_coef=0.0,
                   value_loss_coef=0.0, kl_coef=0.1)
@@ -182,3 +182,60 @@ def test_algo_params_from_a_plain_mapping():
                                     "clip_epsilon": 0.1, "entropy_coef": 0.0, "value_loss_coef": 1.0,
                                     "kl_coef": 0.05})
     assert algo.uses_critic and algo.gamma == 0.99 and algo.kl_coef == 0.05
+
+
+# ---------------------------------------------------------------- memory: padding and gradient checkpointing (issue 24)
+
+
+def uneven_groups(engine: TorchEngine) -> list[list[Sequence]]:
+    """Two groups whose rows differ a lot in length: one long completion among short ones."""
+    rng = torch.Generator().manual_seed(3)
+    vocab = engine.tokenizer.vocab_size
+
+    def seq(prompt: int, completion: int, score: float) -> Sequence:
+        tokens = torch.randint(3, vocab, (prompt + completion,), generator=rng).tolist()
+        return Sequence(tokens, [IGNORE] * prompt + tokens[prompt:], score, [0.0] * prompt + [-2.0] * completion)
+
+    return [[seq(5, 40, 1.0), seq(5, 3, 0.0), seq(5, 2, 0.5)], [seq(6, 4, 0.2), seq(6, 3, 0.9), seq(6, 2, 0.1)]]
+
+
+@pytest.mark.parametrize("algo", [GRPO, PPO], ids=["grpo", "ppo"])
+def test_micro_batches_are_cut_to_their_own_longest_row_and_train_the_same(model_dir, algo):
+    """One long completion widens only its own micro-batch (it used to pad every micro-batch to the batch's width),
+    and the step is the same as one whole-batch pass."""
+    whole = TorchEngine(model_dir, algo, 1e-3, temperature=1.0, seed=4, epochs=1)
+    micro = TorchEngine(model_dir, algo, 1e-3, temperature=1.0, seed=4, epochs=1, micro_batch_size=2)
+    widths = []
+    forward = micro.policy.forward
+
+    def spy(*args, **kwargs):
+        widths.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    micro.policy.forward = spy
+    groups = uneven_groups(micro)
+    whole.train_step(groups)
+    micro.train_step(groups)
+    assert widths and all(rows <= 2 for rows, _ in widths)
+    assert max(w for _, w in widths) == 45 and min(w for _, w in widths) <= 10, widths
+    after_whole, after_micro = params(whole.policy), params(micro.policy)
+    assert all(torch.allclose(after_whole[k], after_micro[k], atol=1e-5) for k in after_whole)
+
+
+def test_gradient_checkpointing_on_a_real_checkpoint_gives_the_same_step(model_dir, tmp_path):
+    """What the GPU plan assumes (config/memory.py): the torch engine checkpoints a real model's layers. Same step."""
+    real = tmp_path / "real"
+    shutil.copytree(model_dir, real)
+    (real / embedded.MARKER_FILE).unlink()  # a real checkpoint: LoRA
+    plain = TorchEngine(real, GRPO, 1e-3, temperature=1.0, lora_rank=4, seed=8, gradient_checkpointing=False)
+    checkpointed = TorchEngine(real, GRPO, 1e-3, temperature=1.0, lora_rank=4, seed=8, gradient_checkpointing=True)
+    assert is_checkpointing(checkpointed.policy.base_model.model)
+    assert not is_checkpointing(plain.policy.base_model.model)
+    assert TorchEngine(real, GRPO, 1e-3, temperature=1.0, lora_rank=4).gradient_checkpointing is False  # CPU default
+    groups = uneven_groups(plain)
+    plain.train_step(groups)
+    checkpointed.train_step(groups)
+    a, b = params(plain.policy), params(checkpointed.policy)
+    assert any(not torch.equal(a[k], params(TorchEngine(real, GRPO, 1e-3, temperature=1.0, lora_rank=4,
+                                                              seed=8).policy)[k]) for k in a if "lora_B" in k)
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)

@@ -17,7 +17,6 @@ from hermes_stack.config.loader import load_stack
 from hermes_stack.environment.__main__ import run_process
 from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker, write_ready_marker
 from hermes_stack.environment.runtime import build_configs
-from hermes_stack.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +80,12 @@ def test_wandb_only_with_key_and_enabled(tmp_path, tokenizer_dir, dataset):
     assert build_configs(stack, offline_environ(tmp_path, WANDB_API_KEY="x" * 40))[0].use_wandb is False
 
 
-def test_offline_hub_model_name_is_an_input_error(tmp_path, dataset):
+def test_a_hub_model_on_the_gpu_profile_is_named_to_the_tokenizer_loader_without_a_key_file(tmp_path, dataset):
+    """Hub access follows the profile and the names, not the key file (issue 24, finding 4): it used to be an
+    InputError here, while inference and trainer downloaded the same id."""
     stack = stack_for(tmp_path, dataset=str(dataset), model_path="Qwen/Qwen3-8B")
-    with pytest.raises(InputError) as err:
-        build_configs(stack, offline_environ(tmp_path))
-    assert "inference.model_path" in str(err.value) and "local" in str(err.value)
+    env_config, _ = build_configs(stack, offline_environ(tmp_path))
+    assert env_config.tokenizer_name == "Qwen/Qwen3-8B" and env_config.hub_access and env_config.offline
 
 
 def test_embedded_profile_uses_a_local_tokenizer(tmp_path, dataset):

@@ -155,16 +155,42 @@ def test_trainer_resolves_a_relative_model_folder_against_the_config_folder_pare
 SHIPPED_ROLLOUT = RolloutSection(group_size=8, batch_size=32, max_token_length=2048)  # 256 sequences a step
 
 
+# What the GPU torch engine keeps for one 2048-token Qwen3-8B row (h 4096, 36 layers, intermediate 12288, 32 heads,
+# vocabulary 151,936; bf16), written out by hand from docs/memory.md, per token:
+#   kept (gradient checkpointing): 36 layer inputs x 4096 x 2 B + logits and their flat copy 2 x 151,936 x 2 B
+#   one recomputed layer: 2 B x (10 x 4096 + 4 x 12288) + float32 LoRA inputs 4 B x (q k v gate up: 5 x 4096,
+#   o: 4096, down: 12288) + attention probabilities 32 heads x 2048 x 2 B + logits' gradients 2 x 151,936 x 2 B
+QWEN3_8B_KEPT_PER_TOKEN = 36 * 4096 * 2 + 2 * 151_936 * 2
+QWEN3_8B_RECOMPUTE_PER_TOKEN = (2 * (10 * 4096 + 4 * 12288) + 4 * (5 * 4096 + 4096 + 12288) + 32 * 2048 * 2
+                                + 2 * 151_936 * 2)
+QWEN3_8B_ACTIVATIONS_2048 = 2048 * (QWEN3_8B_KEPT_PER_TOKEN + QWEN3_8B_RECOMPUTE_PER_TOKEN)
+
+
+def test_activation_formula_counts_what_the_checkpointed_lora_engine_keeps():
+    """The plan's activations are the engine's: checkpointed layer inputs, logits, and one layer's recompute with
+    peft's float32 LoRA input copies (the plan before counted 15.3 GiB of bf16 tensors in every layer and no
+    float32 copy at all, while the engine without checkpointing kept ~23 GiB)."""
+    shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
+    assert memory.activation_bytes_per_sequence(shape, 2048) == QWEN3_8B_ACTIVATIONS_2048  # ~3.76 GiB
+    assert memory.activation_kept_bytes_per_token(shape) == QWEN3_8B_KEPT_PER_TOKEN
+    # the recompute term grows with the padded width (attention probabilities): a longer row costs more per token
+    assert (memory.activation_recompute_bytes_per_token(shape, 4096)
+            - memory.activation_recompute_bytes_per_token(shape, 2048)) == 32 * 2048 * 2
+    # the LoRA state is float32 (peft's default upcast), not the base dtype: weights, gradients, two AdamW moments
+    lora = memory.lora_param_count(shape, 32)
+    assert memory.trainer_fixed_bytes(shape, 32) == (memory.param_count(shape) * 2 + 4 * lora * 4
+                                                     + memory.LOGPROB_WORKING_BYTES)
+
+
 def test_split_reference_figures_for_qwen3_8b_on_80_gib():
     shape = memory.KNOWN_SHAPES["qwen/qwen3-8b"]
     split = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=80)
     # bf16 weights, from Qwen3-8B's config.json shapes (untied embeddings; its q/k norms, 9,216 parameters, left out)
     per_layer = 4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096
     assert split.weights_bytes == 2 * (2 * 151_936 * 4096 + 36 * per_layer + 4096) == 16_381_452_288
-    # activations of one 2048-token sequence: 36 layers x 2 B x (10 x 4096 + 4 x 12288) + 151,936 x 10 B, per token
-    assert split.activation_bytes == 2048 * (36 * 2 * (10 * 4096 + 4 * 12288) + 151_936 * 10)
-    assert split.micro_batch == 1
-    assert split.mem_fraction_static == 0.53
+    assert split.activation_bytes == QWEN3_8B_ACTIVATIONS_2048
+    assert split.micro_batch == 5
+    assert split.mem_fraction_static == 0.44
     assert split.trainer_bytes + split.sglang_static_bytes + split.reserve_bytes <= 80 * GIB
     assert split.kv_pool_bytes >= split.kv_bytes_per_sequence * 8  # at least one group at once
     assert memory.split_refusal(split) is None
@@ -175,13 +201,15 @@ def test_split_refusals_name_the_model_or_the_micro_batch():
     small = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=24)
     key, line = memory.split_refusal(small)
     assert key == "inference.model_path" and "the model twice" in line and "this GPU has 24 GiB" in line
-    forced = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=141, micro_batch=8)
-    key, line = memory.split_refusal(forced, 8)
-    assert key == "trainer.micro_batch_size" and line.startswith("micro_batch_size 8 x 2048 tokens")
-    assert line.endswith("try micro_batch_size 7")  # the largest next to one group's KV cache
+    forced = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=141, micro_batch=30)
+    key, line = memory.split_refusal(forced, 30)
+    assert key == "trainer.micro_batch_size" and line.startswith("micro_batch_size 30 x 2048 tokens")
+    assert line.endswith("try micro_batch_size 26")  # the largest next to one group's KV cache
+    fits = memory.plan_split(shape, SHIPPED_ROLLOUT, lora_rank=32, gpu_gib=141, micro_batch=26)
+    assert memory.split_refusal(fits, 26) is None
 
 
-def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, monkeypatch):
+def test_validate_prints_the_split_for_80_gib_and_refuses_44(capsys, tmp_path, monkeypatch):
     from hermes_stack.controller.cli import main
 
     monkeypatch.chdir(tmp_path)  # no key file here: offline
@@ -189,12 +217,13 @@ def test_validate_prints_the_split_for_80_gib_and_refuses_40(capsys, tmp_path, m
     args = ["validate", "--algo", "grpo", "--config-dir", str(CONFIGS), "--device", "gpu", "--gpu-memory"]
     assert main([*args, "80"]) == 0
     out = capsys.readouterr().out
-    assert "GPU memory split (80 GiB" in out and "SGLang --mem-fraction-static 0.53" in out
-    assert "trainer 31.2 GiB" in out and "micro_batch_size 1 x 15.3 GiB activations" in out
-    assert main([*args, "40"]) == 2
+    assert "GPU memory split (80 GiB" in out and "SGLang --mem-fraction-static 0.44" in out
+    assert "trainer 38.3 GiB" in out and "micro_batch_size 5 x 3.8 GiB activations" in out
+    assert "gradient checkpointing keeps 1.7 GiB" in out and "float32 LoRA inputs" in out
+    assert main([*args, "44"]) == 2
     err = capsys.readouterr().err
     assert ("config_grpo.toml: rollout.max_token_length: found 2048, expected a model and batch that fit the GPU "
-            "next to SGLang. Hint: micro_batch_size 1 x 2048 tokens needs ~15.3 GiB") in err
+            "next to SGLang. Hint: micro_batch_size 1 x 2048 tokens needs ~3.8 GiB") in err
 
 
 def test_up_passes_the_split_to_the_services(tmp_path):
@@ -204,11 +233,11 @@ def test_up_passes_the_split_to_the_services(tmp_path):
     stack, errors = evaluate_stack("grpo", CONFIGS, "gpu", gpu_memory_gib=80)
     assert errors == []
     env = compose_env(stack, KEY, None)
-    assert env["HERMES_SGLANG_MEM_FRACTION"] == "0.53" and env["HERMES_MICRO_BATCH_SIZE"] == "1"
+    assert env["HERMES_SGLANG_MEM_FRACTION"] == "0.44" and env["HERMES_MICRO_BATCH_SIZE"] == "5"
     cfg = load_service_config(service_env(HERMES_SGLANG_MEM_FRACTION=env["HERMES_SGLANG_MEM_FRACTION"]))
     argv = launch_argv(SGLangLaunch(model_path="/m", served_model="m", mem_fraction_static=cfg.sglang_mem_fraction),
                        Path("/c"))
-    assert argv[argv.index("--mem-fraction-static") + 1] == "0.53"
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.44"
     with pytest.raises(InputError):
         load_service_config(service_env(HERMES_SGLANG_MEM_FRACTION="1.5"))
 
@@ -221,11 +250,26 @@ def test_sglang_launches_with_lora_whenever_the_trainer_pushes_adapters(tmp_path
     settings = json.loads((CONFIGS / "settings_grpo.json").read_text())
     settings["trainer"]["engine"] = engine
     (tmp_path / "settings_grpo.json").write_text(json.dumps(settings))
-    (tmp_path / "config_grpo.toml").write_text((CONFIGS / "config_grpo.toml").read_text())
+    # temperature 1: the only one the tinker engine accepts (config/rules.py tinker_temperature)
+    (tmp_path / "config_grpo.toml").write_text((CONFIGS / "config_grpo.toml").read_text()
+                                               .replace("temperature = 0.8", "temperature = 1.0"))
     cfg = load_service_config(service_env(tmp_path))
     argv = launch_argv(SGLangLaunch(model_path="/m", served_model="m", max_lora_rank=cfg.lora_rank), Path("/c"))
     assert "--enable-lora" in argv and argv[argv.index("--max-lora-rank") + 1] == "32"
     assert argv[argv.index("--lora-target-modules") + 1] == "all"
+
+
+def test_sglang_gets_its_flags_spelled_out_and_the_rollout_context_length():
+    """SGLang 0.5.18's server_args names the flag --tp-size (our --tp worked only by argparse's prefix expansion),
+    and --context-length was never passed: SGLang served the model's own 40,960 tokens."""
+    from hermes_stack.inference.service_config import build_backend
+
+    cfg = load_service_config(service_env(HERMES_SGLANG_TP="2"))
+    assert cfg.context_length == 2048  # the shipped [rollout] max_token_length
+    backend = build_backend(cfg)
+    argv = launch_argv(backend.spec, Path("/c"))
+    assert argv[argv.index("--tp-size") + 1] == "2" and "--tp" not in argv
+    assert argv[argv.index("--context-length") + 1] == "2048"
 
 
 # ---------------------------------------------------------------- 8: SGLang's output redacted
@@ -389,6 +433,25 @@ def test_environment_goes_online_only_for_hub_data_on_the_gpu_profile(tmp_path, 
     build_configs(stack, environ)
     assert all((os.environ.get(name) is None) is online for name in OFFLINE_FLAGS), {
         n: os.environ.get(n) for n in OFFLINE_FLAGS}
+
+
+def test_a_gpu_user_without_a_key_file_still_loads_gsm8k_from_the_hub(tmp_path, monkeypatch):
+    """Finding 4 of issue 24: hub access follows the profile and the dataset, not the key file. Without one the
+    environment ran offline and loaded gsm8k only from a cache nobody filled, while inference and trainer used the
+    hub; `up` then failed at its last stage."""
+    from hermes_stack.config.loader import load_stack
+    from hermes_stack.environment.runtime import build_configs
+
+    for name in OFFLINE_FLAGS:
+        monkeypatch.setenv(name, "1")
+    (tmp_path / "config.json").write_text(QWEN3_CONFIG.read_text())
+    configs = write_stack(tmp_path / "configs", dataset="gsm8k", model_path=str(tmp_path))
+    stack = load_stack("grpo", configs, "gpu")
+    environ = {"HERMES_KEYFILE": str(tmp_path / "none"), "HERMES_EMBEDDED_MODEL": str(tmp_path)}  # no key at all
+    env_config, _ = build_configs(stack, environ)
+    assert env_config.offline  # no gateway: the judge stays off
+    assert env_config.hub_access  # but the dataset comes from the hub, as on inference and trainer
+    assert all(os.environ.get(name) is None for name in OFFLINE_FLAGS)
 
 
 def test_the_trainer_takes_the_split_micro_batch_unless_the_settings_name_one(monkeypatch, tmp_path):

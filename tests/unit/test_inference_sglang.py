@@ -55,7 +55,9 @@ def test_sglang_child_keeps_its_default_temperature_scaled_logprobs():
 
 def test_service_config_gpu_profile_selects_sglang_with_lora(tmp_path):
     configs = Path(__file__).resolve().parents[2] / "configs"
-    (tmp_path / "config_grpo.toml").write_text((configs / "config_grpo.toml").read_text())
+    # temperature 1: the only one the tinker engine accepts (config/rules.py tinker_temperature)
+    (tmp_path / "config_grpo.toml").write_text((configs / "config_grpo.toml").read_text()
+                                               .replace("temperature = 0.8", "temperature = 1.0"))
     settings = json.loads((configs / "settings_grpo.json").read_text())
     settings["inference"]["server"] = "sglang"
     settings["trainer"]["engine"] = "tinker"

@@ -104,3 +104,26 @@ def test_nvidia_smi_output_is_read_in_mib(monkeypatch, tmp_path):
     monkeypatch.setattr(devices.shutil, "which", lambda name: str(fake))
     assert devices.detect_gpu_memory_gib() == 24.0
 
+
+
+GPU_HOST = {**ENGINE, ("nvidia-smi",): (0, "NVIDIA H100, 81559 MiB, 580.65.06", ""),
+            ("docker", "info"): (0, '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{}}', "")}
+
+
+def test_gpu_preflight_says_when_the_sglang_base_image_is_missing_and_how_to_get_it(monkeypatch):
+    """Issue 24: the gpu build starts FROM the SGLang image; missing, it is pulled (many GB) or, without a registry,
+    the build fails in Docker's words. Preflight names it and the ways to get it; present, it says so."""
+    monkeypatch.delenv("HERMES_SGLANG_IMAGE", raising=False)
+    missing = FakeProbe(tools=("docker", "nvidia-smi"), answers=GPU_HOST)
+    (finding,) = [f for f in preflight("gpu", missing) if f.what == "SGLang base image"]
+    assert finding.line() == (
+        "SGLang base image: lmsysorg/sglang:v0.5.18 is not in the Docker engine: the gpu build pulls it first (many "
+        "GB; minutes). To get it ahead: `docker pull lmsysorg/sglang:v0.5.18`, or `docker load -i <file>` on a "
+        "machine without a registry, or set HERMES_SGLANG_IMAGE to an SGLang image you have")
+    assert ["docker", "image", "inspect", "--format", "{{.Id}}", "lmsysorg/sglang:v0.5.18"] in missing.calls
+    monkeypatch.setenv("HERMES_SGLANG_IMAGE", "mine/sglang:x")
+    present = FakeProbe(tools=("docker", "nvidia-smi"),
+                        answers={**GPU_HOST, ("docker", "image", "inspect"): (0, "sha256:1", "")})
+    (finding,) = [f for f in preflight("gpu", present) if f.what == "SGLang base image"]
+    assert finding.line() == "SGLang base image: mine/sglang:x present"
+    assert not any(f.what == "SGLang base image" for f in preflight("cpu", FakeProbe(answers=ENGINE)))

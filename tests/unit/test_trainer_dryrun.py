@@ -12,6 +12,7 @@ from fakes.loopback import free_port
 from trainer_helpers import BuiltinInference, FakeInferenceForTrainer, embedded_model_dir, write_configs
 
 from hermes_stack.service_env import ServiceEnv
+from hermes_stack.errors import InputError
 from hermes_stack.trainer.__main__ import main
 
 
@@ -190,10 +191,10 @@ def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> No
     assert critic_lr == pytest.approx(policy_lr * stack.config.algorithm.value_loss_coef)
 
 
-def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_follow_it(env, monkeypatch,
-                                                                                      caplog) -> None:
-    """Tinker's built-in losses compute log-probs at temperature 1: at the shipped 0.7 the trainer says so at start.
-    The local reference uses the rollout temperature, the local critic value_loss_coef x the learning rate."""
+def test_tinker_engine_refuses_a_temperature_its_losses_cannot_follow(env, monkeypatch) -> None:
+    """Tinker's built-in losses compute log-probs at temperature 1: at the shipped 0.7 the trainer refuses before it
+    loads anything (validate refuses the same: config/rules.py tinker_temperature; "auto" decides in the trainer,
+    on TINKER_API_KEY). At 1.0 the local reference uses that temperature, the critic value_loss_coef x the rate."""
     from trainer_helpers import write_configs
 
     from hermes_stack.trainer import engine_tinker
@@ -207,12 +208,17 @@ def test_tinker_engine_gets_the_temperature_and_says_when_its_losses_cannot_foll
     stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "gpu"], service),
                         service)
     algo = stack.config.algorithm
+    with pytest.raises(InputError) as err:
+        _tinker_engine(stack, algo, embedded_model_dir(), "cpu", service)
+    assert "rollout.temperature: found 0.7 with the tinker engine, expected 1.0" in str(err.value)
+    assert made == {}  # nothing loaded, nothing started
+    toml = env["configs"] / "config_ppo.toml"
+    toml.write_text(toml.read_text().replace("temperature = 0.7", "temperature = 1.0"))
+    stack = load_config(parse_args(["--algo", "ppo", "--config-dir", str(env["configs"]), "--profile", "gpu"],
+                                    service), service)
     _tinker_engine(stack, algo, embedded_model_dir(), "cpu", service)
-    assert made["critic"]["temperature"] == 0.7
+    assert made["critic"]["temperature"] == 1.0
     assert made["critic"]["learning_rate"] == pytest.approx(0.5 * stack.settings.tinker.learning_rate)
-    # A warning in the services' one log format (hermes_stack.service_log), not a bare stderr line.
-    assert [r.levelname for r in caplog.records if "temperature 0.7 with the tinker engine" in r.getMessage()] == [
-        "WARNING"]
 
 
 @pytest.mark.slow

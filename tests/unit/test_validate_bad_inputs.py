@@ -176,19 +176,35 @@ CASES = [
                                  "missing /v1 answers 404")], json={"inference.base_url": "http://localhost:8001/v1/v1"}),
     Case("memory-budget-24gib", [("{json}: inference.model_path: found 'Qwen/Qwen3-8B', expected a model and batch "
                                  "that fit the GPU next to SGLang. Hint: the model twice (SGLang's copy 15.3 GiB, the "
-                                 "trainer's with its LoRA state 15.9 GiB) plus 6 GiB reserve needs ~37.2 GiB; this GPU "
+                                 "trainer's with its LoRA state 19.6 GiB) plus 6 GiB reserve needs ~40.8 GiB; this GPU "
                                  "has 24 GiB: use a smaller model, a bigger GPU, or the Tinker engine")], args=GPU24),
-    Case("memory-micro-batch-40gib", [("{toml}: rollout.max_token_length: found 2048, expected a model and batch that "
-                                      "fit the GPU next to SGLang. Hint: micro_batch_size 1 x 2048 tokens needs ~15.3 "
+    Case("memory-micro-batch-44gib", [("{toml}: rollout.max_token_length: found 2048, expected a model and batch that "
+                                      "fit the GPU next to SGLang. Hint: micro_batch_size 1 x 2048 tokens needs ~3.8 "
                                       "GiB of activations and one group's KV cache (group_size 8 x 2048 tokens) ~2.2 "
-                                      "GiB, next to 37.2 GiB of weights, LoRA state and reserve; this GPU has 40 GiB; "
+                                      "GiB, next to 40.8 GiB of weights, LoRA state and reserve; this GPU has 44 GiB; "
                                       "lower max_token_length or group_size, or use a bigger GPU")],
-         args=["--device", "gpu", "--gpu-memory", "40"]),
+         args=["--device", "gpu", "--gpu-memory", "44"]),
     # ---- key file
     Case("tinker-engine-gateway-key", [("{kf}: TINKER_API_KEY: found sk-…cdef (defaulted from TAOTOKEN_API_KEY), "
                                        "expected a Tinker key starting with tml- (or a JWT starting with eyJ). Hint: "
                                        "Tinker refuses other keys; add a line TINKER_API_KEY=tml-… to {kf}")],
-         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE, args=GPU200),
+         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE, args=GPU200,
+         toml=[("temperature = 0.8", "temperature = 1.0")]),
+    # ---- the tinker engine at T != 1 (issue 24, finding 5): refused, named, whether chosen or picked by "auto"
+    Case("tinker-engine-temperature", [("{toml}: rollout.temperature: found 0.8 with the tinker engine (settings "
+                                       "trainer.engine is \"tinker\"), expected 1.0 for the tinker engine. Hint: "
+                                       "Tinker's losses take log-probs at temperature 1, so the importance ratio "
+                                       "against rollouts sampled at another temperature is wrong; set temperature = "
+                                       "1.0, or \"trainer\": {{\"engine\": \"torch\"}} in {json}")],
+         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE + "TINKER_API_KEY=tml-" + "t" * 24 + "\n",
+         args=GPU200),
+    Case("auto-engine-picks-tinker-temperature", [("{toml}: rollout.temperature: found 0.8 with the tinker engine "
+                                                  "(engine \"auto\" picks Tinker with the TINKER_API_KEY in {kf}), "
+                                                  "expected 1.0 for the tinker engine. Hint: Tinker's losses take "
+                                                  "log-probs at temperature 1, so the importance ratio against "
+                                                  "rollouts sampled at another temperature is wrong; set temperature "
+                                                  "= 1.0, or \"trainer\": {{\"engine\": \"torch\"}} in {json}")],
+         keyfile=GOOD_KEYFILE + "TINKER_API_KEY=tml-" + "t" * 24 + "\n", args=GPU200),
     Case("api-key-env-missing", [("{json}: inference.api_key_env: found 'MY_KEY', expected a variable set in {kf} "
                                  "(TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL, TAOTOKEN_MODEL, TINKER_API_KEY). Hint: add "
                                  "MY_KEY=… to {kf} or name one of its variables")],

@@ -173,7 +173,8 @@ CASES = [
     Case("tinker-key-only-prefix", [("{kf}: TINKER_API_KEY: found only the prefix tml- and 0 more characters, expected "
                                      "a whole Tinker key (tml- followed by the key itself). Hint: copy the whole key "
                                      "from the Tinker console")],
-         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE + "TINKER_API_KEY=tml-\n", args=GPU200),
+         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE + "TINKER_API_KEY=tml-\n", args=GPU200,
+         toml=[("temperature = 0.8", "temperature = 1.0")]),
     # ---- weak messages made clear: bytes, BOMs, names, duplicates
     Case("json-not-utf8", [("{json}:3: (file): found a byte that is not UTF-8 (0xe9), expected UTF-8 text. Hint: "
                            "retype that line, or save the file as UTF-8")],
