@@ -18,7 +18,7 @@ the trainer does in the stack): format rate and accuracy. Prints one line per st
 The runs go one after another: each uses both cores (torch's threads), and the machine has two.
 
 `--engine tinker` trains the same LoRA policy through the real tinker SDK against the local Tinker service
-(hermes_stack.devtools.tinker_service, in this process, over loopback HTTP), as the stack's trainer does with a
+(tests.fakes.tinker_service, in this process, over loopback HTTP), as the stack's trainer does with a
 Tinker key: TinkerEngine.train_step (forward_backward + optim_step), export_weights (the peft adapter downloaded
 from the service), and a sampler that loads each exported adapter as the inference service would (bench/learn.py's
 TinkerSide). The rollout temperature is 1 there: validate refuses the tinker engine at any other temperature

@@ -182,9 +182,9 @@ def lora(tmp_path):
 
     from trainer_helpers import grpo_params
 
-    from tests.fakes.fixture_model import build_fixture_model
     from hermes_stack.trainer.engine_torch import TorchEngine
     from hermes_stack.trainer.weights_sync import InferenceClient
+    from tests.fakes.fixture_model import build_fixture_model
 
     model = build_fixture_model(tmp_path / "model")
     data = tmp_path / "data"

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from hermes_stack.config import rules
-from hermes_stack.heldout import HeldOut
+from hermes_stack.tasks.heldout import HeldOut
 from hermes_stack.tasks.prompting import prompt_text
 from tests.unit.test_config_rules import inputs
 

@@ -11,8 +11,8 @@ import pytest
 from fakes.loopback import free_port
 from trainer_helpers import BuiltinInference, FakeInferenceForTrainer, embedded_model_dir, write_configs
 
-from hermes_stack.service_env import ServiceEnv
 from hermes_stack.errors import InputError
+from hermes_stack.service_env import ServiceEnv
 from hermes_stack.trainer.__main__ import main
 
 
