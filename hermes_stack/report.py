@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +62,7 @@ class Marks:
 def marks(records: list[dict], events: list[dict]) -> Marks:
     """Where checkpoints, restarts and events fall on the step axis (pure)."""
     checkpoints = [int(r["step"]) for r in records if r.get("checkpoint")]
-    restarts = [int(b["step"]) for a, b in zip(records, records[1:]) if int(b["step"]) <= int(a["step"])]
+    restarts = [int(b["step"]) for a, b in itertools.pairwise(records) if int(b["step"]) <= int(a["step"])]
     placed = []
     for e in events:
         when = _finite(e.get("time"))
@@ -97,11 +98,13 @@ def build_figure(records: list[dict], events: list[dict], title: str) -> Figure:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 7.5), dpi=100, layout="constrained")
-    axes = fig.subplots(2, 3).ravel()
+    axes = fig.subplots(2, 3, sharex=True).ravel()  # one step axis: marks line up across panels
     m = marks(records, events)
     for ax, (panel, keys, stacked) in zip(axes, PANELS):
         ax.set_title(panel)
         ax.set_xlabel("step")
+        if panel in ("held-out accuracy", "clip fraction"):
+            ax.set_ylim(-0.02, 1.02)  # fractions: the whole range, so 0.3 does not look like 1
         ax.grid(True, alpha=0.3)
         drawn = [(label, *series(records, key)) for key, label in keys]
         drawn = [d for d in drawn if d[1]]
@@ -110,11 +113,11 @@ def build_figure(records: list[dict], events: list[dict], title: str) -> Figure:
         elif stacked:
             common = sorted(set.intersection(*(set(s) for _, s, _ in drawn)))
             stacks = [[dict(zip(s, v))[x] for x in common] for _, s, v in drawn]
-            ax.stackplot(common, stacks, labels=[label for label, _, _ in drawn], alpha=0.8)
+            ax.stackplot(common, stacks, labels=[label for label, _, _ in drawn])
             ax.legend(loc="upper left", fontsize="small")
         else:
             for label, s, v in drawn:
-                ax.plot(s, v, marker="o" if len(s) < 30 else None, markersize=3, label=label)
+                ax.plot(s, v, marker="o" if len(s) < 30 else None, markersize=6, label=label)
         for step in m.checkpoints:
             ax.axvline(step, color="0.6", linestyle=":", linewidth=1)
         for step in m.restarts:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes_stack.agent_tools import config_edit, runs
-from hermes_stack.agent_tools.environments import list_environments as _list_environments
 from hermes_stack.agent_tools.environments import find_environment
+from hermes_stack.agent_tools.environments import list_environments as _list_environments
 from hermes_stack.errors import HermesError
 
 TOOL_NAMES = ("rl_list_environments", "rl_select_environment", "rl_get_current_config", "rl_edit_config",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -16,8 +17,8 @@ from hermes_stack.errors import InputError, Problem
 
 @app.command()
 def mcp(
-    project: Path = typer.Option(None, "--project", help="The hermes-stack project folder (default: $HERMES_ROOT, "
-                                                         "else the current directory)"),
+    project: Annotated[Path | None, typer.Option(
+        "--project", help="The hermes-stack project folder (default: $HERMES_ROOT, else the current directory)")] = None,
     algo: str = typer.Option("grpo", "--algo", help="ppo or grpo: the stack the tools drive"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or gpu (as for up)"),
     unlock: bool = typer.Option(False, "--unlock", help="Let rl_edit_config change the locked tinker fields (the "
@@ -65,9 +66,10 @@ def mcp(
 @app.command()
 def report(
     algo: str = typer.Option("grpo", "--algo", help="ppo or grpo: the stack whose metrics are read"),
-    metrics: Path = typer.Option(None, "--metrics", help="A metrics.jsonl file instead of the running stack's"),
-    out: Path = typer.Option(None, "--out", help="Folder for report.png and report.html (default: "
-                                                 ".hermes/reports/<algo>)"),
+    metrics: Annotated[Path | None, typer.Option(
+        "--metrics", help="A metrics.jsonl file instead of the running stack's")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Folder for report.png and report.html (default: .hermes/reports/<algo>)")] = None,
 ) -> None:
     """Write a PNG and a self-contained HTML page of a run's metrics: reward, held-out accuracy, KL, entropy, clip
     fraction and step times against step, with checkpoints, restarts and events marked."""

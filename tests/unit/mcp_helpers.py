@@ -36,10 +36,9 @@ async def mcp_session(args: list[str], cwd: Path, entry_env: dict[str, str] | No
     params = StdioServerParameters(command=sys.executable, args=["-m", "hermes_stack", "mcp", *args],
                                    env=hermes_env(entry_env), cwd=str(cwd))
     kwargs = {"errlog": errlog} if errlog is not None else {}
-    async with stdio_client(params, **kwargs) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+    async with stdio_client(params, **kwargs) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 async def call(session, tool: str, **arguments) -> dict:

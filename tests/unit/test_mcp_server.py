@@ -1,0 +1,145 @@
+"""`hermes-stack mcp` through the official `mcp` client over stdio, started the way Hermes Agent starts a stdio server:
+from another directory, with only Hermes' baseline environment. The project is a copy, so edits never touch the
+repository. (Starting a real run is the Docker tier's: tests/docker/test_mcp_training.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+from mcp_helpers import call, copy_project, mcp_session
+
+from hermes_stack.agent_tools.tools import TOOL_NAMES
+
+pytestmark = pytest.mark.slow  # each session starts a Python process that imports the controller (~2 s)
+
+
+def _bytes(project: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((project / "configs").iterdir())}
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture()
+def project(tmp_path) -> Path:
+    return copy_project(tmp_path / "project")
+
+
+@pytest.fixture()
+def elsewhere(tmp_path) -> Path:
+    where = tmp_path / "somewhere-else"
+    where.mkdir()
+    return where
+
+
+def test_the_ten_tools_environments_config_edits_and_unknown_runs(project, elsewhere):
+    # A key file with a random secret: no answer may show it (no tool reads the key file back).
+    secret = "sk-" + secrets.token_hex(20)
+    keyfile = project / ".env.taotoken"
+    keyfile.write_text(f"TAOTOKEN_API_KEY={secret}\nTAOTOKEN_BASE_URL=http://127.0.0.1:9\nTAOTOKEN_MODEL=m\n")
+    keyfile.chmod(0o600)
+    answers: list[str] = []
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            listed = await s.list_tools()
+            assert sorted(t.name for t in listed.tools) == sorted(TOOL_NAMES)
+            assert all(len(t.description) > 60 for t in listed.tools)  # written for an agent
+            schema = {t.name: t.inputSchema for t in listed.tools}
+            assert set(schema["rl_edit_config"]["properties"]) == {"field", "value"}
+            assert set(schema["rl_test_inference"]["properties"]) == {"num_steps", "group_size", "models"}
+
+            envs = await call(s, "rl_list_environments")
+            names = [e["name"] for e in envs["environments"]]
+            assert envs["count"] == len(names) and {"gsm8k", "offline-arith", "word-problems"} <= set(names)
+            assert all(set(e) >= {"name", "class_name", "file_path", "description"} for e in envs["environments"])
+            assert envs["current"] == "gsm8k"
+
+            config = await call(s, "rl_get_current_config")
+            fields = {f["name"]: f for f in config["configurable_fields"]}
+            locked = {f["name"]: f for f in config["locked_fields"]}
+            assert fields["rollout.group_size"]["current_value"] == 8 and fields["rollout.group_size"]["type"] == "int"
+            assert set(fields["rollout.group_size"]) >= {"name", "type", "default", "description", "current_value"}
+            assert locked["tinker.lora_rank"]["locked_value"] == 32
+            # the CPU profile's overrides are said, not hidden
+            assert fields["environment.dataset"]["effective_value"] == "offline-arith"
+
+            edited = await call(s, "rl_edit_config", field="rollout.group_size", value="4")  # a string, as agents send
+            assert edited["value"] == 4 and edited["config"]["current_value"] == 4, edited
+            toml = (project / "configs" / "config_grpo.toml").read_text()
+            assert "group_size = 4             # completions per prompt" in toml  # the comment kept
+            assert json.loads((project / "configs" / "settings_grpo.json").read_text())["algorithm"]["group_size"] == 4
+
+            before = _bytes(project)
+            refusals = {
+                "rollout.temperature": (5, "temperature"),  # out of range (the model's bound)
+                "algorithm.advantage_estimator": ("gae", "group_relative"),  # the flat-reward pitfall (a rule)
+                "rollout.batch_size": ("many", "batch_size"),  # wrong type
+                "tinker.lora_rank": (16, "locked"),  # locked, and the server was not started with --unlock
+                "environment.dataset": ("../../outside.jsonl", "outside the project"),
+                "no.such_field": (1, "unknown field"),
+            }
+            for field, (value, said) in refusals.items():
+                answer = await call(s, "rl_edit_config", field=field, value=value)
+                assert set(answer) >= {"error", "hint"} and said in answer["error"], (field, answer)
+                assert _bytes(project) == before, f"{field}: a refused value changed the files"
+                answers.append(json.dumps(answer))
+
+            picked = await call(s, "rl_select_environment", name="word-problems")
+            assert picked["environment"] == "word-problems" and "offline-arith" in picked["note"]
+            assert 'dataset = "word_problems.jsonl"' in (project / "configs" / "config_grpo.toml").read_text()
+            missing = await call(s, "rl_select_environment", name="chess")
+            assert "chess" in missing["error"] and "gsm8k" in missing["hint"]
+
+            first = await call(s, "rl_check_status", run_id="grpo-19700101-000000-abcdef")
+            second = await call(s, "rl_check_status", run_id="grpo-19700101-000000-abcdef")
+            assert first == second and "no run 'grpo-19700101-000000-abcdef'" in first["error"]
+            assert "rl_list_runs" in first["hint"]  # no "wait 30 minutes": no rate limit
+            escaping = await call(s, "rl_check_status", run_id="../../etc")
+            assert "no run" in escaping["error"]
+            assert await call(s, "rl_list_runs") == {"runs": [], "count": 0}
+            for tool, args in (("rl_get_results", {"run_id": "x"}), ("rl_stop_training", {"run_id": "x"})):
+                assert "no run 'x'" in (await call(s, tool, **args))["error"]
+            answers.extend(json.dumps(a) for a in (envs, config, edited, picked, first))
+
+    _run(scenario())
+    assert not any(secret in a or secret[3:11] in a for a in answers), "a secret reached an answer"
+
+
+def test_locked_field_editable_only_when_the_server_is_started_unlocked(project, elsewhere):
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu", "--unlock"], elsewhere) as s:
+            answer = await call(s, "rl_edit_config", field="tinker.lora_rank", value=16)
+            assert answer["config"]["current_value"] == 16, answer
+
+    _run(scenario())
+    assert json.loads((project / "configs" / "settings_grpo.json").read_text())["tinker"]["lora_rank"] == 16
+
+
+def test_a_wrong_project_is_one_clear_error_to_the_client_and_on_stderr(tmp_path, elsewhere):
+    missing = tmp_path / "no-such-project"
+
+    async def scenario():
+        # The mcp client hands errlog to a subprocess: it needs a real file.
+        with (tmp_path / "stderr.txt").open("w") as err:
+            async with mcp_session(["--project", str(missing)], elsewhere, errlog=err) as s:
+                assert len((await s.list_tools()).tools) == 10  # still listed: Hermes' `mcp test` can show why
+                answer = await call(s, "rl_list_environments")
+                assert str(missing) in answer["error"] and "--project" in answer["hint"]
+
+    _run(scenario())
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert f"error: project folder {missing} does not exist" in stderr
+
+
+def test_the_project_comes_from_hermes_root_in_the_entrys_env(project, elsewhere):
+    async def scenario():
+        async with mcp_session(["--device", "cpu"], elsewhere, entry_env={"HERMES_ROOT": str(project)}) as s:
+            assert (await call(s, "rl_list_environments"))["current"] == "gsm8k"
+
+    _run(scenario())
