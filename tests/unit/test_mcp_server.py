@@ -143,3 +143,60 @@ def test_the_project_comes_from_hermes_root_in_the_entrys_env(project, elsewhere
             assert (await call(s, "rl_list_environments"))["current"] == "gsm8k"
 
     _run(scenario())
+
+
+def test_http_beyond_loopback_needs_a_token(project, elsewhere):
+    import subprocess
+    import sys
+
+    from mcp_helpers import hermes_env
+
+    done = subprocess.run([sys.executable, "-m", "hermes_stack", "mcp", "--project", str(project), "--transport",
+                           "http", "--host", "0.0.0.0"], cwd=elsewhere, env=hermes_env(), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "HERMES_MCP_TOKEN" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_streamable_http_with_a_token_refuses_requests_without_it(project, elsewhere):
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_helpers import hermes_env
+    from trainer_helpers import free_port
+
+    token, port = secrets.token_urlsafe(24), free_port()
+    server = subprocess.Popen([sys.executable, "-m", "hermes_stack", "mcp", "--project", str(project), "--device",
+                               "cpu", "--transport", "http", "--port", str(port)], cwd=elsewhere,
+                              env=hermes_env({"HERMES_MCP_TOKEN": token}), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                refused = httpx.post(url, json={}, timeout=2)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and server.poll() is None, "the HTTP server did not start"
+                time.sleep(0.2)
+        assert refused.status_code == 401
+        assert httpx.post(url, json={}, headers={"Authorization": "Bearer wrong"}, timeout=5).status_code == 401
+
+        async def listed() -> list[str]:
+            client = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            async with client, streamable_http_client(url, http_client=client) as (read, write, _), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                answer = await session.call_tool("rl_list_runs", {})
+                assert json.loads(answer.content[0].text) == {"runs": [], "count": 0}
+                return [t.name for t in tools.tools]
+
+        assert sorted(_run(listed())) == sorted(TOOL_NAMES)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
