@@ -60,6 +60,11 @@ DESCRIPTIONS = {
 def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.1", port: int = 8765,
                  token: str | None = None):
     """The FastMCP server with the ten tools; each returns the JSON string of tools.call."""
+    import warnings
+
+    # mcp 1.26's FastMCP settings under pydantic-settings 2.16 warn about a forward reference on every start; it is
+    # the SDK's own field (lifespan, which we do not set), and the line would reach every client's log.
+    warnings.filterwarnings("ignore", message="Field 'lifespan' has an incomplete definition")
     from mcp.server.fastmcp import FastMCP
 
     kwargs: dict[str, Any] = {}
@@ -78,7 +83,9 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
     server = FastMCP("hermes-stack", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **kwargs)
 
     def tool(fn):
-        return server.tool(name=fn.__name__, description=DESCRIPTIONS[fn.__name__])(fn)
+        # structured_output=False: the answer is the JSON string alone (as the old tools), not also wrapped in
+        # {"result": …} structured content, which an agent would read twice.
+        return server.tool(name=fn.__name__, description=DESCRIPTIONS[fn.__name__], structured_output=False)(fn)
 
     @tool
     def rl_list_environments() -> str:
@@ -166,4 +173,10 @@ def open_project(project: Path | None, cfg_kwargs: dict[str, Any]) -> tuple[Tool
         return None, problem
     os.chdir(root)
     os.environ["HERMES_ROOT"] = str(root)
+    try:  # the key file's values join the redactor now, so no answer can show one, whichever tool runs first
+        from hermes_stack.keyfile import load_keyfile
+
+        load_keyfile(None, register=True)
+    except Exception:  # noqa: BLE001 - a broken key file is reported by the tools that validate
+        pass
     return Tools(ServerConfig(root=root, **cfg_kwargs)), None
