@@ -241,10 +241,11 @@ class Tools:
         from hermes_stack.status import parse_metrics, service_states, summarize
 
         runs.reap()
-        out: dict[str, Any] = {"run_id": run.run_id, "environment": run.data.get("environment"),
-                               "running_time_minutes": round((time.time() - run.data["started_at"]) / 60, 1),
-                               "processes": [], "health": {}}
         stopped = run.stopped()
+        until = stopped["time"] if stopped else time.time()
+        out: dict[str, Any] = {"run_id": run.run_id, "environment": run.data.get("environment"),
+                               "running_time_minutes": round((until - run.data["started_at"]) / 60, 1),
+                               "processes": [], "health": {}}
         current = (runs.latest_of(self.root, run.algo) or run).run_id == run.run_id
         states = []
         if current and not stopped:
