@@ -173,10 +173,13 @@ def open_project(project: Path | None, cfg_kwargs: dict[str, Any]) -> tuple[Tool
         return None, problem
     os.chdir(root)
     os.environ["HERMES_ROOT"] = str(root)
-    try:  # the key file's values join the redactor now, so no answer can show one, whichever tool runs first
-        from hermes_stack.keyfile import load_keyfile
+    import contextlib
 
+    from hermes_stack.errors import InputError
+    from hermes_stack.keyfile import load_keyfile
+
+    # The key file's values join the redactor now, so no answer can show one, whichever tool runs first; a broken key
+    # file is reported by the tools that validate.
+    with contextlib.suppress(InputError, OSError):
         load_keyfile(None, register=True)
-    except Exception:  # noqa: BLE001 - a broken key file is reported by the tools that validate
-        pass
     return Tools(ServerConfig(root=root, **cfg_kwargs)), None
