@@ -96,7 +96,7 @@ def load(root: Path, run_id: str) -> Run | None:
 
 def all_runs(root: Path) -> list[Run]:
     """Every run, oldest first."""
-    found = [load(root, p.name) for p in sorted(runs_dir(root).glob("*/run.json"))] if runs_dir(root).is_dir() else []
+    found = [load(root, p.parent.name) for p in runs_dir(root).glob("*/run.json")] if runs_dir(root).is_dir() else []
     return sorted((r for r in found if r is not None), key=lambda r: r.data.get("started_at", 0))
 
 

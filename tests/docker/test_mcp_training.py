@@ -118,13 +118,13 @@ def test_a_cpu_run_started_followed_stopped_and_reported_through_mcp(tmp_path):
         log = (png.parent / "up.log").read_text()
         assert "dry-run passed" in log and "training runs" in log, log[-2000:]
     finally:
-        run = json.loads((project / ".hermes" / "runs" / seen["run_id"] / "run.json").read_text()) \
-            if "run_id" in seen else {}
-        if run.get("pid"):  # the detached controller this test started, if it is still up
-            try:
-                os.killpg(run["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        for record in (project / ".hermes" / "runs").glob("*/run.json"):  # the detached controllers it started
+            pid = json.loads(record.read_text()).get("pid")
+            if pid and not (record.parent / "exit_code").exists():
+                try:
+                    os.killpg(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         down = _controller(project, "down", "--algo", "grpo", "--volumes")
     assert down.returncode == 0, down.stderr
     assert _containers() == []

@@ -200,3 +200,30 @@ def test_streamable_http_with_a_token_refuses_requests_without_it(project, elsew
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_line(project, elsewhere):
+    """The state a detached `up` leaves when validation passed but the stack did not come up (its exit code and its
+    output), read by a server that did not start it; nothing running, so no Docker is needed."""
+    run_dir = project / ".hermes" / "runs" / "grpo-20261201-100000-abc123"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "algo": "grpo", "device": "cpu",
+                                                  "started_at": 1796000000.0, "pid": 0, "environment": "gsm8k"}))
+    (run_dir / "up.log").write_text("[1/6] validate grpo configs\n[2/6] preflight: Docker engine\n"
+                                    "error: Docker engine not reachable: is dockerd running?\n")
+    (run_dir / "exit_code").write_text("1\n")
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            listed = await call(s, "rl_list_runs")
+            assert listed == {"count": 1, "runs": [{"run_id": run_dir.name, "environment": "gsm8k",
+                                                    "status": "failed", "algo": "grpo",
+                                                    "started_at": "2026-11-30T00:53:20Z"}]}, listed
+            status = await call(s, "rl_check_status", run_id=run_dir.name)
+            assert status["status"] == "failed" and status["error"] == "Docker engine not reachable: is dockerd running?"
+            assert status["log_tail"][-1].startswith("error: Docker engine")
+            results = await call(s, "rl_get_results", run_id=run_dir.name)
+            assert results["final_metrics"]["last_step"] is None and results["history"] == []
+            assert (project / results["report_png"]).is_file()  # an empty run still has a report, saying so
+
+    _run(scenario())
