@@ -225,5 +225,13 @@ def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_
             results = await call(s, "rl_get_results", run_id=run_dir.name)
             assert results["final_metrics"]["last_step"] is None and results["history"] == []
             assert (project / results["report_png"]).is_file()  # an empty run still has a report, saying so
+            # test-inference offline needs this stack's inference service, which is not up: the controller's own line
+            # (port 8001 is shared on a test machine: unreachable, or another stack's service refusing our key)
+            probe = await call(s, "rl_test_inference", num_steps=1)
+            assert "inference service at http://localhost:8001/v1" in probe["error"], probe
+            assert "rl_start_training" in probe["hint"], probe
+            other = await call(s, "rl_test_inference", models=["some-other-model"])
+            assert "not configured" in other["error"], other
+            assert "error" in await call(s, "rl_test_inference", num_steps=0)
 
     _run(scenario())
