@@ -75,6 +75,10 @@ dry-run: venv docker ## Start the stack up to the dry-run stage only
 status: venv ## Health, training step, reward trend, last checkpoint
 	$(HS) status --algo $(ALGO)
 
+.PHONY: report
+report: venv ## PNG + HTML of the run's metrics (.hermes/reports/<algo>/)
+	$(HS) report --algo $(ALGO)
+
 .PHONY: logs
 logs: venv ## Logs of one service: make logs SERVICE=trainer
 	$(HS) logs --algo $(ALGO) $(SERVICE)

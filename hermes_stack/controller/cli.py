@@ -26,7 +26,7 @@ def _register_commands(argv: list[str] | None = None) -> None:
     if command in _LIGHT_COMMANDS and "--help" not in (argv or []):
         importlib.import_module(_LIGHT_COMMANDS[command])
         return
-    from hermes_stack.controller.commands import environments, stack, test_inference, validate  # noqa: F401
+    from hermes_stack.controller.commands import agent, environments, stack, test_inference, validate  # noqa: F401
 
 
 def _usage_line(exc: Exception, argv: list[str]) -> str:

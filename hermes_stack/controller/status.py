@@ -138,15 +138,17 @@ def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSumma
                            held_out_count=len(evals))
 
 
-def read_metrics(compose: Compose) -> str:
-    """metrics.jsonl from the data volume: exec in the trainer, else `compose cp` (works on a stopped one)."""
+def read_metrics(compose: Compose, lines: int | None = 500) -> str:
+    """metrics.jsonl from the data volume (its last `lines` lines; None: all of it, for a report): exec in the
+    trainer, else `compose cp` (works on a stopped one)."""
     import tempfile
     from pathlib import Path
 
     from hermes_stack.controller.compose import CommandFailed, cp_argv
 
     try:
-        return compose.exec("trainer", ["tail", "-n", "500", "/data/metrics.jsonl"])
+        command = ["cat"] if lines is None else ["tail", "-n", str(lines)]
+        return compose.exec("trainer", [*command, "/data/metrics.jsonl"])
     except CommandFailed:
         pass
     with tempfile.TemporaryDirectory() as tmp:

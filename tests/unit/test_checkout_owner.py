@@ -107,7 +107,7 @@ def test_the_compose_files_keep_the_data_volume_definition_unchanged():
 @pytest.mark.usefixtures("isolated_secrets")
 def test_down_volumes_of_another_checkouts_run_exits_2_and_deletes_nothing(tmp_path, monkeypatch, capsys,
                                                                           compose_calls):
-    from hermes_stack import compose
+    from hermes_stack.controller import compose
 
     monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
     monkeypatch.delenv("HERMES_PROJECT_NAME", raising=False)

@@ -55,7 +55,7 @@ def test_free_ports_pass():
 
 @pytest.mark.usefixtures("isolated_secrets")
 def test_up_of_a_second_algorithm_exits_2_before_anything_is_created(tmp_path, monkeypatch, capsys, compose_calls):
-    from hermes_stack import bring_up, compose, preflight
+    from hermes_stack.controller import bring_up, compose, preflight
 
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     monkeypatch.chdir(tmp_path)

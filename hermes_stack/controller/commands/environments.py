@@ -32,8 +32,8 @@ def environments(
         "--root", help="Project folder holding environments/ (default: $HERMES_ROOT or the current folder).")] = None,
 ) -> None:
     """List the environments: built-in and environments/*.py (name, class, file, description)."""
-    from hermes_stack import console
     from hermes_stack import environments_catalog as catalog
+    from hermes_stack.controller import console
     from hermes_stack.controller.stack_state import project_root
 
     base = root or project_root()

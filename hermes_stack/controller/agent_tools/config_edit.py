@@ -1,0 +1,223 @@
+"""Reading and editing config_<algo>.toml / settings_<algo>.json for the agent tools, safely.
+
+A field is named as the profiles name overrides (hermes_stack.config.profiles.target_of): `<section>.<field>`, which
+is the TOML's when it has that field, else the JSON's; `settings.<section>.<field>` forces the JSON.
+
+An edit is validated before anything is written: the two candidate files are written into a scratch folder next to
+configs/ (so relative paths resolve as they would in configs/), `hermes-stack validate`'s own checks run on it, and
+only a candidate that adds no problem replaces the real files (atomically, one os.replace per file). A refused value
+leaves both files byte for byte as they were. Locked fields (config.models.LOCKED_FIELDS) are refused unless the
+server was started with --unlock: a tool call can never unlock them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_stack.config import profiles
+from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
+
+FILES = {"config": "config_{algo}.toml", "settings": "settings_{algo}.json"}
+# Switching algorithm is the server's --algo (the stack's own rule: ALGO=ppo|grpo and nothing else).
+NOT_EDITABLE = {("config", "algorithm", "name"): "the algorithm is chosen by the server's --algo",
+                ("settings", "algorithm", "name"): "the algorithm is chosen by the server's --algo"}
+# Values that name files: they must stay inside the project.
+PATH_FIELDS = {("config", "environment", "dataset"), ("settings", "inference", "model_path")}
+
+
+class EditRefused(Exception):
+    def __init__(self, error: str, hint: str):
+        super().__init__(error)
+        self.error, self.hint = error, hint
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str  # what the agent passes to rl_edit_config
+    where: str  # config | settings
+    section: str
+    name: str
+
+
+def _section_model(where: str, section: str):
+    model = AlgoConfig if where == "config" else Settings
+    return model.model_fields[section].annotation
+
+
+def field_of(key: str) -> Field:
+    try:
+        where, section, name = profiles.target_of(key)
+    except KeyError:
+        raise EditRefused(f"unknown field {key!r}", "call rl_get_current_config for the field names "
+                                                    "(e.g. rollout.group_size, tinker.learning_rate)") from None
+    return Field(key, where, section, name)
+
+
+def display_key(where: str, section: str, name: str) -> str:
+    """The shortest name that reaches this field."""
+    short = f"{section}.{name}"
+    return short if profiles.target_of(short)[0] == where else f"settings.{short}"
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
+    return text or str(annotation).replace("typing.", "")
+
+
+def _describe(algo: str, f: Field) -> str:
+    info = _section_model(f.where, f.section).model_fields[f.name]
+    bounds = []
+    for meta in info.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(meta, attr, None) is not None:
+                bounds.append(f"{sign} {getattr(meta, attr)}")
+    where = FILES[f.where].format(algo=algo)
+    return f"{where} [{f.section}] {f.name}" + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def locked(f: Field) -> bool:
+    return f.where == "settings" and f"{f.section}.{f.name}" in LOCKED_FIELDS
+
+
+def fields_of(stack, algo: str) -> tuple[list[dict], list[dict]]:
+    """(configurable_fields, locked_fields) of a StackConfig: current_value as written in the files, and
+    effective_value when the device profile overrides it."""
+    configurable, locked_out = [], []
+    for where, written, resolved in (("config", stack.config_as_written, stack.config),
+                                     ("settings", stack.settings_as_written, stack.settings)):
+        for section, sub in written:
+            for name, value in sub:
+                f = Field(display_key(where, section, name), where, section, name)
+                info = _section_model(where, section).model_fields[name]
+                entry = {"name": f.key, "type": _type_name(info.annotation),
+                         "default": None if info.is_required() else info.default,
+                         "description": _describe(algo, f), "current_value": value}
+                effective = getattr(getattr(resolved, section), name)
+                if effective != value:
+                    entry["effective_value"] = effective
+                    entry["note"] = f"the {stack.profile} profile runs with {effective!r} instead"
+                if (where, section, name) in NOT_EDITABLE:
+                    entry["editable"] = False
+                if locked(f):
+                    locked_out.append({**entry, "locked_value": LOCKED_FIELDS[f"{section}.{name}"]})
+                else:
+                    configurable.append(entry)
+    return configurable, locked_out
+
+
+def _accepts_str(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    args = typing.get_args(annotation)
+    return any(isinstance(a, str) or _accepts_str(a) for a in args)
+
+
+def coerce(f: Field, value: Any) -> Any:
+    """An agent often sends numbers as strings: "16" for an integer field is read as 16 (JSON literal syntax);
+    a string field keeps the string."""
+    annotation = _section_model(f.where, f.section).model_fields[f.name].annotation
+    if isinstance(value, str) and not _accepts_str(annotation):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _inside(root: Path, path: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def check_path(root: Path, f: Field, value: Any) -> None:
+    """A dataset file or a local model folder must be inside the project."""
+    if (f.where, f.section, f.name) not in PATH_FIELDS or not isinstance(value, str):
+        return
+    if f.name == "dataset":
+        if value in ("gsm8k", "offline-arith"):
+            return
+        base = root / "configs"
+    else:
+        if not value.startswith(("./", "../", "/", "~")) and value not in (".", ".."):
+            return  # a hub id or a catalog name, not a path
+        base = root
+    if value.startswith("~") or not _inside(root, base / value):
+        raise EditRefused(f"{f.key} = {value!r} names a path outside the project {root}",
+                          "put the file inside the project (e.g. configs/) and name it relative to it")
+
+
+def candidate_texts(root: Path, algo: str, f: Field, value: Any) -> dict[str, tuple[Path, bytes, bytes]]:
+    """{where: (path, old bytes, new bytes)} for the files the edit changes (the TOML keeps its comments)."""
+    import tomlkit
+
+    paths = {w: root / "configs" / name.format(algo=algo) for w, name in FILES.items()}
+    old = {w: p.read_bytes() for w, p in paths.items()}
+    writes = {f.where: (f.section, f.name, value)}
+    mirror = profiles.MIRRORED.get(f"{f.section}.{f.name}") if f.where == "config" else None
+    settings_data = json.loads(old["settings"])
+    if mirror:
+        m_section, m_name = mirror.split(".")
+        if settings_data.get(m_section, {}).get(m_name) is not None:  # written there too: keep the two agreeing
+            writes["settings"] = (m_section, m_name, value)
+    out = {}
+    for where, (section, name, v) in writes.items():
+        if where == "config":
+            doc = tomlkit.parse(old["config"].decode("utf-8"))
+            table = doc.setdefault(section, tomlkit.table())
+            if v is None:
+                table.pop(name, None)  # TOML has no null: absent is the field's default
+            else:
+                table[name] = v
+            new = tomlkit.dumps(doc).encode("utf-8")
+        else:
+            data = settings_data
+            data.setdefault(section, {})[name] = v
+            new = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        if new != old[where]:
+            out[where] = (paths[where], old[where], new)
+    return out
+
+
+def _problem_keys(outcome) -> set[tuple[str, str, str]]:
+    return {(p.key, p.found, p.expected) for p in outcome.errors}
+
+
+def validate_candidate(root: Path, algo: str, changes: dict[str, tuple[Path, bytes, bytes]], *, unlock: bool,
+                       device: str, before) -> None:
+    """Run validate's checks on the candidate files in a scratch copy of configs/; EditRefused with the first new
+    problem (one line: file, key, found, expected, hint)."""
+    from hermes_stack.controller.commands.validate import evaluate
+
+    scratch = Path(tempfile.mkdtemp(prefix=".hermes-config-check-", dir=root))
+    try:
+        for item in (root / "configs").iterdir():
+            (scratch / item.name).symlink_to(item.resolve())
+        for path, _, new in changes.values():
+            (scratch / path.name).unlink()
+            (scratch / path.name).write_bytes(new)
+        outcome = evaluate(algo, scratch, None, unlock, None, device)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    new_problems = [p for p in outcome.errors if (p.key, p.found, p.expected) not in _problem_keys(before)]
+    if new_problems:
+        p = new_problems[0]
+        line = p.line().replace(str(scratch), str(root / "configs"))
+        raise EditRefused(line.split(". Hint: ")[0], p.hint or "call rl_get_current_config for the allowed values")
+
+
+def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:
+    for path, _, new in changes.values():
+        tmp = path.with_name(f".{path.name}.hermes-edit")
+        tmp.write_bytes(new)
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)

@@ -1,0 +1,437 @@
+"""The ten rl_* tools, as plain functions over the controller's own code. Each returns a dict (the server sends it as
+a JSON string); a failure is {"error": …, "hint": …}. Every answer goes through the key redactor.
+
+Names, arguments and return keys follow the tools Hermes Agent once had (tools/rl_training_tool.py), so a prompt
+written for them still works; keys we know more about are added (health per service, held-out accuracy, the last
+checkpoint, the report's path). What differs on purpose: state lives on disk (runs.py), there is no rate limit, and
+starting a run goes through `hermes-stack up` (validation first) instead of bare processes and fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_stack.controller.agent_tools import config_edit, runs
+from hermes_stack.controller.agent_tools.environments import find_environment
+from hermes_stack.controller.agent_tools.environments import list_environments as _list_environments
+from hermes_stack.errors import HermesError
+
+TOOL_NAMES = ("rl_list_environments", "rl_select_environment", "rl_get_current_config", "rl_edit_config",
+              "rl_start_training", "rl_check_status", "rl_stop_training", "rl_get_results", "rl_list_runs",
+              "rl_test_inference")
+PROJECT_HINT = ("start the server with --project <the hermes-stack checkout> (or set HERMES_ROOT); the folder holds "
+                "configs/ and compose.<algo>.yml")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What the user configured for the server (its command line): never changed by a tool call."""
+
+    root: Path
+    algo: str = "grpo"
+    device: str = "auto"
+    unlock: bool = False  # locked fields may change; only from the server's own command line
+    model: str | None = None
+    wait_timeout: int = 900
+    build: bool = True
+
+
+def project_problem(root: Path, algo: str) -> str | None:
+    """Why `root` is not a hermes-stack project for `algo` (None when it is)."""
+    if not root.is_dir():
+        return f"project folder {root} does not exist"
+    missing = [name for name in (f"configs/config_{algo}.toml", f"configs/settings_{algo}.json",
+                                 f"compose.{algo}.yml") if not (root / name).is_file()]
+    if missing:
+        return f"{root} is not a hermes-stack project: no {', '.join(missing)}"
+    return None
+
+
+def failure(error: str, hint: str, **more: Any) -> dict[str, Any]:
+    return {"error": error, "hint": hint, **more}
+
+
+def redacted(answer: dict[str, Any], root: Path | None = None) -> str:
+    """The answer as the JSON string a tool returns, with every known secret replaced (key file values, the
+    generated inference key, secret-looking environment variables)."""
+    from hermes_stack.redaction import redact_known_secrets, register_secrets
+
+    if root is not None:
+        from hermes_stack.controller.stack_state import STATE_DIR, stored_inference_key
+
+        key = stored_inference_key(root / STATE_DIR)
+        if key:
+            register_secrets({"HERMES_INFERENCE_KEY": key})
+    return redact_known_secrets(json.dumps(answer, default=str))
+
+
+@contextlib.contextmanager
+def captured():
+    """The controller prints progress lines; in a tool they are collected (stdout is the MCP channel)."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        yield buffer
+
+
+class Tools:
+    def __init__(self, cfg: ServerConfig):
+        self.cfg = cfg
+        self.root = cfg.root
+
+    # ------------------------------------------------------------------ helpers
+
+    def _outcome(self, configs: Path | None = None):
+        """validate's checks on the project's configs (the key file loaded and its secrets registered)."""
+        from hermes_stack.controller.commands.validate import evaluate
+
+        with captured():
+            return evaluate(self.cfg.algo, configs or self.root / "configs", None, self.cfg.unlock, None,
+                            self.cfg.device, self.cfg.model)
+
+    def _stack(self):
+        outcome = self._outcome()
+        if outcome.stack is None:
+            lines = [p.line() for p in outcome.errors]
+            raise ToolFailure(lines[0] if lines else "the configs could not be read",
+                              "fix the config files (hermes-stack validate --algo "
+                              f"{self.cfg.algo} prints every problem)", problems=lines)
+        return outcome
+
+    def _environment_of(self, stack) -> str:
+        return stack.config_as_written.environment.dataset
+
+    def _compose(self):
+        from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose
+
+        return plan_compose(load_plan(self.root / STATE_DIR, self.cfg.algo), echo=False)
+
+    # ------------------------------------------------------------------ environments and config
+
+    def rl_list_environments(self) -> dict[str, Any]:
+        envs = _list_environments(self.root)
+        current = None
+        with contextlib.suppress(ToolFailure):
+            current = self._environment_of(self._stack().stack)
+        return {"environments": envs, "count": len(envs), "current": current}
+
+    def rl_select_environment(self, name: str) -> dict[str, Any]:
+        env = find_environment(self.root, name)
+        if env is None:
+            names = [e["name"] for e in _list_environments(self.root)]
+            return failure(f"no environment called {name!r}", f"one of: {', '.join(names)} (rl_list_environments)")
+        answer = self.rl_edit_config("environment.dataset", env["dataset"])
+        if "error" in answer:
+            return answer
+        out = {"message": f"environment {env['name']} selected: [environment] dataset = {env['dataset']!r} in "
+                          f"configs/config_{self.cfg.algo}.toml", "environment": env["name"],
+               "file_path": env["file_path"], "dataset": env["dataset"]}
+        if "effective_value" in answer["config"]:
+            out["note"] = answer["config"]["note"]
+        return out
+
+    def rl_get_current_config(self) -> dict[str, Any]:
+        outcome = self._stack()
+        stack = outcome.stack
+        configurable, locked = config_edit.fields_of(stack, self.cfg.algo)
+        return {"environment": self._environment_of(stack), "algo": self.cfg.algo, "profile": stack.profile,
+                "configurable_fields": configurable, "locked_fields": locked,
+                "locked_fields_unlocked": self.cfg.unlock,
+                "files": [f"configs/config_{self.cfg.algo}.toml", f"configs/settings_{self.cfg.algo}.json"],
+                "problems": [p.line() for p in outcome.errors], "warnings": list(outcome.warnings)}
+
+    def rl_edit_config(self, field: str, value: Any) -> dict[str, Any]:
+        try:
+            f = config_edit.field_of(field)
+            if (f.where, f.section, f.name) in config_edit.NOT_EDITABLE:
+                return failure(f"{field} cannot be edited: {config_edit.NOT_EDITABLE[(f.where, f.section, f.name)]}",
+                               "start the server with --algo ppo or --algo grpo")
+            if config_edit.locked(f) and not self.cfg.unlock:
+                seed = config_edit.LOCKED_FIELDS[f"{f.section}.{f.name}"]
+                return failure(f"{field} is locked (the seed's value {seed!r}); it was not changed",
+                               "the user may unlock it in the MCP server's own configuration (`hermes-stack mcp "
+                               "--unlock`); a tool call cannot")
+            value = config_edit.coerce(f, value)
+            config_edit.check_path(self.root, f, value)
+            before = self._outcome()
+            changes = config_edit.candidate_texts(self.root, self.cfg.algo, f, value)
+            if changes:
+                config_edit.validate_candidate(self.root, self.cfg.algo, changes, unlock=self.cfg.unlock,
+                                               device=self.cfg.device, before=before)
+                config_edit.write_atomically(changes)
+        except config_edit.EditRefused as exc:
+            return failure(exc.error, exc.hint, field=field, changed=False)
+        now = self.rl_get_current_config()
+        entry = next((e for e in now["configurable_fields"] + now["locked_fields"]
+                      if config_edit.field_of(e["name"]) == config_edit.field_of(field)), {})
+        files = [str(p.relative_to(self.root)) for p, _, _ in changes.values()]
+        return {"message": f"{field} = {value!r} written to {', '.join(files)}" if files
+                else f"{field} already is {value!r}; nothing written", "field": field, "value": value,
+                "config": entry, "files_changed": files}
+
+    # ------------------------------------------------------------------ runs
+
+    def _active(self, run: runs.Run) -> bool:
+        return self._status(run)["status"] in ("starting", "running")
+
+    def rl_start_training(self) -> dict[str, Any]:
+        outcome = self._stack()
+        if outcome.errors:  # the same checks and lines as `hermes-stack up`'s first stage: nothing is started
+            lines = [p.line() for p in outcome.errors]
+            first = outcome.errors[0]
+            return failure(lines[0].split(". Hint: ")[0], first.hint or "fix the config (rl_edit_config)",
+                           problems=lines)
+        latest = runs.latest_of(self.root, self.cfg.algo)
+        if latest is not None and not latest.stopped():
+            status = self._status(latest)
+            if status["status"] in ("starting", "running"):
+                return failure(f"run {latest.run_id} is {status['status']} on this stack",
+                               f"rl_check_status('{latest.run_id}') to follow it, rl_stop_training('"
+                               f"{latest.run_id}') to stop it first", run_id=latest.run_id)
+            runs.mark_stopped(latest, "ended before a newer run started", status)
+        stack = outcome.stack
+        args = ["--wait-timeout", str(self.cfg.wait_timeout)]
+        args += ["--unlock"] if self.cfg.unlock else []
+        args += ["--model", self.cfg.model] if self.cfg.model else []
+        args += [] if self.cfg.build else ["--no-build"]
+        env = self._environment_of(stack)
+        config = {"algo": self.cfg.algo, "profile": stack.profile, "environment": env,
+                  "effective_dataset": stack.config.environment.dataset,
+                  "num_steps": stack.settings.trainer.num_steps, "group_size": stack.config.rollout.group_size,
+                  "batch_size": stack.config.rollout.batch_size,
+                  "learning_rate": stack.settings.tinker.learning_rate}
+        run = runs.start(self.root, self.cfg.algo, self.cfg.device, args, {"environment": env, "config": config})
+        return {"run_id": run.run_id, "status": "starting", "environment": env, "config": config,
+                "logs": str(run.log.relative_to(self.root)),
+                "message": "validated; `hermes-stack up` is starting the stack in the background (build, health "
+                           "checks, dry-run, then training: minutes). Poll rl_check_status(run_id) every minute or "
+                           "two; there is no rate limit."}
+
+    def _unknown_run(self, run_id: str) -> dict[str, Any]:
+        known = [r.run_id for r in runs.all_runs(self.root)]
+        return failure(f"no run {run_id!r} in {self.root / '.hermes' / 'runs'}",
+                       "rl_list_runs lists the runs" + (f" (latest: {known[-1]})" if known else
+                                                         "; none yet: rl_start_training starts one"))
+
+    def _metrics_text(self, run: runs.Run, live: bool) -> str:
+        """metrics.jsonl of the run: from the stack when it is the run's (kept as a copy), else the last copy."""
+        from hermes_stack.controller.status import read_metrics
+
+        copy = run.path / "metrics.jsonl"
+        if live:
+            try:
+                text = read_metrics(self._compose(), lines=None)
+            except (HermesError, OSError):
+                text = ""
+            if text:
+                copy.write_text(text)
+                return text
+        return copy.read_text() if copy.is_file() else ""
+
+    def _status(self, run: runs.Run) -> dict[str, Any]:
+        """status, processes/health and metrics of a run, from its files and compose."""
+        from hermes_stack.controller.status import parse_metrics, service_states, summarize
+
+        runs.reap()
+        stopped = run.stopped()
+        until = stopped["time"] if stopped else time.time()
+        out: dict[str, Any] = {"run_id": run.run_id, "environment": run.data.get("environment"),
+                               "running_time_minutes": round((until - run.data["started_at"]) / 60, 1),
+                               "processes": [], "health": {}}
+        current = (runs.latest_of(self.root, run.algo) or run).run_id == run.run_id
+        states = []
+        if current and not stopped:
+            try:
+                states = service_states(self._compose().ps())
+            except (HermesError, OSError) as exc:
+                out["health_error"] = str(exc)
+        out["processes"] = [{"service": s.service, "state": s.state, "health": s.health, "ok": s.ok} for s in states]
+        out["health"] = {s.service: s.describe() for s in states}
+        trainer = next((s for s in states if s.service == "trainer"), None)
+        code = run.exit_code()
+        if stopped:
+            status = "stopped"
+            out["stopped"] = {"reason": stopped.get("reason"), "minutes_ago": round((time.time() - stopped["time"])
+                                                                                   / 60, 1)}
+        elif run.controller_alive():
+            status = "starting"
+            stages = [line for line in runs.log_tail(run, 200) if re.match(r"\[\d/\d\]", line)]
+            out["stage"] = stages[-1] if stages else "starting the controller"
+        elif code is None:
+            status = "failed"
+            out["error"] = "the controller ended without an exit code (killed?)"
+        elif code != 0:
+            status = "failed"
+            out["error"] = runs.error_line(run) or f"hermes-stack up exited {code}"
+        elif trainer is None:
+            status = "stopped"
+            out["error"] = "the stack has no containers: it was stopped outside the agent tools (make down?)"
+        elif trainer.state == "exited":
+            status = "completed" if trainer.exit_code == 0 else "failed"
+            if trainer.exit_code:
+                out["error"] = f"the trainer exited {trainer.exit_code}; `docker compose logs trainer` says why"
+        else:
+            status = "running"
+        out["status"] = status
+        if status in ("failed", "starting"):
+            out["log_tail"] = runs.log_tail(run, 8)
+        text = self._metrics_text(run, live=bool(states))
+        summary = summarize(parse_metrics(text))
+        last = parse_metrics(text)[-1] if parse_metrics(text) else {}
+        out["metrics"] = {"step": summary.step, "num_steps": (run.data.get("config") or {}).get("num_steps"),
+                          "reward_mean": summary.reward_mean,
+                          # the trainer logs no rollout accuracy of its own (reward = correctness + format bonus)
+                          "percent_correct": last.get("accuracy"),
+                          "eval_percent_correct": summary.held_out[1] if summary.held_out else None,
+                          "heldout_accuracy": summary.held_out[1] if summary.held_out else None,
+                          "heldout_accuracy_step": summary.held_out[0] if summary.held_out else None,
+                          "kl": last.get("kl"), "last_checkpoint": summary.last_checkpoint,
+                          "reward_trend": summary.trend}
+        return out
+
+    def rl_check_status(self, run_id: str) -> dict[str, Any]:
+        run = runs.load(self.root, run_id)
+        return self._unknown_run(run_id) if run is None else self._status(run)
+
+    def _report(self, run: runs.Run, text: str) -> dict[str, Any]:
+        from hermes_stack.controller.report import write_report
+        from hermes_stack.controller.status import parse_events, parse_metrics
+
+        records, events = parse_metrics(text), parse_events(text)
+        report = write_report(records, events, run.path, f"{run.run_id} ({run.algo}, {run.data.get('environment')})")
+        return {"report_png": str(report.png.relative_to(self.root)),
+                "report_html": str(report.html.relative_to(self.root)), "final_metrics": report.summary,
+                "_records": records}
+
+    def rl_stop_training(self, run_id: str) -> dict[str, Any]:
+        run = runs.load(self.root, run_id)
+        if run is None:
+            return self._unknown_run(run_id)
+        if run.stopped():
+            return {"message": f"run {run_id} was already stopped", "run_id": run_id, "status": "stopped"}
+        current = (runs.latest_of(self.root, run.algo) or run).run_id == run.run_id
+        interrupted = runs.stop_controller(run)
+        status = self._status(run)  # copies the metrics while the containers still exist
+        lines: list[str] = []
+        if current:
+            from hermes_stack.controller.commands.stack import down
+
+            with captured() as out:
+                try:
+                    down(algo=run.algo, volumes=False)
+                except HermesError as exc:
+                    return failure(f"stopping the stack failed: {exc}", "`make down ALGO=" + run.algo + "` stops it "
+                                   "by hand", run_id=run_id)
+            lines = [line for line in out.getvalue().splitlines() if line.strip()]
+        runs.mark_stopped(run, "rl_stop_training", {k: status[k] for k in ("status", "metrics")})
+        report = self._report(run, self._metrics_text(run, live=False))
+        report.pop("_records")
+        return {"message": f"run {run_id} stopped" + (" while starting" if interrupted else "")
+                           + "; containers removed, checkpoints kept (the data volume stays)",
+                "run_id": run_id, "status": "stopped", "status_before_stop": status["status"],
+                "controller_output": lines[-5:], **report}
+
+    def rl_get_results(self, run_id: str) -> dict[str, Any]:
+        run = runs.load(self.root, run_id)
+        if run is None:
+            return self._unknown_run(run_id)
+        status = self._status(run)
+        report = self._report(run, self._metrics_text(run, live=False))
+        records = report.pop("_records")
+        keys = ("step", "reward_mean", "eval_accuracy", "kl", "entropy", "clip_fraction", "loss", "checkpoint")
+        history = [{k: r.get(k) for k in keys if k in r} for r in records[-200:]]
+        return {"run_id": run_id, "status": status["status"], "environment": run.data.get("environment"),
+                "config": run.data.get("config"), **report, "history": history,
+                "history_note": f"the last {len(history)} of {len(records)} steps"}
+
+    def rl_list_runs(self) -> dict[str, Any]:
+        listed = []
+        for run in runs.all_runs(self.root):
+            stopped = run.stopped()
+            status = "stopped" if stopped else self._status(run)["status"]
+            listed.append({"run_id": run.run_id, "environment": run.data.get("environment"), "status": status,
+                           "algo": run.algo, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                         time.gmtime(run.data["started_at"]))})
+        return {"runs": listed, "count": len(listed)}
+
+    # ------------------------------------------------------------------ test inference
+
+    def rl_test_inference(self, num_steps: int = 3, group_size: int = 16, models: list[str] | None = None
+                          ) -> dict[str, Any]:
+        if not 1 <= num_steps <= 64:
+            return failure(f"num_steps={num_steps} is out of range", "1 to 64 groups; each one is a paid or local "
+                                                                     "generation of group_size completions")
+        outcome = self._stack()
+        if outcome.errors:
+            return failure(outcome.errors[0].line().split(". Hint: ")[0], outcome.errors[0].hint or "fix the config")
+        stack = outcome.stack
+        configured = stack.config.rollout.group_size
+        keyfile = stack.keyfile
+        model = None if keyfile is None or keyfile.offline else keyfile.get("TAOTOKEN_MODEL")
+        wanted = [m for m in (models or []) if m != model]
+        if wanted:
+            return failure(f"models {wanted} are not configured: test-inference uses the key file's TAOTOKEN_MODEL "
+                           f"({model or 'none: offline, the local inference service'})",
+                           "change TAOTOKEN_MODEL in the key file (the agent cannot), or pass models=[]")
+        out_file = runs.runs_dir(self.root) / f"test-inference-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "hermes_stack", "test-inference", "--algo", self.cfg.algo, "--steps",
+                str(num_steps), "--out", str(out_file), "--device", self.cfg.device]
+        try:
+            done = subprocess.run(argv, cwd=self.root, capture_output=True, text=True, timeout=900, check=False)
+        except subprocess.TimeoutExpired:
+            return failure("test-inference took more than 15 minutes", "try fewer num_steps")
+        if done.returncode != 0:
+            errors = [line.removeprefix("error: ") for line in done.stderr.splitlines() if line.startswith("error: ")]
+            return failure(errors[-1] if errors else f"test-inference exited {done.returncode}",
+                           "offline it needs the stack's inference service: rl_start_training first, or a key file "
+                           "with TAOTOKEN_MODEL for the gateway")
+        found = re.search(r"accuracy ([\d.]+)\s+format rate ([\d.]+)\s+mean reward ([-\d.]+)", done.stdout)
+        result = {"model": model or "local inference service", "steps": num_steps, "group_size": configured,
+                  "accuracy": float(found.group(1)) if found else None,
+                  "format_rate": float(found.group(2)) if found else None,
+                  "mean_reward": float(found.group(3)) if found else None,
+                  "output_file": str(out_file.relative_to(self.root))}
+        note = None if group_size == configured else (f"group_size is the config's rollout.group_size ({configured}); "
+                                                     "rl_edit_config('rollout.group_size', N) changes it")
+        return {"results": [result], "message": "scored groups written to " + result["output_file"],
+                **({"note": note} if note else {})}
+
+
+class ToolFailure(Exception):
+    def __init__(self, error: str, hint: str, **more: Any):
+        super().__init__(error)
+        self.answer = failure(error, hint, **more)
+
+
+def call(tools: Tools | None, problem: str | None, tool: str, **kwargs: Any) -> str:
+    """Run one tool and return its JSON string: a project problem, a ToolFailure or a controller error becomes
+    {"error", "hint"}; an unexpected exception too (named, never a traceback to the agent)."""
+    root = tools.root if tools is not None else None
+    if problem is not None or tools is None:
+        return redacted(failure(problem or "no project", PROJECT_HINT))
+    try:
+        with captured():
+            answer = getattr(tools, tool)(**kwargs)
+    except ToolFailure as exc:
+        answer = exc.answer
+    except HermesError as exc:
+        lines = exc.lines()
+        answer = failure(lines[0].split(". Hint: ")[0],
+                         lines[0].split(". Hint: ")[1] if ". Hint: " in lines[0] else "see the error",
+                         **({"problems": lines} if len(lines) > 1 else {}))
+    except Exception as exc:  # noqa: BLE001 - an agent gets one line, the server keeps serving
+        answer = failure(f"{tool} failed unexpectedly: {type(exc).__name__}: {exc}",
+                         "the MCP server's stderr has the details; `hermes-stack status` shows the stack")
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+    return redacted(answer, root)

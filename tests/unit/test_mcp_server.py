@@ -1,0 +1,237 @@
+"""`hermes-stack mcp` through the official `mcp` client over stdio, started the way Hermes Agent starts a stdio server:
+from another directory, with only Hermes' baseline environment. The project is a copy, so edits never touch the
+repository. (Starting a real run is the Docker tier's: tests/docker/test_mcp_training.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+from mcp_helpers import call, copy_project, mcp_session
+
+from hermes_stack.controller.agent_tools.tools import TOOL_NAMES
+
+pytestmark = pytest.mark.slow  # each session starts a Python process that imports the controller (~2 s)
+
+
+def _bytes(project: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((project / "configs").iterdir())}
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture()
+def project(tmp_path) -> Path:
+    return copy_project(tmp_path / "project")
+
+
+@pytest.fixture()
+def elsewhere(tmp_path) -> Path:
+    where = tmp_path / "somewhere-else"
+    where.mkdir()
+    return where
+
+
+def test_the_ten_tools_environments_config_edits_and_unknown_runs(project, elsewhere):
+    # A key file with a random secret: no answer may show it (no tool reads the key file back).
+    secret = "sk-" + secrets.token_hex(20)
+    keyfile = project / ".env.taotoken"
+    keyfile.write_text(f"TAOTOKEN_API_KEY={secret}\nTAOTOKEN_BASE_URL=http://127.0.0.1:9\nTAOTOKEN_MODEL=m\n")
+    keyfile.chmod(0o600)
+    answers: list[str] = []
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            listed = await s.list_tools()
+            assert sorted(t.name for t in listed.tools) == sorted(TOOL_NAMES)
+            assert all(len(t.description) > 60 for t in listed.tools)  # written for an agent
+            schema = {t.name: t.inputSchema for t in listed.tools}
+            assert set(schema["rl_edit_config"]["properties"]) == {"field", "value"}
+            assert set(schema["rl_test_inference"]["properties"]) == {"num_steps", "group_size", "models"}
+
+            envs = await call(s, "rl_list_environments")
+            names = [e["name"] for e in envs["environments"]]
+            assert envs["count"] == len(names) and {"gsm8k", "offline-arith", "word-problems"} <= set(names)
+            assert all(set(e) >= {"name", "class_name", "file_path", "description"} for e in envs["environments"])
+            assert envs["current"] == "gsm8k"
+
+            config = await call(s, "rl_get_current_config")
+            fields = {f["name"]: f for f in config["configurable_fields"]}
+            locked = {f["name"]: f for f in config["locked_fields"]}
+            assert fields["rollout.group_size"]["current_value"] == 8 and fields["rollout.group_size"]["type"] == "int"
+            assert set(fields["rollout.group_size"]) >= {"name", "type", "default", "description", "current_value"}
+            assert locked["tinker.lora_rank"]["locked_value"] == 32
+            # the CPU profile's overrides are said, not hidden
+            assert fields["environment.dataset"]["effective_value"] == "offline-arith"
+
+            edited = await call(s, "rl_edit_config", field="rollout.group_size", value="4")  # a string, as agents send
+            assert edited["value"] == 4 and edited["config"]["current_value"] == 4, edited
+            toml = (project / "configs" / "config_grpo.toml").read_text()
+            assert "group_size = 4             # completions per prompt" in toml  # the comment kept
+            assert json.loads((project / "configs" / "settings_grpo.json").read_text())["algorithm"]["group_size"] == 4
+
+            before = _bytes(project)
+            refusals = {
+                "rollout.temperature": (5, "temperature"),  # out of range (the model's bound)
+                "algorithm.advantage_estimator": ("gae", "group_relative"),  # the flat-reward pitfall (a rule)
+                "rollout.batch_size": ("many", "batch_size"),  # wrong type
+                "tinker.lora_rank": (16, "locked"),  # locked, and the server was not started with --unlock
+                "environment.dataset": ("../../outside.jsonl", "outside the project"),
+                "no.such_field": (1, "unknown field"),
+            }
+            for field, (value, said) in refusals.items():
+                answer = await call(s, "rl_edit_config", field=field, value=value)
+                assert set(answer) >= {"error", "hint"} and said in answer["error"], (field, answer)
+                assert _bytes(project) == before, f"{field}: a refused value changed the files"
+                answers.append(json.dumps(answer))
+
+            picked = await call(s, "rl_select_environment", name="word-problems")
+            assert picked["environment"] == "word-problems" and "offline-arith" in picked["note"]
+            assert 'dataset = "word_problems.jsonl"' in (project / "configs" / "config_grpo.toml").read_text()
+            missing = await call(s, "rl_select_environment", name="chess")
+            assert "chess" in missing["error"] and "gsm8k" in missing["hint"]
+
+            first = await call(s, "rl_check_status", run_id="grpo-19700101-000000-abcdef")
+            second = await call(s, "rl_check_status", run_id="grpo-19700101-000000-abcdef")
+            assert first == second and "no run 'grpo-19700101-000000-abcdef'" in first["error"]
+            assert "rl_list_runs" in first["hint"]  # no "wait 30 minutes": no rate limit
+            escaping = await call(s, "rl_check_status", run_id="../../etc")
+            assert "no run" in escaping["error"]
+            assert await call(s, "rl_list_runs") == {"runs": [], "count": 0}
+            for tool, args in (("rl_get_results", {"run_id": "x"}), ("rl_stop_training", {"run_id": "x"})):
+                assert "no run 'x'" in (await call(s, tool, **args))["error"]
+            answers.extend(json.dumps(a) for a in (envs, config, edited, picked, first))
+
+    _run(scenario())
+    assert not any(secret in a or secret[3:11] in a for a in answers), "a secret reached an answer"
+
+
+def test_locked_field_editable_only_when_the_server_is_started_unlocked(project, elsewhere):
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu", "--unlock"], elsewhere) as s:
+            answer = await call(s, "rl_edit_config", field="tinker.lora_rank", value=16)
+            assert answer["config"]["current_value"] == 16, answer
+
+    _run(scenario())
+    assert json.loads((project / "configs" / "settings_grpo.json").read_text())["tinker"]["lora_rank"] == 16
+
+
+def test_a_wrong_project_is_one_clear_error_to_the_client_and_on_stderr(tmp_path, elsewhere):
+    missing = tmp_path / "no-such-project"
+
+    async def scenario():
+        # The mcp client hands errlog to a subprocess: it needs a real file.
+        with (tmp_path / "stderr.txt").open("w") as err:
+            async with mcp_session(["--project", str(missing)], elsewhere, errlog=err) as s:
+                assert len((await s.list_tools()).tools) == 10  # still listed: Hermes' `mcp test` can show why
+                answer = await call(s, "rl_list_environments")
+                assert str(missing) in answer["error"] and "--project" in answer["hint"]
+
+    _run(scenario())
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert f"error: project folder {missing} does not exist" in stderr
+
+
+def test_the_project_comes_from_hermes_root_in_the_entrys_env(project, elsewhere):
+    async def scenario():
+        async with mcp_session(["--device", "cpu"], elsewhere, entry_env={"HERMES_ROOT": str(project)}) as s:
+            assert (await call(s, "rl_list_environments"))["current"] == "gsm8k"
+
+    _run(scenario())
+
+
+def test_http_beyond_loopback_needs_a_token(project, elsewhere):
+    import subprocess
+    import sys
+
+    from mcp_helpers import hermes_env
+
+    done = subprocess.run([sys.executable, "-m", "hermes_stack", "mcp", "--project", str(project), "--transport",
+                           "http", "--host", "0.0.0.0"], cwd=elsewhere, env=hermes_env(), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "HERMES_MCP_TOKEN" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_streamable_http_with_a_token_refuses_requests_without_it(project, elsewhere):
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_helpers import hermes_env
+    from trainer_helpers import free_port
+
+    token, port = secrets.token_urlsafe(24), free_port()
+    server = subprocess.Popen([sys.executable, "-m", "hermes_stack", "mcp", "--project", str(project), "--device",
+                               "cpu", "--transport", "http", "--port", str(port)], cwd=elsewhere,
+                              env=hermes_env({"HERMES_MCP_TOKEN": token}), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                refused = httpx.post(url, json={}, timeout=2)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and server.poll() is None, "the HTTP server did not start"
+                time.sleep(0.2)
+        assert refused.status_code == 401
+        assert httpx.post(url, json={}, headers={"Authorization": "Bearer wrong"}, timeout=5).status_code == 401
+
+        async def listed() -> list[str]:
+            client = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            async with client, streamable_http_client(url, http_client=client) as (read, write, _), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                answer = await session.call_tool("rl_list_runs", {})
+                assert json.loads(answer.content[0].text) == {"runs": [], "count": 0}
+                return [t.name for t in tools.tools]
+
+        assert sorted(_run(listed())) == sorted(TOOL_NAMES)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_line(project, elsewhere):
+    """The state a detached `up` leaves when validation passed but the stack did not come up (its exit code and its
+    output), read by a server that did not start it; nothing running, so no Docker is needed."""
+    run_dir = project / ".hermes" / "runs" / "grpo-20261201-100000-abc123"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "algo": "grpo", "device": "cpu",
+                                                  "started_at": 1796000000.0, "pid": 0, "environment": "gsm8k"}))
+    (run_dir / "up.log").write_text("[1/6] validate grpo configs\n[2/6] preflight: Docker engine\n"
+                                    "error: Docker engine not reachable: is dockerd running?\n")
+    (run_dir / "exit_code").write_text("1\n")
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            listed = await call(s, "rl_list_runs")
+            assert listed == {"count": 1, "runs": [{"run_id": run_dir.name, "environment": "gsm8k",
+                                                    "status": "failed", "algo": "grpo",
+                                                    "started_at": "2026-11-30T00:53:20Z"}]}, listed
+            status = await call(s, "rl_check_status", run_id=run_dir.name)
+            assert status["status"] == "failed" and status["error"] == "Docker engine not reachable: is dockerd running?"
+            assert status["log_tail"][-1].startswith("error: Docker engine")
+            results = await call(s, "rl_get_results", run_id=run_dir.name)
+            assert results["final_metrics"]["last_step"] is None and results["history"] == []
+            assert (project / results["report_png"]).is_file()  # an empty run still has a report, saying so
+            # test-inference offline needs this stack's inference service, which is not up: the controller's own line
+            # (port 8001 is shared on a test machine: unreachable, or another stack's service refusing our key)
+            probe = await call(s, "rl_test_inference", num_steps=1)
+            assert "inference service at http://localhost:8001/v1" in probe["error"], probe
+            assert "rl_start_training" in probe["hint"], probe
+            other = await call(s, "rl_test_inference", models=["some-other-model"])
+            assert "not configured" in other["error"], other
+            assert "error" in await call(s, "rl_test_inference", num_steps=0)
+
+    _run(scenario())
