@@ -119,32 +119,35 @@ def resume(engine: Engine, settings: LoopSettings, log: Any = print) -> int:
     return latest.step
 
 
-def wait_for_inference(inference: InferenceClient, timeout_s: float, stop: StopFlag) -> None:
+def wait_for_inference(inference: InferenceClient, timeout_s: float, stop: StopFlag, poll_s: float = 1.0) -> None:
+    """Until the inference service is READY (not merely answering: /health answers 200 while SGLang loads)."""
     deadline = time.monotonic() + timeout_s
-    while not inference.health():
+    while not inference.ready():
         if stop or time.monotonic() > deadline:
-            raise InferenceError(f"inference: {inference.root}/health did not answer 200 within {timeout_s:.0f} s. "
+            raise InferenceError(f"inference: {inference.root}/health did not report ready within {timeout_s:.0f} s. "
                                  "Hint: `docker compose logs inference`")
-        time.sleep(1.0)
+        time.sleep(poll_s)
 
 
 def push_weights_riding_out(inference: InferenceClient, weights: Path, step: int, settings: LoopSettings,
                             stop: StopFlag, log: Any, retry_s: float = 1.0) -> None:
     """Push the step's weights; an inference service that is restarting (it loads the newest weights from the data
-    volume when it starts) is waited for and the push repeated until it takes, bounded by inference_wait_s in all.
-    Repeated, not tried once more: a restarted server answers /health before it can load an adapter, and a second
-    failure used to end training after the step was trained but before its metrics line was written."""
+    volume when it starts) is waited for until READY and the push repeated until it takes. Bounded by the model's
+    own start time as the front last reported it (InferenceClient.restart_bound_s; an 8B SGLang with CUDA-graph
+    capture takes minutes), never less than inference_wait_s. Repeated, not tried once more: a second failure used
+    to end training after the step was trained but before its metrics line was written."""
     try:
         inference.push_weights(weights, step)
         return
     except InferenceError as exc:
         if "refused" in str(exc):  # a wrong key does not get better by waiting
             raise
-        log(f"inference unreachable ({exc}); waiting up to {settings.inference_wait_s:.0f} s for it to come back")
+        bound_s = inference.restart_bound_s(settings.inference_wait_s)
+        log(f"inference unreachable ({exc}); waiting up to {bound_s:.0f} s for it to come back")
     started = time.monotonic()
-    deadline = started + settings.inference_wait_s
+    deadline = started + bound_s
     while True:
-        wait_for_inference(inference, max(0.0, deadline - time.monotonic()), stop)
+        wait_for_inference(inference, max(0.0, deadline - time.monotonic()), stop, poll_s=retry_s)
         try:
             inference.push_weights(weights, step)
             break
