@@ -89,7 +89,7 @@ def test_a_push_of_an_adapter_name_already_loaded_counts_as_done(tmp_path: Path)
     front loads step-<N> itself; the trainer's retry of step-<N> then gets that answer, and the name is served."""
     (tmp_path / "adapter_config.json").write_text("{}")
     message = "Failed to load LoRA adapter step-5 because it is already loaded"
-    client, seen = _client(lambda r: httpx.Response(400, json={"success": False, "message": message}))
+    client, _ = _client(lambda r: httpx.Response(400, json={"success": False, "message": message}))
     assert client.push_weights(tmp_path, 5)["success"] is True
     client, _ = _client(lambda r: httpx.Response(400, json={"success": False, "error_message": message}))
     assert client.push_weights(tmp_path, 5)["success"] is True
