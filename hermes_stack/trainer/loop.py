@@ -36,7 +36,8 @@ class LoopSettings:
     keep_checkpoints: int = 3
     keep_weights: int = 3
     batch_timeout_s: float = 600.0
-    inference_wait_s: float = 120.0    # also how long a restarting inference service is waited for mid-run
+    inference_wait_s: float = 120.0    # the least a (re)starting inference service is waited for; its model's start
+                                       # time decides beyond that (InferenceClient.restart_bound_s)
     atropos_outage_s: float = 600.0    # how long a restarting Atropos is waited for before checkpoint-and-stop
     departure_s: float = 120.0         # an environment whose queued groups sit this long while no batch forms left
     wandb_group: str | None = None
@@ -210,7 +211,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             f"wants {settings.batch_size_sequences}. Restart the atropos service to change it")
         atropos.batch_size = int(info.get("batch_size", settings.batch_size_sequences))
     if inference is not None:
-        wait_for_inference(inference, settings.inference_wait_s, stop)
+        inference.ready()  # learns the backend's start limit even while it still loads: the bound below
+        wait_for_inference(inference, inference.restart_bound_s(settings.inference_wait_s), stop)
     write_ready(settings.data_dir, {"step": step, "num_steps": settings.num_steps})
     log(f"trainer ready: registered with atropos (batch {settings.batch_size_sequences} sequences), "
         f"steps {step + 1}..{settings.num_steps}")

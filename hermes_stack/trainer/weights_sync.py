@@ -81,10 +81,10 @@ class InferenceClient:
         if not isinstance(body, dict):
             return True
         ready = body.get("ready", True) is not False
-        if ready:
-            for key in ("start_s", "start_timeout_s"):
-                if isinstance(body.get(key), (int, float)) and not isinstance(body.get(key), bool):
-                    setattr(self, key, float(body[key]))
+        # The limit is configuration (known while loading); the start time is measured (known once started).
+        for key in ("start_s", "start_timeout_s") if ready else ("start_timeout_s",):
+            if isinstance(body.get(key), (int, float)) and not isinstance(body.get(key), bool):
+                setattr(self, key, float(body[key]))
         return ready
 
     def restart_bound_s(self, floor_s: float) -> float:
