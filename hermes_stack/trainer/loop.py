@@ -245,6 +245,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             metrics.update({"wait_s": wait_s, "step_s": step_s, "truncated_sequences": float(truncated),
                             "tokens": float(total_tokens),
                             "trained_tokens": float(trained_tokens),
+                            # what padding widens every row of a micro-batch to (docs: the memory model)
+                            "widest_sequence": float(max((len(s.tokens) for g in groups for s in g), default=0)),
                             "tokens_per_s": total_tokens / step_s if step_s > 0 else float("nan")})
             if inference is not None:
                 t2 = time.monotonic()
