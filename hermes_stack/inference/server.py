@@ -98,6 +98,8 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
 
     async def start_backend() -> None:
         t0 = time.monotonic()
+        if data_dir is not None and hasattr(backend, "after_restart"):  # a supervised child restart (SGLang)
+            backend.after_restart = lambda: load_newest_weights(backend, data_dir)
         await backend.start()
         if data_dir is not None:
             await load_newest_weights(backend, data_dir)

@@ -141,6 +141,9 @@ class SGLangBackend:
         self._retiring: set[str] = set()         # unloads scheduled until their adapter's requests are answered
         self._tasks: set[asyncio.Task] = set()
         self.start_timeout_s = spec.start_timeout_s  # the front reports it: the trainer's restart ride-out bound
+        # Set by the front (server.create_app): loads the newest synced weights after a restart of the child, before
+        # it counts as ready again, as after a restart of the whole service.
+        self.after_restart: Callable[[], Any] | None = None
         self._ready = False
         self._child: _Child | None = None
         self._monitor: asyncio.Task | None = None
@@ -197,7 +200,7 @@ class SGLangBackend:
             child.tail.append(line)
             print(f"[sglang] {line}", flush=True)
 
-    async def _wait_ready(self) -> None:
+    async def _wait_ready(self, mark_ready: bool = True) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.spec.start_timeout_s
         while loop.time() < deadline:
@@ -210,7 +213,7 @@ class SGLangBackend:
             try:
                 response = await self.http.get("/health_generate", timeout=30.0)
                 if response.status_code == 200:
-                    self._ready = True
+                    self._ready = mark_ready
                     log.info("SGLang is ready (health_generate 200)")
                     return
             except httpx.HTTPError:
@@ -232,14 +235,17 @@ class SGLangBackend:
             if restarts > self.spec.max_restarts:
                 self.on_fatal(f"SGLang crashed {restarts} times; giving up")
                 return
+            # A restarted SGLang lost the adapters: none is named to it until loaded again.
+            self.adapters.clear()
+            self.default_adapter = None
+            self._exports.clear()
+            self._retiring.clear()
             try:
                 await self._launch()
-                await self._wait_ready()
-                # A restarted SGLang lost the adapters; re-loading them is the trainer's next push.
-                self.adapters.clear()
-                self.default_adapter = None
-                self._exports.clear()
-                self._retiring.clear()
+                await self._wait_ready(mark_ready=False)
+                if self.after_restart is not None:
+                    await self.after_restart()  # the newest synced weights, not the base model
+                self._ready = True
             except StackError as exc:
                 self.on_fatal(str(exc))
                 return

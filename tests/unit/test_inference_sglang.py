@@ -291,6 +291,43 @@ def test_supervisor_waits_for_readiness_with_the_key_from_the_config_file(tmp_pa
         os.kill(pid, 0)
 
 
+def test_a_crashed_child_is_restarted_and_loads_the_newest_weights_before_it_counts_as_ready(tmp_path, monkeypatch):
+    """As after a restart of the whole service: the restarted SGLang serves the newest synced step, and a trainer
+    waiting for READY does not push while the front loads it (SGLang would refuse the second load of the name)."""
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    spec = SGLangLaunch(model_path="/m", served_model="ok", port=_port(), launcher=(sys.executable, str(stub)),
+                        start_timeout_s=30)
+    backend = SGLangBackend(spec, KEY, on_fatal=lambda reason: None)
+    seen: list[bool] = []
+
+    async def run():
+        await backend.start()
+        backend.adapters, backend.default_adapter = ["step-1"], "step-1"
+        loaded = asyncio.Event()
+
+        async def after_restart():
+            seen.append(backend.is_ready())  # not ready while the newest weights load
+            backend.adapters, backend.default_adapter = ["step-2"], "step-2"
+            loaded.set()
+
+        backend.after_restart = after_restart
+        first = backend._child.process
+        first.kill()
+        await asyncio.wait_for(loaded.wait(), 30)
+        for _ in range(100):
+            if backend.is_ready():
+                break
+            await asyncio.sleep(0.02)
+        ready, child = backend.is_ready(), backend._child.process
+        await backend.stop()
+        return ready, child is not first
+
+    ready, relaunched = asyncio.run(run())
+    assert relaunched and ready and seen == [False]
+    assert backend.models() == ["ok", "step-2"]  # step-1 of the crashed child is not named to the new one
+
+
 def test_child_that_dies_before_ready_is_a_clear_error(tmp_path):
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
