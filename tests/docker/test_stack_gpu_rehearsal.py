@@ -161,9 +161,6 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
 
         rows = wait_for_steps(env, RESTART_AFTER, 600)
         assert len(rows) >= RESTART_AFTER, compose(env, "logs", "--tail", "60", "trainer", "inference").stdout[-4000:]
-        # Long sequences really ran: prompts of the JSONL's long rows are hundreds of tokens wide (the tiny model's
-        # own context is 64), and T = 0.8 reached the trainer's first-pass ratio without breaking it.
-        assert max(r["widest_sequence"] for r in rows) > 128, rows
 
         # An inference restart mid-run: the front restarts SGLang (its start slowed past the trainer's fixed wait),
         # loads the newest step the trainer synced itself, and training goes on to its last step.
@@ -174,6 +171,9 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
         logs = compose(env, "logs", "inference").stdout
         assert len(rows) >= STEPS, (trainer_logs[-3000:], logs[-3000:])
         assert [r["step"] for r in rows][-1] == STEPS and "training finished" in trainer_logs, trainer_logs[-3000:]
+        # Long sequences were trained: the JSONL's long rows are 160-500 tokens wide (the tiny model's own context
+        # is 64), sampled at T = 0.8.
+        assert max(r["widest_sequence"] for r in rows) > 128, [r["widest_sequence"] for r in rows]
         assert logs.count("sglang-standin: loading for 40 s") == 2, logs[-3000:]  # both starts were slow
         assert "serving the newest synced weights /data/weights/step-" in logs, logs[-3000:]
         if "inference unreachable" in trainer_logs:  # a push fell in the outage: ridden out past the fixed wait
