@@ -76,7 +76,8 @@ def hs(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.Compl
 
 
 def metrics(env: dict[str, str]) -> list[dict]:
-    out = compose(env, "exec", "-T", "trainer", "cat", "/data/metrics.jsonl").stdout
+    # Read through inference, which mounts the same data volume: the trainer's container exits after its last step.
+    out = compose(env, "exec", "-T", "inference", "cat", "/data/metrics.jsonl").stdout
     return [row for line in out.splitlines() if line.startswith("{") and "step" in (row := json.loads(line))]
 
 
