@@ -113,6 +113,9 @@ class ServiceEnv(BaseModel):
     atropos_outage_s: float = _var("HERMES_ATROPOS_OUTAGE_S", 600.0, "pass",
                                    "trainer: seconds to wait for a restarting Atropos before it checkpoints and "
                                    "stops", gt=0)
+    inference_wait_s: float = _var("HERMES_INFERENCE_WAIT_S", 120.0, "pass",
+                                   "trainer: the least seconds a restarting inference service is waited for (longer "
+                                   "when its model took longer to start: twice that, plus 60 s)", gt=0)
     env_departed_s: float = _var("HERMES_ENV_DEPARTED_S", 120.0, "pass",
                                  "trainer: seconds an environment's queued groups may sit while no batch forms "
                                  "before it counts as departed", gt=0)

@@ -12,6 +12,7 @@ import hmac
 import json
 import logging
 import os
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -109,13 +110,22 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
                                  "start the stack with `hermes-stack up`, which generates one; by hand, set the "
                                  "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)"))
     marker_path = data_dir / "ready" / "inference" if data_dir is not None else None
+    # Ready = started AND the newest synced weights loaded: before that a push could race the front's own load.
+    # start_s (this start, measured) and the backend's start limit go out on /health: a trainer keeps them and
+    # rides out a restart for as long as the model takes to start, not a fixed bound.
+    started: dict[str, float | None] = {"start_s": None}
 
     async def start_backend() -> None:
+        t0 = time.monotonic()
+        if data_dir is not None and hasattr(backend, "after_restart"):  # a supervised child restart (SGLang)
+            backend.after_restart = lambda: load_newest_weights(backend, data_dir)
         await backend.start()
         if data_dir is not None:
             await load_newest_weights(backend, data_dir)
             write_ready_marker(data_dir, backend)
-        log.info("inference ready: backend %s, model %s, auth on", backend.name, backend.served_model)
+        started["start_s"] = round(time.monotonic() - t0, 1)
+        log.info("inference ready: backend %s, model %s, auth on (started in %.1f s)", backend.name,
+                 backend.served_model, started["start_s"])
 
     async def start_in_background() -> None:
         try:
@@ -171,7 +181,9 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "ready": backend.is_ready(), "backend": backend.name}
+        return {"status": "ok", "ready": backend.is_ready() and started["start_s"] is not None,
+                "backend": backend.name, "start_s": started["start_s"],
+                "start_timeout_s": getattr(backend, "start_timeout_s", None)}
 
     @app.get("/health_generate")
     async def health_generate():

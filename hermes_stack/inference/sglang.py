@@ -8,6 +8,14 @@ Supervision: readiness = `/health_generate` answers 200. A child that exits befo
 names the exit code and the log tail). After readiness, a crash is restarted up to `max_restarts` times; then the
 service exits non-zero so compose's restart policy and healthcheck take over.
 
+LoRA adapters follow SGLang's rules (python/sglang/srt/lora/lora_manager.py `validate_new_adapter` refuses a name that
+is already loaded; managers/tokenizer_control_mixin.py `_unload_lora_adapter_locked` waits, holding the LoRA update
+lock that every load takes too, until no request holds the adapter): a load of a name this front already serves
+from the same export is answered as done without asking SGLang (a push is idempotent: after a restart this front
+loads the newest `step-<N>` itself and the trainer's retry of it must not fail), a different export under that name
+replaces it; an adapter is unloaded only once no request this front forwarded still uses it, in the background, so
+neither the trainer's push nor its unload waits behind a long rollout.
+
 sglang itself is never imported here: it is only on GPU images, and we only need its command line.
 """
 
@@ -22,7 +30,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +136,14 @@ class SGLangBackend:
                                       timeout=httpx.Timeout(1200.0, connect=5.0), transport=transport)
         self.adapters: list[str] = []
         self.default_adapter: str | None = None
+        self._exports: dict[str, tuple] = {}     # adapter name -> identity of the export it was loaded from
+        self._in_flight: Counter[str] = Counter()  # adapter name -> requests forwarded with it, not yet answered
+        self._retiring: set[str] = set()         # unloads scheduled until their adapter's requests are answered
+        self._tasks: set[asyncio.Task] = set()
+        self.start_timeout_s = spec.start_timeout_s  # the front reports it: the trainer's restart ride-out bound
+        # Set by the front (server.create_app): loads the newest synced weights after a restart of the child, before
+        # it counts as ready again, as after a restart of the whole service.
+        self.after_restart: Callable[[], Any] | None = None
         self._ready = False
         self._child: _Child | None = None
         self._monitor: asyncio.Task | None = None
@@ -184,7 +200,7 @@ class SGLangBackend:
             child.tail.append(line)
             print(f"[sglang] {line}", flush=True)
 
-    async def _wait_ready(self) -> None:
+    async def _wait_ready(self, mark_ready: bool = True) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.spec.start_timeout_s
         while loop.time() < deadline:
@@ -197,7 +213,7 @@ class SGLangBackend:
             try:
                 response = await self.http.get("/health_generate", timeout=30.0)
                 if response.status_code == 200:
-                    self._ready = True
+                    self._ready = mark_ready
                     log.info("SGLang is ready (health_generate 200)")
                     return
             except httpx.HTTPError:
@@ -219,12 +235,17 @@ class SGLangBackend:
             if restarts > self.spec.max_restarts:
                 self.on_fatal(f"SGLang crashed {restarts} times; giving up")
                 return
+            # A restarted SGLang lost the adapters: none is named to it until loaded again.
+            self.adapters.clear()
+            self.default_adapter = None
+            self._exports.clear()
+            self._retiring.clear()
             try:
                 await self._launch()
-                await self._wait_ready()
-                # A restarted SGLang lost the adapters; re-loading them is the trainer's next push.
-                self.adapters.clear()
-                self.default_adapter = None
+                await self._wait_ready(mark_ready=False)
+                if self.after_restart is not None:
+                    await self.after_restart()  # the newest synced weights, not the base model
+                self._ready = True
             except StackError as exc:
                 self.on_fatal(str(exc))
                 return
@@ -245,6 +266,8 @@ class SGLangBackend:
                 await self._child.process.wait()
         if self._monitor is not None:
             self._monitor.cancel()
+        for task in list(self._tasks):
+            task.cancel()
         if self._secret_dir is not None:
             shutil.rmtree(self._secret_dir, ignore_errors=True)
         await self.http.aclose()
@@ -276,14 +299,29 @@ class SGLangBackend:
                 return {**body, "lora_path": self.default_adapter}
         return body
 
+    async def _forward_counted(self, path: str, body: dict[str, Any]) -> Any:
+        """Forward a generation, counting it against its adapter until answered: an adapter is unloaded only when
+        no request holds it (SGLang's unload would otherwise wait for them with the LoRA update lock held)."""
+        body = self._with_adapter(body)
+        adapter = body.get("lora_path") if isinstance(body.get("lora_path"), str) else None
+        if adapter is not None:
+            self._in_flight[adapter] += 1
+        try:
+            return await self._forward("POST", path, body)
+        finally:
+            if adapter is not None:
+                self._in_flight[adapter] -= 1
+                if self._in_flight[adapter] <= 0:
+                    del self._in_flight[adapter]
+
     async def generate(self, body: dict[str, Any]) -> Any:
-        return await self._forward("POST", "/generate", self._with_adapter(body))
+        return await self._forward_counted("/generate", body)
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._forward("POST", "/v1/completions", self._with_adapter(body))
+        return await self._forward_counted("/v1/completions", body)
 
     async def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._forward("POST", "/v1/chat/completions", self._with_adapter(body))
+        return await self._forward_counted("/v1/chat/completions", body)
 
     async def _admin(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -304,25 +342,73 @@ class SGLangBackend:
         return await self._admin("/update_weights_from_disk", body)
 
     async def load_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
+        name, path = body.get("lora_name"), body.get("lora_path")
+        identity = export_identity(path)
+        if name in self.adapters and name not in self._retiring:
+            if identity is not None and self._exports.get(name) == identity:
+                # Idempotent: SGLang would refuse the name as already loaded; it serves this very export.
+                self.default_adapter = name
+                return {"success": True, "message": f"LoRA adapter {name} is already loaded from this export"}
+            # The same name, another export (a trainer resumed from an older checkpoint re-trains a step the server
+            # still serves): replace it, as SGLang will not load a name twice.
+            self.adapters.remove(name)
+            if self.default_adapter == name:
+                self.default_adapter = self.adapters[-1] if self.adapters else None
+            await self._wait_unused(name)
+            await self._admin("/unload_lora_adapter", {"lora_name": name})
+        elif name in self._retiring:
+            await self._wait_retired(name)
         answer = await self._admin_answer("/load_lora_adapter", body)
         if answer.get("success"):
-            name = body["lora_name"]
             previous = [a for a in self.adapters if a != name]
             self.adapters = [*previous, name]
+            self._exports[name] = identity
             self.default_adapter = name
             # Keep GPU memory bounded: the older adapters are no longer served by default.
             for old in previous:
-                if (await self._admin("/unload_lora_adapter", {"lora_name": old})).get("success"):
-                    self.adapters.remove(old)
+                self._retire(old)
         return answer
 
     async def unload_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
-        answer = await self._admin_answer("/unload_lora_adapter", body)
-        if answer.get("success") and body.get("lora_name") in self.adapters:
-            self.adapters.remove(body["lora_name"])
-            if self.default_adapter == body.get("lora_name"):
-                self.default_adapter = self.adapters[-1] if self.adapters else None
-        return answer
+        name = body.get("lora_name")
+        if name in self._retiring:
+            return {"success": True, "message": f"LoRA adapter {name} is being unloaded"}
+        if name in self.adapters:
+            # Answered at once; unloaded once the requests holding it are answered (never blocks the caller).
+            self._retire(name)
+            return {"success": True, "message": f"LoRA adapter {name} is unloaded once its "
+                                                f"{self._in_flight.get(name, 0)} requests in flight are answered"}
+        return await self._admin_answer("/unload_lora_adapter", body)
+
+    def _retire(self, name: str) -> None:
+        if name in self._retiring:
+            return
+        self._retiring.add(name)
+        if name in self.adapters:
+            self.adapters.remove(name)
+        if self.default_adapter == name:
+            self.default_adapter = self.adapters[-1] if self.adapters else None
+        task = asyncio.create_task(self._unload_when_unused(name))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _wait_unused(self, name: str, poll_s: float = 0.05) -> None:
+        while self._in_flight.get(name, 0) > 0:
+            await asyncio.sleep(poll_s)
+
+    async def _wait_retired(self, name: str, poll_s: float = 0.05) -> None:
+        while name in self._retiring:
+            await asyncio.sleep(poll_s)
+
+    async def _unload_when_unused(self, name: str) -> None:
+        try:
+            await self._wait_unused(name)
+            answer = await self._admin_answer("/unload_lora_adapter", {"lora_name": name})
+            if not answer.get("success"):
+                log.warning("could not unload LoRA adapter %s: %s", name, answer.get("message"))
+        finally:
+            self._retiring.discard(name)
+            self._exports.pop(name, None)
 
     async def health_generate(self) -> bool:
         try:
@@ -336,6 +422,18 @@ class SGLangBackend:
 
     def models(self) -> list[str]:
         return [self.served_model, *self.adapters]
+
+
+def export_identity(path: Any) -> tuple | None:
+    """What tells one export of a weights folder from another under the same path: each file's name, size and
+    modification time (an export is written into a new temp folder and renamed into place, so its files are new)."""
+    if not isinstance(path, str):
+        return None
+    try:
+        return tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(path).iterdir()
+                            if f.is_file()))
+    except OSError:
+        return None
 
 
 def _exit_process(reason: str) -> None:

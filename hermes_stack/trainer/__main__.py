@@ -346,6 +346,7 @@ def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv)
         data_dir=data_dir(env),
         batch_timeout_s=args.batch_timeout,
         atropos_outage_s=env.atropos_outage_s,
+        inference_wait_s=env.inference_wait_s,
         departure_s=env.env_departed_s,
         wandb_group=settings.wandb.group,
         wandb_project=settings.wandb.project,

@@ -36,7 +36,8 @@ class LoopSettings:
     keep_checkpoints: int = 3
     keep_weights: int = 3
     batch_timeout_s: float = 600.0
-    inference_wait_s: float = 120.0    # also how long a restarting inference service is waited for mid-run
+    inference_wait_s: float = 120.0    # the least a (re)starting inference service is waited for; its model's start
+                                       # time decides beyond that (InferenceClient.restart_bound_s)
     atropos_outage_s: float = 600.0    # how long a restarting Atropos is waited for before checkpoint-and-stop
     departure_s: float = 120.0         # an environment whose queued groups sit this long while no batch forms left
     wandb_group: str | None = None
@@ -131,32 +132,35 @@ def resume(engine: Engine, settings: LoopSettings, log: Any = print) -> int:
     return latest.step
 
 
-def wait_for_inference(inference: InferenceClient, timeout_s: float, stop: StopFlag) -> None:
+def wait_for_inference(inference: InferenceClient, timeout_s: float, stop: StopFlag, poll_s: float = 1.0) -> None:
+    """Until the inference service is READY (not merely answering: /health answers 200 while SGLang loads)."""
     deadline = time.monotonic() + timeout_s
-    while not inference.health():
+    while not inference.ready():
         if stop or time.monotonic() > deadline:
-            raise InferenceError(f"inference: {inference.root}/health did not answer 200 within {timeout_s:.0f} s. "
+            raise InferenceError(f"inference: {inference.root}/health did not report ready within {timeout_s:.0f} s. "
                                  "Hint: `docker compose logs inference`")
-        time.sleep(1.0)
+        time.sleep(poll_s)
 
 
 def push_weights_riding_out(inference: InferenceClient, weights: Path, step: int, settings: LoopSettings,
                             stop: StopFlag, log: Any, retry_s: float = 1.0) -> None:
     """Push the step's weights; an inference service that is restarting (it loads the newest weights from the data
-    volume when it starts) is waited for and the push repeated until it takes, bounded by inference_wait_s in all.
-    Repeated, not tried once more: a restarted server answers /health before it can load an adapter, and a second
-    failure used to end training after the step was trained but before its metrics line was written."""
+    volume when it starts) is waited for until READY and the push repeated until it takes. Bounded by the model's
+    own start time as the front last reported it (InferenceClient.restart_bound_s; an 8B SGLang with CUDA-graph
+    capture takes minutes), never less than inference_wait_s. Repeated, not tried once more: a second failure used
+    to end training after the step was trained but before its metrics line was written."""
     try:
         inference.push_weights(weights, step)
         return
     except InferenceError as exc:
         if "refused" in str(exc):  # a wrong key does not get better by waiting
             raise
-        log(f"inference unreachable ({exc}); waiting up to {settings.inference_wait_s:.0f} s for it to come back")
+        bound_s = inference.restart_bound_s(settings.inference_wait_s)
+        log(f"inference unreachable ({exc}); waiting up to {bound_s:.0f} s for it to come back")
     started = time.monotonic()
-    deadline = started + settings.inference_wait_s
+    deadline = started + bound_s
     while True:
-        wait_for_inference(inference, max(0.0, deadline - time.monotonic()), stop)
+        wait_for_inference(inference, max(0.0, deadline - time.monotonic()), stop, poll_s=retry_s)
         try:
             inference.push_weights(weights, step)
             break
@@ -219,7 +223,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             f"wants {settings.batch_size_sequences}. Restart the atropos service to change it")
         atropos.batch_size = int(info.get("batch_size", settings.batch_size_sequences))
     if inference is not None:
-        wait_for_inference(inference, settings.inference_wait_s, stop)
+        inference.ready()  # learns the backend's start limit even while it still loads: the bound below
+        wait_for_inference(inference, inference.restart_bound_s(settings.inference_wait_s), stop)
     write_ready(settings.data_dir, {"step": step, "num_steps": settings.num_steps})
     log(f"trainer ready: registered with atropos (batch {settings.batch_size_sequences} sequences), "
         f"steps {step + 1}..{settings.num_steps}")
@@ -252,6 +257,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             metrics.update({"wait_s": wait_s, "step_s": step_s, "truncated_sequences": float(truncated),
                             "tokens": float(total_tokens),
                             "trained_tokens": float(trained_tokens),
+                            # what padding widens every row of a micro-batch to (docs: the memory model)
+                            "widest_sequence": float(max((len(s.tokens) for g in groups for s in g), default=0)),
                             "tokens_per_s": total_tokens / step_s if step_s > 0 else float("nan")})
             if inference is not None:
                 t2 = time.monotonic()

@@ -5,10 +5,19 @@ inference service never reads a half-written directory) and announced with SGLan
 `POST /update_weights_from_disk {"model_path"}` for full weights, `POST /load_lora_adapter {"lora_name",
 "lora_path"}` when the export is a peft adapter (it holds adapter_config.json). The folder layout, which the
 inference service reads too, is hermes_stack.modelcore.weights_layout.
+
+SGLang's semantics, which both backends' front follows (hermes_stack/inference/sglang.py):
+- a name is loaded once: SGLang answers 400 "... because it is already loaded" for a second load of it
+  (python/sglang/srt/lora/lora_manager.py `validate_new_adapter`). A push is idempotent: that answer means the name is
+  served, which is what the push wanted (after a restart the inference front loads `step-<N>` itself);
+- an unload waits until no request holds the adapter (managers/tokenizer_control_mixin.py
+  `_unload_lora_adapter_locked`), which can outlast this client's timeout: unloads run in the background;
+- readiness is `/health`'s `ready`, not its status code: our front answers 200 while SGLang still loads.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +38,11 @@ class InferenceClient:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=self.root, headers=headers, timeout=timeout_s, transport=transport)
         self._adapter: str | None = None  # the LoRA adapter this client loaded last
+        self._headers, self._transport = headers, transport
+        # From the front's /health when it was last seen ready: how long its backend took to start, and its limit.
+        self.start_s: float | None = None
+        self.start_timeout_s: float | None = None
+        self._unloads: list[threading.Thread] = []
 
     def close(self) -> None:
         self._http.close()
@@ -45,10 +59,47 @@ class InferenceClient:
         return response
 
     def health(self) -> bool:
+        """Liveness: the front answers (it may still be loading the model)."""
         try:
             return self._http.get("/health", timeout=5.0).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def ready(self) -> bool:
+        """Readiness: the front answers AND its backend can serve (`ready` in /health; a server without the field
+        counts as ready when it answers 200). Remembers the start figures for the restart ride-out bound."""
+        try:
+            response = self._http.get("/health", timeout=5.0)
+        except httpx.HTTPError:
+            return False
+        if response.status_code != 200:
+            return False
+        try:
+            body = response.json()
+        except ValueError:
+            return True
+        if not isinstance(body, dict):
+            return True
+        ready = body.get("ready", True) is not False
+        # The limit is configuration (known while loading); the start time is measured (known once started).
+        for key in ("start_s", "start_timeout_s") if ready else ("start_timeout_s",):
+            if isinstance(body.get(key), (int, float)) and not isinstance(body.get(key), bool):
+                setattr(self, key, float(body[key]))
+        return ready
+
+    def restart_bound_s(self, floor_s: float) -> float:
+        """How long a restarting inference service is waited for: its backend's own start time (measured when it
+        last started, doubled, plus a minute for the container itself), never past its start limit (the front gives
+        up there), never under `floor_s`. Without figures: the start limit, else `floor_s`."""
+        bound = floor_s
+        if self.start_s is not None:
+            expected = 2.0 * self.start_s + 60.0
+            if self.start_timeout_s is not None:
+                expected = min(expected, self.start_timeout_s + 60.0)
+            bound = max(bound, expected)
+        elif self.start_timeout_s is not None:
+            bound = max(bound, self.start_timeout_s + 60.0)
+        return bound
 
     def models(self) -> list[str]:
         response = self._call("GET", "/v1/models")
@@ -104,6 +155,10 @@ class InferenceClient:
         except ValueError:
             pass
         # SGLang answers 200 {"success": bool, "message": str}; 400 with success false on a bad path.
+        message = str(body.get("message") or body.get("error_message") or "")
+        if path == "/load_lora_adapter" and "already loaded" in message:
+            self._unload_previous(payload["lora_name"])
+            return {"success": True, "message": message}  # idempotent: the name is served
         if response.status_code != 200 or body.get("success") is False:
             raise InferenceError(f"inference: POST {path} for {directory} answered HTTP {response.status_code}: "
                                  f"{body.get('message') or response.text[:200]}")
@@ -114,11 +169,27 @@ class InferenceClient:
     def _unload_previous(self, current: str) -> None:
         """Adapters stay loaded until unloaded (SGLang and the built-in server alike): one per step would pile up
         (a rank-8 adapter of SmolLM2-135M is ~10 MB; 200 steps, 2 GB). The new one serves first, then the one this
-        client loaded before goes. A refusal is not fatal: the next load tries again with its own predecessor."""
+        client loaded before goes, in a background thread: SGLang's unload waits for every request holding that
+        adapter, and the trainer must not. A refusal is not fatal: the next load tries again with its own
+        predecessor."""
         previous, self._adapter = self._adapter, current
         if previous is None or previous == current:
             return
+        self._unloads = [t for t in self._unloads if t.is_alive()]
+        thread = threading.Thread(target=self._unload, args=(previous,), name=f"unload-{previous}", daemon=True)
+        self._unloads.append(thread)
+        thread.start()
+
+    def settle(self, timeout_s: float = 5.0) -> None:
+        """Wait (bounded) for the background unloads started so far; for tests and a tidy close."""
+        for thread in self._unloads:
+            thread.join(timeout_s)
+
+    def _unload(self, name: str, timeout_s: float = 1800.0) -> None:
+        # Its own client: httpx clients are not shared across threads mid-request, and this one may wait long.
         try:
-            self._call("POST", "/unload_lora_adapter", json={"lora_name": previous})
-        except InferenceError:
+            with httpx.Client(base_url=self.root, headers=self._headers, timeout=timeout_s,
+                              transport=self._transport) as http:
+                http.post("/unload_lora_adapter", json={"lora_name": name})
+        except httpx.HTTPError:
             pass

@@ -113,6 +113,7 @@ def test_proxy_forwards_with_key_and_injects_newest_adapter():
         await backend.chat_completions({"model": "served", "messages": []})
         moved = await backend.update_weights_from_disk({"model_path": "/data/weights/step-1"})
         refused = await backend.update_weights_from_disk({"model_path": "/nope"})
+        await asyncio.gather(*backend._tasks)  # older adapters are unloaded in the background
         await backend.stop()
         return first, moved, refused
 
@@ -127,6 +128,100 @@ def test_proxy_forwards_with_key_and_injects_newest_adapter():
     assert backend.models() == ["served", "step-2"]
     assert moved["success"] is True and refused["success"] is False
     assert paths[0] == "/health_generate"
+
+
+class StrictLoraUpstream(FakeUpstream):
+    """SGLang's LoRA rules (lora_manager.py validate_new_adapter, tokenizer_control_mixin.py
+    _unload_lora_adapter_locked): a loaded name is refused; an unload is answered only once released."""
+
+    def __init__(self):
+        super().__init__()
+        self.loaded: set[str] = set()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else {}
+        if request.url.path == "/load_lora_adapter":
+            self.requests.append((request.url.path, body))
+            if body["lora_name"] in self.loaded:
+                return httpx.Response(400, json={"success": False, "error_message": f"Failed to load LoRA adapter "
+                                                 f"{body['lora_name']} because it is already loaded"})
+            self.loaded.add(body["lora_name"])
+            return httpx.Response(200, json={"success": True, "error_message": ""})
+        if request.url.path == "/unload_lora_adapter":
+            self.requests.append((request.url.path, body))
+            self.loaded.discard(body["lora_name"])
+            return httpx.Response(200, json={"success": True, "error_message": ""})
+        return super().__call__(request)
+
+
+def _export(folder: Path, content: bytes) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text("{}")
+    (folder / "adapter_model.safetensors").write_bytes(content)
+    return str(folder)
+
+
+def test_a_push_of_a_name_the_front_already_serves_from_that_export_succeeds_and_another_export_replaces_it(tmp_path):
+    """After a restart the front loads the newest step-<N> itself; the trainer's retry of step-<N> must not get
+    SGLang's 400 "already loaded" until its deadline. A re-trained step-<N> (another export) replaces the old one."""
+    upstream = StrictLoraUpstream()
+    backend = proxy(upstream)
+    path = _export(tmp_path / "step-4", b"a")
+
+    async def run():
+        await backend.start()
+        front = await backend.load_lora_adapter({"lora_name": "step-4", "lora_path": path})
+        retry = await backend.load_lora_adapter({"lora_name": "step-4", "lora_path": path})
+        loads_after_retry = sum(p == "/load_lora_adapter" for p, _ in upstream.requests)
+        _export(tmp_path / "step-4", b"retrained")  # new file content and mtime: another export, same path
+        replaced = await backend.load_lora_adapter({"lora_name": "step-4", "lora_path": path})
+        await backend.stop()
+        return front, retry, loads_after_retry, replaced
+
+    front, retry, loads_after_retry, replaced = asyncio.run(run())
+    assert front["success"] and retry["success"] and replaced["success"], (front, retry, replaced)
+    assert loads_after_retry == 1  # the retry was answered by the front, SGLang was not asked again
+    lora_calls = [(p, b["lora_name"]) for p, b in upstream.requests if "lora" in p]
+    assert lora_calls == [("/load_lora_adapter", "step-4"), ("/unload_lora_adapter", "step-4"),
+                          ("/load_lora_adapter", "step-4")]
+    assert backend.models() == ["served", "step-4"]
+
+
+def test_an_old_adapter_is_unloaded_only_once_its_requests_are_answered_and_never_blocks_a_push(tmp_path):
+    """SGLang's unload waits for every request holding the adapter, with the lock every load takes held: the front
+    unloads in the background, after its own count of requests forwarded with that adapter reaches zero."""
+    release = asyncio.Event()
+    upstream = StrictLoraUpstream()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/generate":
+            await release.wait()  # a long rollout on the old adapter
+        return upstream(request)
+
+    spec = SGLangLaunch(model_path="/m", served_model="served", port=1)
+    backend = SGLangBackend(spec, KEY, transport=httpx.MockTransport(handler), spawn=False)
+
+    async def run():
+        await backend.start()
+        await backend.load_lora_adapter({"lora_name": "step-1", "lora_path": _export(tmp_path / "s1", b"1")})
+        rollout = asyncio.create_task(backend.generate({"input_ids": [1]}))  # holds step-1 (the default)
+        await asyncio.sleep(0.05)
+        pushed = await asyncio.wait_for(backend.load_lora_adapter(
+            {"lora_name": "step-2", "lora_path": _export(tmp_path / "s2", b"2")}), 5)
+        unload = await asyncio.wait_for(backend.unload_lora_adapter({"lora_name": "step-1"}), 5)  # the trainer's
+        await asyncio.sleep(0.2)
+        before = [b["lora_name"] for p, b in upstream.requests if p == "/unload_lora_adapter"]
+        release.set()
+        await rollout
+        await asyncio.wait_for(asyncio.gather(*backend._tasks), 5)
+        after = [b["lora_name"] for p, b in upstream.requests if p == "/unload_lora_adapter"]
+        await backend.stop()
+        return pushed, unload, before, after
+
+    pushed, unload, before, after = asyncio.run(run())
+    assert pushed["success"] and unload["success"]
+    assert before == [] and after == ["step-1"]  # sent once, after the rollout; the trainer's own unload folded in
+    assert backend.models() == ["served", "step-2"]
 
 
 def test_proxy_passes_upstream_errors_and_reports_unreachable():
@@ -194,6 +289,43 @@ def test_supervisor_waits_for_readiness_with_the_key_from_the_config_file(tmp_pa
         os.kill(pid, 0)
 
 
+def test_a_crashed_child_is_restarted_and_loads_the_newest_weights_before_it_counts_as_ready(tmp_path, monkeypatch):
+    """As after a restart of the whole service: the restarted SGLang serves the newest synced step, and a trainer
+    waiting for READY does not push while the front loads it (SGLang would refuse the second load of the name)."""
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    spec = SGLangLaunch(model_path="/m", served_model="ok", port=_port(), launcher=(sys.executable, str(stub)),
+                        start_timeout_s=30)
+    backend = SGLangBackend(spec, KEY, on_fatal=lambda reason: None)
+    seen: list[bool] = []
+
+    async def run():
+        await backend.start()
+        backend.adapters, backend.default_adapter = ["step-1"], "step-1"
+        loaded = asyncio.Event()
+
+        async def after_restart():
+            seen.append(backend.is_ready())  # not ready while the newest weights load
+            backend.adapters, backend.default_adapter = ["step-2"], "step-2"
+            loaded.set()
+
+        backend.after_restart = after_restart
+        first = backend._child.process
+        first.kill()
+        await asyncio.wait_for(loaded.wait(), 30)
+        for _ in range(100):
+            if backend.is_ready():
+                break
+            await asyncio.sleep(0.02)
+        ready, child = backend.is_ready(), backend._child.process
+        await backend.stop()
+        return ready, child is not first
+
+    ready, relaunched = asyncio.run(run())
+    assert relaunched and ready and seen == [False]
+    assert backend.models() == ["ok", "step-2"]  # step-1 of the crashed child is not named to the new one
+
+
 def test_child_that_dies_before_ready_is_a_clear_error(tmp_path):
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
@@ -237,3 +369,39 @@ def test_front_answers_health_while_sglang_loads_and_marks_ready_after(tmp_path)
         assert client.get("/health").json()["ready"] is True
         assert (tmp_path / "ready" / "inference").exists()
     assert not (tmp_path / "ready" / "inference").exists()
+
+
+def test_front_is_ready_only_after_its_own_load_of_the_newest_weights_and_reports_its_start(tmp_path):
+    """The backend is up before the front has loaded step-<N> from the data volume; a trainer that pushed then would
+    race that load. /health says ready only after it, with the measured start and the backend's start limit."""
+    from fastapi.testclient import TestClient
+
+    from hermes_stack.inference.server import create_app
+
+    _export(tmp_path / "weights" / "step-2", b"w")
+    loading = asyncio.Event()
+    upstream = StrictLoraUpstream()
+    backend = proxy(upstream)
+    original = backend.load_lora_adapter
+
+    async def slow_load(body):
+        await loading.wait()
+        return await original(body)
+
+    backend.load_lora_adapter = slow_load
+    with TestClient(create_app(backend, KEY, data_dir=tmp_path)) as client:
+        for _ in range(100):
+            if backend.is_ready():
+                break
+            client.portal.call(asyncio.sleep, 0.02)
+        health = client.get("/health").json()
+        assert backend.is_ready() and health["ready"] is False and health["start_s"] is None
+        client.portal.call(loading.set)
+        for _ in range(100):
+            if client.get("/health").json()["ready"]:
+                break
+            client.portal.call(asyncio.sleep, 0.02)
+        health = client.get("/health").json()
+    assert health["ready"] is True and health["start_s"] >= 0 and health["start_timeout_s"] == 1800.0
+    assert ("/load_lora_adapter", {"lora_name": "step-2", "lora_path": str(tmp_path / "weights" / "step-2")}) \
+        in upstream.requests

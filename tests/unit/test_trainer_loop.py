@@ -209,8 +209,11 @@ def test_a_restarting_inference_service_is_ridden_out_until_a_push_takes():
         def __init__(self, failures: int):
             self.failures, self.pushes = failures, 0
 
-        def health(self) -> bool:
+        def ready(self) -> bool:
             return True
+
+        def restart_bound_s(self, floor_s):
+            return floor_s
 
         def push_weights(self, weights, step):
             self.pushes += 1
@@ -233,3 +236,45 @@ def test_a_restarting_inference_service_is_ridden_out_until_a_push_takes():
     else:
         raise AssertionError("a push that never takes must end in InferenceError at the bound")
     assert 2 <= never.pushes < 100
+
+
+def test_a_restart_slower_than_the_fixed_bound_is_ridden_out_on_readiness_for_the_model_s_start_time(monkeypatch):
+    """An 8B SGLang restart with CUDA-graph capture takes minutes, and the front answers /health (200, ready false)
+    all along. The ride-out waits for READY, for as long as the model took to start (here 150 s measured: bound
+    360 s), not a fixed 120 s; pushes are not fired at a server that is still loading. Simulated clock."""
+    from pathlib import Path
+
+    from hermes_stack.trainer import loop
+    from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(loop.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(loop.time, "sleep", lambda s: clock.__setitem__("now", clock["now"] + s))
+
+    class Restarting(InferenceClient):
+        def __init__(self, ready_at: float):
+            super().__init__("http://inference:8001/v1", "k")
+            self.start_s, self.start_timeout_s = 150.0, 1800.0  # learnt from /health before the restart
+            self.ready_at, self.pushes = ready_at, []
+
+        def ready(self) -> bool:
+            return clock["now"] >= self.ready_at
+
+        def push_weights(self, weights, step):
+            self.pushes.append(clock["now"])
+            if clock["now"] < self.ready_at:
+                raise InferenceError("inference: POST /load_lora_adapter failed: ConnectError")
+
+    class Settings:
+        inference_wait_s = 120.0
+
+    lines: list[str] = []
+    slow = Restarting(ready_at=200.0)  # longer than the old fixed 120 s bound
+    loop.push_weights_riding_out(slow, Path("w"), 8, Settings(), stop=False, log=lines.append, retry_s=1.0)
+    assert "waiting up to 360 s" in lines[0] and "step 8's weights pushed" in lines[-1]
+    assert len(slow.pushes) == 2 and slow.pushes[1] >= 200.0  # no push while it was loading
+    clock["now"] = 0.0
+    never = Restarting(ready_at=10**9)
+    with pytest.raises(InferenceError, match="did not report ready"):
+        loop.push_weights_riding_out(never, Path("w"), 8, Settings(), stop=False, log=lines.append, retry_s=1.0)
+    assert 360.0 <= clock["now"] <= 362.0  # bounded by the model's start time

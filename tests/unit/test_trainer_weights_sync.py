@@ -77,10 +77,64 @@ def test_each_new_adapter_unloads_the_one_loaded_before_it(tmp_path: Path) -> No
     client, seen = _client(lambda r: httpx.Response(200, json={"success": True}))
     for step in (1, 2, 3):
         client.push_weights(tmp_path, step)
+        client.settle()  # unloads run in the background
     calls = [(r.url.path, json.loads(r.content)["lora_name"]) for r in seen]
     assert calls == [("/load_lora_adapter", "step-1"),
                      ("/load_lora_adapter", "step-2"), ("/unload_lora_adapter", "step-1"),
                      ("/load_lora_adapter", "step-3"), ("/unload_lora_adapter", "step-2")]
+
+
+def test_a_push_of_an_adapter_name_already_loaded_counts_as_done(tmp_path: Path) -> None:
+    """SGLang refuses a loaded name with 400 (lora_manager.py validate_new_adapter). After an inference restart the
+    front loads step-<N> itself; the trainer's retry of step-<N> then gets that answer, and the name is served."""
+    (tmp_path / "adapter_config.json").write_text("{}")
+    message = "Failed to load LoRA adapter step-5 because it is already loaded"
+    client, _ = _client(lambda r: httpx.Response(400, json={"success": False, "message": message}))
+    assert client.push_weights(tmp_path, 5)["success"] is True
+    client, _ = _client(lambda r: httpx.Response(400, json={"success": False, "error_message": message}))
+    assert client.push_weights(tmp_path, 5)["success"] is True
+    client, _ = _client(lambda r: httpx.Response(400, json={"success": False, "message": "rank 64 too large"}))
+    with pytest.raises(InferenceError, match="rank 64"):
+        client.push_weights(tmp_path, 5)
+
+
+def test_an_unload_that_waits_for_long_rollouts_does_not_block_the_push(tmp_path: Path) -> None:
+    """SGLang's unload waits for every request holding the old adapter; this client's timeout is 60 s. The push
+    returns as soon as the new adapter is loaded; the unload of the old one completes on its own."""
+    import threading
+
+    (tmp_path / "adapter_config.json").write_text("{}")
+    rollout_done = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/unload_lora_adapter":
+            assert rollout_done.wait(10)  # held until the rollout on the old adapter ends
+        return httpx.Response(200, json={"success": True})
+
+    client, seen = _client(handler)
+    client.push_weights(tmp_path, 1)
+    finished = threading.Event()
+    pusher = threading.Thread(target=lambda: (client.push_weights(tmp_path, 2), finished.set()), daemon=True)
+    pusher.start()
+    assert finished.wait(5), "the push waited for the old adapter's unload"
+    rollout_done.set()
+    client.settle()
+    assert [(r.url.path, json.loads(r.content)["lora_name"]) for r in seen][-1] == ("/unload_lora_adapter", "step-1")
+
+
+def test_readiness_is_the_ready_field_not_the_status_and_the_restart_bound_follows_the_start_time() -> None:
+    answers = iter([{"status": "ok", "ready": False, "start_s": None, "start_timeout_s": 1800.0},
+                    {"status": "ok", "ready": True, "start_s": 150.0, "start_timeout_s": 1800.0}])
+    client, _ = _client(lambda r: httpx.Response(200, json=next(answers)))
+    assert client.health() is True and client.restart_bound_s(120) == 120  # alive; nothing learnt yet
+    assert client.ready() is True and client.start_s == 150.0
+    assert client.restart_bound_s(120) == 2 * 150 + 60  # the model's own start time, not the fixed 120 s
+    client.start_s = 5000.0
+    assert client.restart_bound_s(120) == 1800 + 60  # never past the front's own start limit
+    plain, _ = _client(lambda r: httpx.Response(200, text="OK"))  # a server without the field
+    assert plain.ready() is True and plain.restart_bound_s(120) == 120
+    loading, _ = _client(lambda r: httpx.Response(200, json={"status": "ok", "ready": False}))
+    assert loading.health() is True and loading.ready() is False
 
 
 def test_rejected_update_names_the_message(tmp_path: Path) -> None:
