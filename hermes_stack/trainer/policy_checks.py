@@ -162,6 +162,11 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
             client.unload_adapter(PROBE_NAME)
             return "the probe adapter unloaded"
         _push(client, engine, work_dir / "policy", POLICY_NAME)
+        # The push unloads the probe adapter in the background (SGLang's unload waits for requests holding it); the
+        # dry-run exits next, so wait (bounded) for it: the served policy is then the trainer's alone.
+        settle = getattr(client, "settle", None)
+        if settle is not None:
+            settle()
         return "the trainer's weights pushed"
 
     failure = None

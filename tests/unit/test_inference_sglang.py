@@ -294,7 +294,7 @@ def test_a_crashed_child_is_restarted_and_loads_the_newest_weights_before_it_cou
     waiting for READY does not push while the front loads it (SGLang would refuse the second load of the name)."""
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
-    spec = SGLangLaunch(model_path="/m", served_model="ok", port=_port(), launcher=(sys.executable, str(stub)),
+    spec = SGLangLaunch(model_path="/m", served_model="ok", port=free_port(), launcher=(sys.executable, str(stub)),
                         start_timeout_s=30)
     backend = SGLangBackend(spec, KEY, on_fatal=lambda reason: None)
     seen: list[bool] = []
