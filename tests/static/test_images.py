@@ -148,7 +148,9 @@ def test_a_model_building_stage_copies_only_what_the_build_imports(dockerfile, s
 # ---- issue 19: no test double ships in an image --------------------------------------------------------------------
 
 # Modules a person runs by hand (`python -m ...`), not an image: module -> what it is for.
-HAND_RUN = {"hermes_stack.tasks.word_problems": "writes configs/word_problems.jsonl (the catalog model's task)"}
+HAND_RUN = {"hermes_stack.tasks.word_problems": "writes configs/word_problems.jsonl (the catalog model's task)",
+            # Not by hand, but as `python -m` child of the controller (agent_tools/runs.py): the MCP tools' detached `up`.
+            "hermes_stack.controller.agent_tools.detached": "the detached `hermes-stack up` of rl_start_training"}
 CONSOLE_SCRIPT = "hermes_stack.controller.cli"  # pyproject's [project.scripts]; `python -m hermes_stack` runs it too
 
 
