@@ -66,11 +66,12 @@ def forget_secrets() -> None:
 
 
 # A credential can hide where no name says "secret": in a URL (user:password@, ?token=…) or as a key pasted on the
-# wrong line. Known key prefixes, then long mixed-case-and-digit tokens (no path, word or number looks like that).
+# wrong line. Known key prefixes, then long unbroken mixed-case-and-digit tokens (no path, word or number looks like
+# that; a hub id such as NousResearch/DeepHermes-3-Llama-3-3B-Preview is words joined by '-', not one token).
 _KEY_PREFIXES = r"(?:sk-|tml-|eyJ|ghp_|gho_|github_pat_|hf_|xox[abprs]-|AKIA|glpat-)"
 _SHAPED = re.compile(
     r"(?<![A-Za-z0-9_\-])(?:" + _KEY_PREFIXES + r"[A-Za-z0-9_\-.]{8,}"
-    r"|(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[a-z])(?=[A-Za-z0-9_\-]*[A-Z])[A-Za-z0-9_\-]{24,})")
+    r"|(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[A-Z])[A-Za-z0-9]{24,}(?![A-Za-z0-9]))")
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>(),]+")
 
 
