@@ -342,6 +342,15 @@ class SGLangBackend:
         return await self._admin("/update_weights_from_disk", body)
 
     async def load_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
+        # One load at a time, as SGLang takes its lora lock for each: after a restart the front's own load of the
+        # newest step and the trainer's retry of that step arrive together, and both must not pass the "already
+        # loaded?" check before either is done (SGLang would refuse the second as a loaded name).
+        if getattr(self, "_load_lock", None) is None:
+            self._load_lock = asyncio.Lock()
+        async with self._load_lock:
+            return await self._load_lora_adapter(body)
+
+    async def _load_lora_adapter(self, body: dict[str, Any]) -> dict[str, Any]:
         name, path = body.get("lora_name"), body.get("lora_path")
         identity = export_identity(path)
         if name in self.adapters and name not in self._retiring:

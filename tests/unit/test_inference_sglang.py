@@ -187,6 +187,32 @@ def test_a_push_of_a_name_the_front_already_serves_from_that_export_succeeds_and
     assert backend.models() == ["served", "step-4"]
 
 
+def test_two_loads_of_one_name_at_once_load_it_once_and_both_succeed(tmp_path):
+    """After a restart the front's own load of the newest step and the trainer's retry of it arrive together (seen in
+    the GPU rehearsal): the second must not reach SGLang, which refuses a loaded name (lora_manager.py
+    validate_new_adapter); loads are one at a time, as SGLang's lora lock makes them."""
+    upstream = StrictLoraUpstream()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/load_lora_adapter":
+            await asyncio.sleep(0.05)  # a load takes time: the other request comes in meanwhile
+        return upstream(request)
+
+    backend = proxy(handler)
+    path = _export(tmp_path / "step-2", b"a")
+
+    async def run():
+        await backend.start()
+        answers = await asyncio.gather(*(backend.load_lora_adapter({"lora_name": "step-2", "lora_path": path})
+                                         for _ in range(2)))
+        await backend.stop()
+        return answers
+
+    answers = asyncio.run(run())
+    assert all(a["success"] for a in answers), answers
+    assert sum(p == "/load_lora_adapter" for p, _ in upstream.requests) == 1
+
+
 def test_an_old_adapter_is_unloaded_only_once_its_requests_are_answered_and_never_blocks_a_push(tmp_path):
     """SGLang's unload waits for every request holding the adapter, with the lock every load takes held: the front
     unloads in the background, after its own count of requests forwarded with that adapter reaches zero."""
