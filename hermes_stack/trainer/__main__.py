@@ -424,8 +424,9 @@ def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], 
         return exc.exit_code
     except HermesError as exc:
         # Runtime failures after the checks (a batch never came, inference refused weights): one line too.
-        layer = _layer_of(exc)
-        print(" ".join(f"trainer: {layer}: {'; '.join(exc.lines())}".split()), file=sys.stderr, flush=True)
+        layer, said = _layer_of(exc), "; ".join(exc.lines())
+        said = said if said.startswith(f"{layer}:") else f"{layer}: {said}"  # not "inference: inference: ..."
+        print(" ".join(f"trainer: {said}".split()), file=sys.stderr, flush=True)
         return exc.exit_code
 
 

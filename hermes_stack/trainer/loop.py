@@ -22,7 +22,7 @@ from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient, AtroposUnavailable, groups_from_batch
 from hermes_stack.trainer.engine import Engine
 from hermes_stack.trainer.metrics import MetricsSink, reward_stats
-from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
+from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError, InferenceKeyRefused
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,9 @@ def push_weights_riding_out(inference: InferenceClient, weights: Path, step: int
     try:
         inference.push_weights(weights, step)
         return
+    except InferenceKeyRefused:
+        raise
     except InferenceError as exc:
-        if "refused" in str(exc):  # a wrong key does not get better by waiting
-            raise
         bound_s = inference.restart_bound_s(settings.inference_wait_s)
         log(f"inference unreachable ({exc}); waiting up to {bound_s:.0f} s for it to come back")
     started = time.monotonic()
@@ -164,8 +164,10 @@ def push_weights_riding_out(inference: InferenceClient, weights: Path, step: int
         try:
             inference.push_weights(weights, step)
             break
-        except InferenceError as exc:
-            if "refused" in str(exc) or stop or time.monotonic() + retry_s > deadline:
+        except InferenceKeyRefused:
+            raise
+        except InferenceError:
+            if stop or time.monotonic() + retry_s > deadline:
                 raise
             time.sleep(retry_s)
     log(f"inference back after {time.monotonic() - started:.1f} s; step {step}'s weights pushed")

@@ -31,6 +31,11 @@ class InferenceError(StackError):
     """The inference service is unreachable, refuses the key, or rejected a weight update."""
 
 
+class InferenceKeyRefused(InferenceError):
+    """HTTP 401/403 from inference: a wrong key does not get better by waiting. Its own type, not a word in the
+    message: a restarting server's "[Errno 111] Connection refused" must be ridden out, not taken for it."""
+
+
 class InferenceClient:
     def __init__(self, url: str, api_key: str | None, *, timeout_s: float = 60.0,
                  transport: httpx.BaseTransport | None = None):
@@ -54,7 +59,7 @@ class InferenceClient:
             raise InferenceError(f"inference: {method} {self.root}{path} failed: {type(exc).__name__}: {exc}. "
                                  "Hint: `docker compose logs inference`") from exc
         if response.status_code in (401, 403):
-            raise InferenceError(f"inference: {method} {path} answered HTTP {response.status_code}: the internal key "
+            raise InferenceKeyRefused(f"inference: {method} {path} answered HTTP {response.status_code}: the internal key "
                                  "was refused. Hint: trainer and inference must get the same HERMES_INFERENCE_KEY")
         return response
 

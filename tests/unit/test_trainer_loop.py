@@ -278,3 +278,45 @@ def test_a_restart_slower_than_the_fixed_bound_is_ridden_out_on_readiness_for_th
     with pytest.raises(InferenceError, match="did not report ready"):
         loop.push_weights_riding_out(never, Path("w"), 8, Settings(), stop=False, log=lines.append, retry_s=1.0)
     assert 360.0 <= clock["now"] <= 362.0  # bounded by the model's start time
+
+
+def _client_over(answers: list) -> "InferenceClient":
+    """A real InferenceClient over a transport that plays `answers` for the pushes (an exception is raised, a status
+    answered) and is ready on /health."""
+    import httpx
+
+    from hermes_stack.trainer.weights_sync import InferenceClient
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/health":
+            return httpx.Response(200, json={"ready": True})
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return httpx.Response(answer, json={"success": answer == 200, "message": ""})
+
+    return InferenceClient("http://inference:8001/v1", "k", transport=httpx.MockTransport(handle))
+
+
+def test_a_push_refused_at_the_socket_is_ridden_out_but_a_refused_key_ends_it_at_once(tmp_path):
+    """`compose restart inference`: the push meets "[Errno 111] Connection refused" (seen in the GPU rehearsal, where
+    the word "refused" was taken for a refused key and the run stopped). That outage is ridden out; HTTP 401 is not."""
+    import httpx
+
+    from hermes_stack.trainer.loop import push_weights_riding_out
+    from hermes_stack.trainer.weights_sync import InferenceKeyRefused
+
+    class Settings:
+        inference_wait_s = 5.0
+
+    (tmp_path / "adapter_config.json").write_text("{}")
+    lines: list[str] = []
+    restarting = _client_over([httpx.ConnectError("[Errno 111] Connection refused"), 200])
+    push_weights_riding_out(restarting, tmp_path, 3, Settings(), stop=False, log=lines.append, retry_s=0.01)
+    assert "inference unreachable" in lines[0] and "step 3's weights pushed" in lines[-1], lines
+
+    lines.clear()
+    wrong_key = _client_over([401, 200])
+    with pytest.raises(InferenceKeyRefused, match="same HERMES_INFERENCE_KEY"):
+        push_weights_riding_out(wrong_key, tmp_path, 3, Settings(), stop=False, log=lines.append, retry_s=0.01)
+    assert lines == []  # no wait announced for a key that will not change
