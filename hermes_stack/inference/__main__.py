@@ -19,7 +19,7 @@ def main() -> int:
         cfg = load_service_config()
         from hermes_stack.service_log import setup_logging
 
-        setup_logging(cfg.log_level)
+        setup_logging(cfg.log_level, quiet=("httpx",))  # not a line per proxied request
         # Before any Hugging Face import: online only for the gpu profile with a hub id (the SGLang child inherits
         # it); offline otherwise, where a hub lookup would hang ~49 s before failing.
         set_hub_access(cfg.online)

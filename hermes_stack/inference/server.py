@@ -102,14 +102,19 @@ def sse(chunks: list[dict[str, Any]]) -> StreamingResponse:
     return StreamingResponse(sse_lines(chunks), media_type="text/event-stream")
 
 
-def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = None) -> FastAPI:
+def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = None, *,
+               owns_data_volume: bool = True) -> FastAPI:
+    """The inference service's app. `data_dir`: load paths must lie inside it. `owns_data_volume` (the stack's own
+    inference service): at start it also serves the newest synced weights from there and writes the ready marker.
+    An SGLang stand-in behind the front passes False: SGLang reads neither, and a second process loading the newest
+    step would make the front's own load of it meet "already loaded"."""
     if not api_key:
         # Without a key every route, /update_weights_from_disk included, would be open to anyone who can reach it.
         raise InputError(Problem("(environment)", "HERMES_INFERENCE_KEY", "no value",
                                  "the key that protects the inference service",
                                  "start the stack with `hermes-stack up`, which generates one; by hand, set the "
                                  "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)"))
-    marker_path = data_dir / "ready" / "inference" if data_dir is not None else None
+    marker_path = data_dir / "ready" / "inference" if data_dir is not None and owns_data_volume else None
     # Ready = started AND the newest synced weights loaded: before that a push could race the front's own load.
     # start_s (this start, measured) and the backend's start limit go out on /health: a trainer keeps them and
     # rides out a restart for as long as the model takes to start, not a fixed bound.
@@ -117,10 +122,11 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
 
     async def start_backend() -> None:
         t0 = time.monotonic()
-        if data_dir is not None and hasattr(backend, "after_restart"):  # a supervised child restart (SGLang)
+        restores = data_dir is not None and owns_data_volume
+        if restores and hasattr(backend, "after_restart"):  # a supervised child restart (SGLang)
             backend.after_restart = lambda: load_newest_weights(backend, data_dir)
         await backend.start()
-        if data_dir is not None:
+        if restores:
             await load_newest_weights(backend, data_dir)
             write_ready_marker(data_dir, backend)
         started["start_s"] = round(time.monotonic() - t0, 1)

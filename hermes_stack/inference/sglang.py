@@ -368,6 +368,10 @@ class SGLangBackend:
         elif name in self._retiring:
             await self._wait_retired(name)
         answer = await self._admin_answer("/load_lora_adapter", body)
+        if not answer.get("success") and "already loaded" in str(answer.get("message")) and name not in self.adapters:
+            # SGLang serves that name already (loaded at its launch, or by a client past this front): served is what
+            # the load asked for. Refusing would end in "serving the base model" after every restart.
+            answer = {"success": True, "message": f"LoRA adapter {name} was already loaded in SGLang"}
         if answer.get("success"):
             previous = [a for a in self.adapters if a != name]
             self.adapters = [*previous, name]

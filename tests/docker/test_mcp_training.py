@@ -1,7 +1,14 @@
 """A real CPU run driven only through `hermes-stack mcp` (the official mcp client over stdio, from another directory,
-with Hermes' minimal environment): rl_edit_config, rl_start_training (a detached `up`), rl_check_status until the
-steps advance (also from a second, restarted server: the run lives on disk), rl_stop_training, rl_get_results and
-its report PNG checked panel by panel. Its own compose project (hermes-test-mcp-grpo), torn down with its volume."""
+with Hermes' minimal environment), on the user's own environment (issue 21): an upstream-style atroposlib file (a
+hub tokenizer, localhost URLs, its own group size and batch size, use_wandb on, its own +1/-1 scoring, None for equal
+groups) in the project's environments/ folder, picked by the agent with rl_select_environment, runs unchanged.
+
+The agent's side: rl_list_environments, rl_select_environment, rl_edit_config, rl_start_training (a detached `up`),
+rl_check_status until the steps advance (also from a second, restarted server: the run lives on disk),
+rl_stop_training, rl_get_results and its report PNG checked panel by panel. The environment's side: the trainer's
+metrics show it trained on that file's groups (reward_min -1, a score the built-in environment never gives) and the
+environment's log names the values the stack replaced. One stack for both (CI time is shared): its own compose
+project (hermes-test-mcp-grpo), torn down with its volume."""
 
 from __future__ import annotations
 
@@ -36,12 +43,35 @@ def _controller(root: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=1500, check=False)
 
 
+USER_ENV = ROOT / "tests" / "fixtures" / "user_environments" / "upstream_sums.py"
+# What the environment service says it replaced in the upstream file (environment/user_env.py).
+REPLACED = ("replaced tokenizer_name: found 'NousResearch/DeepHermes-3-Llama-3-3B-Preview', used ",
+            "replaced rollout_server_url: found 'http://localhost:8000', used 'http://atropos:8000'",
+            "replaced use_wandb: found True, used False", "replaced group_size: found 16, used 8",
+            "replaced server_configs[0].base_url: found 'http://localhost:9001/v1', used 'http://inference:8001/v1'",
+            "replaced server_configs[0].api_key: found (hidden), used (the stack's internal key)")
+
+
 def _project_copy(tmp: Path) -> Path:
-    """The compose files and configs: the images are the repository's, built just before (as test_stack_cpu)."""
+    """The compose files, configs and environments/ with the user's file: the images are the repository's, built just
+    before (as test_stack_cpu)."""
     for name in ("compose.base.yml", "compose.grpo.yml", "compose.ppo.yml", "compose.cpu.yml"):
         shutil.copy(ROOT / name, tmp / name)
     shutil.copytree(ROOT / "configs", tmp / "configs")
+    shutil.copytree(ROOT / "environments", tmp / "environments")
+    shutil.copy(USER_ENV, tmp / "environments" / USER_ENV.name)
     return tmp
+
+
+def _trained_records() -> list[dict]:
+    """The trainer's metrics.jsonl rows, read in its container (found by its compose labels)."""
+    trainer = subprocess.run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}",
+                              "--filter", "label=com.docker.compose.service=trainer"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert len(trainer) == 1, trainer
+    out = subprocess.run(["docker", "exec", trainer[0], "cat", "/data/metrics.jsonl"], capture_output=True, text=True,
+                         check=False, timeout=60).stdout
+    return [row for line in out.splitlines() if line.startswith("{") and "step" in (row := json.loads(line))]
 
 
 def _containers() -> list[str]:
@@ -63,6 +93,10 @@ def test_a_cpu_run_started_followed_stopped_and_reported_through_mcp(tmp_path):
 
     async def start_and_follow():
         async with mcp_session(args, elsewhere, entry_env) as s:
+            listed = await call(s, "rl_list_environments")
+            assert "upstream-sums" in [e["name"] for e in listed["environments"]], listed
+            picked = await call(s, "rl_select_environment", name="upstream-sums")
+            assert picked["environment_name"] == "upstream-sums", picked
             edited = await call(s, "rl_edit_config", field="trainer.num_steps", value=500)
             assert edited["config"]["current_value"] == 500, edited
             started = await call(s, "rl_start_training")
@@ -82,15 +116,24 @@ def test_a_cpu_run_started_followed_stopped_and_reported_through_mcp(tmp_path):
                 step = status["metrics"]["step"]
                 if status["status"] == "running" and step is not None and (not steps or step > steps[-1]):
                     steps.append(step)
-                if len(steps) >= 2:
+                if len(steps) >= 2 and steps[-1] >= 3:
                     break
                 await asyncio.sleep(3)
-            assert len(steps) >= 2 and steps[-1] > steps[0], status
+            assert len(steps) >= 2 and steps[-1] > steps[0] and steps[-1] >= 3, status
             assert status["health"]["trainer"] == "running (healthy)", status["health"]
             assert {p["service"] for p in status["processes"]} >= {"atropos", "inference", "trainer", "environment"}
             assert status["metrics"]["reward_mean"] is not None
             listed = await call(s, "rl_list_runs")
             assert [(r["run_id"], r["status"]) for r in listed["runs"]] == [(seen["run_id"], "running")]
+            # The user's file trained: its scores (+1 right, -1 wrong) reached the trainer (the built-in environment
+            # scores 0..1.1), and the environment's log says what the stack replaced in it.
+            records = _trained_records()
+            assert len(records) >= 3, records
+            assert all(r.get("reward_min") == -1.0 and r.get("reward_max") == 1.0 for r in records[:3]), records[:3]
+            logs = _controller(project, "logs", "--algo", "grpo", "environment").stdout
+            assert "environment upstream-sums (UpstreamSumsEnv, environments/upstream_sums.py)" in logs, logs[-3000:]
+            for line in REPLACED:
+                assert line in logs, (line, logs[-3000:])
 
             stopped = await call(s, "rl_stop_training", run_id=seen["run_id"])
             assert stopped["status"] == "stopped" and stopped["status_before_stop"] == "running", stopped
@@ -117,6 +160,7 @@ def test_a_cpu_run_started_followed_stopped_and_reported_through_mcp(tmp_path):
                                  expect_data={"reward mean", "KL", "entropy", "clip fraction", "step time (s)"})
         log = (png.parent / "up.log").read_text()
         assert "dry-run passed" in log and "training runs" in log, log[-2000:]
+        assert (project / "environments" / USER_ENV.name).read_bytes() == USER_ENV.read_bytes()  # unchanged
     finally:
         for record in (project / ".hermes" / "runs").glob("*/run.json"):  # the detached controllers it started
             pid = json.loads(record.read_text()).get("pid")

@@ -18,6 +18,9 @@ mid-run (its start slower than HERMES_INFERENCE_WAIT_S) and training goes on to 
 inference` never shows the key although SGLang's stand-in prints it.
 Not here yet: the Tinker engine on the gpu profile (its validate wants a key file, so an offline rehearsal needs the
 fake gateway too); tests/docker/test_stack_tinker.py runs the Tinker engine through the local service on CPU.
+The gpu target's own build steps are checked on the image the rehearsal runs (no build of its own: CI time is
+shared): the wheel installs (Tinker SDK, the trainer group) on the stand-in's Python, wheelhouse-only (PIP_NO_INDEX),
+the non-root user, our code compiled at build time, the entrypoints.
 Sorted after test_stack_cpu.py on purpose: the hub stand-in runs in the trainer's cached `cpu` image."""
 
 from __future__ import annotations
@@ -54,6 +57,33 @@ case "$*" in
   *) echo "NVIDIA Rehearsal GPU" ;;
 esac
 """
+
+
+# Imports the gpu services need beyond what SGLang's image brings (its torch/transformers come from the stand-in).
+IMPORTS = ("import tinker, peft, httpx, pydantic, hermes_stack.trainer.engine_tinker, hermes_stack.inference.sglang, "
+           "hermes_stack.trainer.__main__; print('imports ok')")
+
+
+def docker(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=False, timeout=300)
+
+
+def assert_gpu_image_is_sound(image: str) -> None:
+    """The trainer image's `gpu` target as built FROM the SGLang stand-in: its user, command, imports, entrypoints."""
+    config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", image).stdout)
+    assert config["User"] == "10001:10001"
+    assert config["Cmd"] == ["python", "-m", "hermes_stack.trainer"]
+    who = docker("run", "--rm", image, "id", "-u")
+    assert who.returncode == 0 and who.stdout.strip() == "10001", who.stderr
+    imports = docker("run", "--rm", image, "python", "-c", IMPORTS)
+    assert imports.returncode == 0 and "imports ok" in imports.stdout, imports.stderr[-2000:]
+    for argv, expect in ((["python", "-m", "hermes_stack.trainer", "--help"], "--dry-run"),
+                         (["python", "-m", "hermes_stack.health", "--help"], "--wait")):
+        done = docker("run", "--rm", image, *argv)
+        assert done.returncode == 0 and expect in done.stdout, (argv, done.stdout[-500:], done.stderr[-500:])
+    # Our code was compiled at build time: the runtime user cannot write __pycache__ under /app.
+    pyc = docker("run", "--rm", image, "sh", "-c", "ls /app/hermes_stack/__pycache__ && test ! -w /app/hermes_stack")
+    assert pyc.returncode == 0, pyc.stderr
 
 
 def compose(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -153,6 +183,7 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
         assert "GPU memory split (16 GiB" in up.stdout and split, up.stdout[-3000:]
         fraction = split[0].split("--mem-fraction-static ")[1].split()[0]
         assert 0 < float(fraction) < 1
+        assert_gpu_image_is_sound(IMAGES[0])  # while the first steps train
 
         rows = wait_for_steps(env, RESTART_AFTER, 600)
         assert len(rows) >= RESTART_AFTER, compose(env, "logs", "--tail", "60", "trainer", "inference").stdout[-4000:]
@@ -164,13 +195,14 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
         rows = wait_for_steps(env, STEPS, 900)
         trainer_logs = compose(env, "logs", "trainer").stdout
         logs = compose(env, "logs", "inference").stdout
+        said = "\n".join(line for line in logs.splitlines() if "hermes.inference" in line or "sglang-standin:" in line)
         assert len(rows) >= STEPS, (trainer_logs[-3000:], logs[-3000:])
         assert [r["step"] for r in rows][-1] == STEPS and "training finished" in trainer_logs, trainer_logs[-3000:]
         # Long sequences were trained: the JSONL's long rows are 60-120 prompt tokens, up to 512 with the answer
         # (the tiny model's own context is 64), sampled at T = 0.8.
         assert max(r["widest_sequence"] for r in rows) > 128, [r["widest_sequence"] for r in rows]
         assert logs.count("sglang-standin: loading for 40 s") == 2, logs[-3000:]  # both starts were slow
-        assert "serving the newest synced weights /data/weights/step-" in logs, logs[-3000:]
+        assert "serving the newest synced weights /data/weights/step-" in logs, said[-4000:]
         if "inference unreachable" in trainer_logs:  # a push fell in the outage: ridden out past the fixed wait
             assert "inference back after" in trainer_logs, trainer_logs[-3000:]
             waited = trainer_logs.split("waiting up to ")[1].split(" s")[0]

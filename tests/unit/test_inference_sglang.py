@@ -431,3 +431,43 @@ def test_front_is_ready_only_after_its_own_load_of_the_newest_weights_and_report
     assert health["ready"] is True and health["start_s"] >= 0 and health["start_timeout_s"] == 1800.0
     assert ("/load_lora_adapter", {"lora_name": "step-2", "lora_path": str(tmp_path / "weights" / "step-2")}) \
         in upstream.requests
+
+
+def test_a_name_sglang_already_serves_counts_as_loaded_and_becomes_the_default(tmp_path):
+    """A name loaded in SGLang past this front (at its launch, or by another client) is refused as "already loaded"
+    (lora_manager.py validate_new_adapter): the front counts it as served, so its newest-weights load after a restart
+    does not fall back to the base model (seen in the GPU rehearsal)."""
+    upstream = StrictLoraUpstream()
+    upstream.loaded.add("step-3")
+    backend = proxy(upstream)
+    path = _export(tmp_path / "step-3", b"a")
+
+    async def run():
+        await backend.start()
+        answer = await backend.load_lora_adapter({"lora_name": "step-3", "lora_path": path})
+        await backend.stop()
+        return answer
+
+    answer = asyncio.run(run())
+    assert answer["success"], answer
+    assert backend.default_adapter == "step-3" and backend.models() == ["served", "step-3"]
+
+
+def test_an_app_that_does_not_own_the_data_volume_loads_nothing_at_start_and_writes_no_marker(tmp_path):
+    """The SGLang stand-in runs this app behind the front, on the same volume: like SGLang it must neither load the
+    newest step itself (the front's own load then met "already loaded" in the rehearsal) nor write or delete the
+    front's ready marker. Its load paths are still checked against the volume."""
+    from fastapi.testclient import TestClient
+
+    from hermes_stack.inference.server import create_app
+
+    _export(tmp_path / "weights" / "step-2", b"w")
+    upstream = StrictLoraUpstream()
+    (tmp_path / "ready").mkdir()
+    (tmp_path / "ready" / "inference").write_text("{}")  # the front's marker
+    with TestClient(create_app(proxy(upstream), KEY, data_dir=tmp_path, owns_data_volume=False)) as client:
+        outside = client.post("/load_lora_adapter", json={"lora_name": "x", "lora_path": "/etc"},
+                              headers={"Authorization": f"Bearer {KEY}"})
+    assert outside.status_code == 403 and "outside the data volume" in outside.text
+    assert not any(path == "/load_lora_adapter" for path, _ in upstream.requests), upstream.requests
+    assert (tmp_path / "ready" / "inference").read_text() == "{}"  # neither rewritten nor removed

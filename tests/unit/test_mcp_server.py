@@ -10,7 +10,7 @@ import secrets
 from pathlib import Path
 
 import pytest
-from mcp_helpers import call, copy_project, mcp_session
+from mcp_helpers import REPO, call, copy_project, mcp_session
 
 from hermes_stack.controller.agent_tools.tools import TOOL_NAMES
 
@@ -233,5 +233,36 @@ def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_
             other = await call(s, "rl_test_inference", models=["some-other-model"])
             assert "not configured" in other["error"], other
             assert "error" in await call(s, "rl_test_inference", num_steps=0)
+
+    _run(scenario())
+
+
+def test_the_users_own_environment_file_is_listed_and_selected_by_its_name(project, elsewhere):
+    """An atroposlib file in environments/ (issue 21) is one of the agent's environments, from the same catalog
+    `hermes-stack environments` reads; selecting it writes [environment] name, and selecting a built-in dataset
+    afterwards puts the name back to the built-in environment (else the file would still run)."""
+    import shutil
+
+    (project / "environments").mkdir()
+    shutil.copy(REPO / "tests" / "fixtures" / "user_environments" / "upstream_sums.py", project / "environments")
+    config = project / "configs" / "config_grpo.toml"
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            envs = await call(s, "rl_list_environments")
+            mine = [e for e in envs["environments"] if e["name"] == "upstream-sums"]
+            assert mine and mine[0]["file_path"] == "environments/upstream_sums.py", envs
+            assert mine[0]["class_name"] == "UpstreamSumsEnv" and mine[0]["environment_name"] == "upstream-sums"
+
+            picked = await call(s, "rl_select_environment", name="upstream-sums")
+            assert picked["environment"] == "upstream-sums", picked
+            assert 'name = "upstream-sums"' in config.read_text()
+            assert (await call(s, "rl_list_environments"))["current"] == "upstream-sums"
+
+            back = await call(s, "rl_select_environment", name="offline-arith")
+            assert back["dataset"] == "offline-arith", back
+            text = config.read_text()
+            assert 'name = "gsm8k"' in text and 'dataset = "offline-arith"' in text, text
+            assert (await call(s, "rl_list_environments"))["current"] == "offline-arith"
 
     _run(scenario())

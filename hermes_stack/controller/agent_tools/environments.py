@@ -1,9 +1,13 @@
 """The environments an agent can pick (`rl_list_environments`, `rl_select_environment`).
 
-Every environment is served by one Atropos environment class, hermes_stack.environment.env.HermesMathEnv, over the
-dataset that `[environment] dataset` in config_<algo>.toml names. Selecting one writes that value (through the
-config edit path, validated first). `list_environments` is the one place the list is made, so another source of
-environments (a user folder) plugs in here.
+Two kinds, as the stack runs them:
+- the built-in environment (hermes_stack.environment.env.HermesMathEnv) over a dataset: gsm8k, offline-arith, or a
+  gsm8k-shaped JSONL file of configs/; selected by `[environment] dataset` (and `name` back to the built-in one);
+- the user's own atroposlib `BaseEnv` files in environments/, as hermes_stack.environments_catalog finds them (the
+  same listing `hermes-stack environments`, validate and the environment service use); selected by
+  `[environment] name`.
+Selecting writes those values through the config edit path (validated first). `list_environments` is the one place
+the agent's list is made.
 """
 
 from __future__ import annotations
@@ -30,15 +34,34 @@ def _jsonl_entry(path: Path) -> dict[str, str]:
 
 
 def list_environments(root: Path) -> list[dict[str, str]]:
-    """The built-in environments, then each gsm8k-shaped JSONL file in the project's configs/ folder (the shipped
-    word problems of the real-model CPU profile among them). Each: name, class_name, file_path, description,
-    dataset (the `[environment] dataset` value selecting it)."""
+    """The built-in environment's datasets, each gsm8k-shaped JSONL file in the project's configs/ folder (the shipped
+    word problems of the real-model CPU profile among them), then the environments/ folder's own environments. Each:
+    name, class_name, file_path, description, and what selects it: `dataset` (the built-in one's
+    `[environment] dataset`) or `environment_name` (a folder environment's `[environment] name`)."""
+    from hermes_stack.environments_catalog import list_environments as catalog
+
     entries = [dict(e) for e in BUILT_IN]
     entries += [_jsonl_entry(p) for p in sorted((root / "configs").glob("*.jsonl"))]
-    return [{"name": e["name"], "class_name": ENV_CLASS, "file_path": ENV_FILE, "description": e["description"],
-             "dataset": e["dataset"]} for e in entries]
+    listed = [{"name": e["name"], "class_name": ENV_CLASS, "file_path": ENV_FILE, "description": e["description"],
+               "dataset": e["dataset"]} for e in entries]
+    taken = {e["name"] for e in listed}
+    for env in catalog(root):
+        if env.builtin or env.name in taken:
+            continue  # a folder class named like a dataset would be unreachable by that name: validate says so
+        taken.add(env.name)
+        listed.append({"name": env.name, "class_name": env.class_name, "file_path": env.file,
+                       "description": env.description or f"atroposlib environment {env.class_name} in {env.file}",
+                       "environment_name": env.name})
+    return listed
+
+
+def is_builtin_name(name: str) -> bool:
+    """`[environment] name` values that run the built-in environment (environments_catalog.BUILTIN)."""
+    from hermes_stack.environments_catalog import BUILTIN
+
+    return any(env.name == name for env in BUILTIN)
 
 
 def find_environment(root: Path, name: str) -> dict[str, str] | None:
-    """The environment called `name` (or whose dataset value is `name`)."""
-    return next((e for e in list_environments(root) if name in (e["name"], e["dataset"])), None)
+    """The environment called `name` (or, for the built-in one, whose dataset value is `name`)."""
+    return next((e for e in list_environments(root) if name in (e["name"], e.get("dataset"))), None)

@@ -26,11 +26,13 @@ limit) -> rl_get_results(run_id) (summary, history, report PNG/HTML) -> rl_stop_
 Every answer is a JSON object; a failure is {"error": ..., "hint": ...}: follow the hint."""
 
 DESCRIPTIONS = {
-    "rl_list_environments": "List the environments (tasks and datasets) this stack can train on, with the one "
-                            "currently configured. Cheap, no side effects. Call first.",
+    "rl_list_environments": "List the environments this stack can train on (the built-in one's datasets and the "
+                            "user's own atroposlib files in environments/), with the one currently configured. "
+                            "Cheap, no side effects. Call first.",
     "rl_select_environment": "Select the environment to train on by name (from rl_list_environments): writes "
-                             "[environment] dataset in the config after validating it. Cheap; does not start "
-                             "anything. A refused value leaves the files unchanged.",
+                             "[environment] dataset (a built-in dataset) or [environment] name (a file of "
+                             "environments/) in the config after validating it. Cheap; does not start anything. A "
+                             "refused value leaves the files unchanged.",
     "rl_get_current_config": "Read the training configuration: every configurable field (name, type, default, "
                              "description, current_value, and effective_value where the CPU/GPU profile overrides "
                              "it) and the locked fields with their locked_value. Cheap, read-only.",

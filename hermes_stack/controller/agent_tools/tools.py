@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_stack.controller.agent_tools import config_edit, runs
-from hermes_stack.controller.agent_tools.environments import find_environment
+from hermes_stack.controller.agent_tools.environments import find_environment, is_builtin_name
 from hermes_stack.controller.agent_tools.environments import list_environments as _list_environments
 from hermes_stack.errors import HermesError
 
@@ -107,7 +107,8 @@ class Tools:
         return outcome
 
     def _environment_of(self, stack) -> str:
-        return stack.config_as_written.environment.dataset
+        section = stack.config_as_written.environment
+        return section.dataset if is_builtin_name(section.name) else section.name
 
     def _compose(self):
         from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose
@@ -128,12 +129,20 @@ class Tools:
         if env is None:
             names = [e["name"] for e in _list_environments(self.root)]
             return failure(f"no environment called {name!r}", f"one of: {', '.join(names)} (rl_list_environments)")
-        answer = self.rl_edit_config("environment.dataset", env["dataset"])
-        if "error" in answer:
-            return answer
-        out = {"message": f"environment {env['name']} selected: [environment] dataset = {env['dataset']!r} in "
-                          f"configs/config_{self.cfg.algo}.toml", "environment": env["name"],
-               "file_path": env["file_path"], "dataset": env["dataset"]}
+        if "environment_name" in env:  # a file of environments/: selected by its name
+            edits = [("environment.name", env["environment_name"])]
+        else:  # the built-in environment over a dataset; its name back to the built-in one if a file was selected
+            edits = [("environment.dataset", env["dataset"])]
+            if not is_builtin_name(self._stack().stack.config_as_written.environment.name):
+                edits.insert(0, ("environment.name", "gsm8k"))
+        for field, value in edits:
+            answer = self.rl_edit_config(field, value)
+            if "error" in answer:
+                return answer
+        said = "; ".join(f"[environment] {field.split('.')[1]} = {value!r}" for field, value in edits)
+        out = {"message": f"environment {env['name']} selected: {said} in configs/config_{self.cfg.algo}.toml",
+               "environment": env["name"], "file_path": env["file_path"]}
+        out.update({k: env[k] for k in ("dataset", "environment_name") if k in env})
         if "effective_value" in answer["config"]:
             out["note"] = answer["config"]["note"]
         return out
