@@ -7,7 +7,11 @@ PY=.venv/bin/python
 status=0
 for tier in unit static docker; do
   echo "=== tier: $tier"
-  $PY -m pytest -q "tests/$tier" "$@"
+  # The unit tier in 2 workers (pytest-xdist): its tests mostly wait on subprocesses and sockets, and each uses its own
+  # temp folders and ephemeral ports. The Docker tier stays serial: its stacks share host ports.
+  workers=()
+  [ "$tier" = unit ] && workers=(-n 2)
+  $PY -m pytest -q "${workers[@]}" "tests/$tier" "$@"
   rc=$?
   if [ $rc -eq 5 ]; then
     echo "tier $tier collected no tests (pytest exit 5): treating as a failure" >&2
