@@ -31,7 +31,8 @@ from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the marke
 from hermes_stack.service_env import ServiceEnv, load_service_stack
 from hermes_stack.tasks.datasets import load_items
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
-from hermes_stack.tasks.reward import RewardResult, RewardWeights, reference_answer, score_completion
+from hermes_stack.tasks.reward import (CORRECT_OVERRIDE, RewardResult, RewardWeights, reference_answer,
+                                       score_completion)
 
 log = logging.getLogger("hermes_stack.environment")
 
@@ -267,6 +268,10 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
         t.correct += sum(r.correct for r in results)
         t.formatted += sum(r.well_formatted for r in results)
         t.score_sum += sum(r.score for r in results)
+        # Each completion's verdict rides with it to the trainer in atroposlib's per-sequence `overrides` (the API
+        # passes them through): the trainer's rollout_accuracy, the agent's percent_correct.
+        given = group.get("overrides") or [None] * len(results)
+        group["overrides"] = [{**(o or {}), CORRECT_OVERRIDE: bool(r.correct)} for o, r in zip(given, results)]
         if getattr(self, "process_mode", False):
             # test-inference's JSONL: the text and the verdicts next to the tokens.
             group["messages"] = [[{"role": "user", "content": prompt}, {"role": "assistant", "content": text}]

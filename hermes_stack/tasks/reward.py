@@ -35,6 +35,11 @@ class RewardWeights:
     format: float = 0.1
 
 
+# The key of each sequence's verdict in atroposlib's per-sequence `overrides`: the built-in environment sets it, the
+# trainer counts it (trainer/metrics.py rollout_accuracy). One name for both services.
+CORRECT_OVERRIDE = "hermes_correct"
+
+
 @dataclass(frozen=True)
 class RewardResult:
     score: float

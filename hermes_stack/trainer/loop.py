@@ -21,7 +21,7 @@ from hermes_stack.modelcore.weights_layout import export_step_weights, prune_wei
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient, AtroposUnavailable, groups_from_batch
 from hermes_stack.trainer.engine import Engine
-from hermes_stack.trainer.metrics import MetricsSink, reward_stats
+from hermes_stack.trainer.metrics import MetricsSink, reward_stats, rollout_accuracy
 from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError, InferenceKeyRefused
 
 
@@ -256,6 +256,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             unsaved = True
             total_tokens, trained_tokens = _batch_tokens(groups)
             metrics.update(reward_stats([[s.score for s in g] for g in groups]))
+            if (accuracy := rollout_accuracy(batch)) is not None:
+                metrics["rollout_accuracy"] = accuracy
             metrics.update({"wait_s": wait_s, "step_s": step_s, "truncated_sequences": float(truncated),
                             "tokens": float(total_tokens),
                             "trained_tokens": float(trained_tokens),

@@ -14,9 +14,12 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from hermes_stack.tasks.reward import CORRECT_OVERRIDE
+
 # Order and short names of the stdout line; any other numeric metric still goes to JSONL and wandb.
 _LINE_KEYS = [
     ("reward_mean", "reward_mean", ".3f"),
+    ("rollout_accuracy", "acc", ".2f"),  # the environment's verdicts on this step's rollouts, when it gives them
     ("eval_accuracy", "heldout_acc", ".3f"),  # only on the steps that ran the held-out evaluation
     ("loss", "loss", ".4f"),
     ("policy_loss", "pg", ".4f"),
@@ -44,6 +47,15 @@ def reward_stats(scores: list[list[float]]) -> dict[str, float]:
     equal = sum(1 for group in scores if len(set(group)) <= 1) / len(scores)
     return {"reward_mean": mean, "reward_std": math.sqrt(var), "reward_min": min(flat), "reward_max": max(flat),
             "groups_all_equal": equal}
+
+
+def rollout_accuracy(batch: list[dict[str, Any]]) -> float | None:
+    """The share of a batch's completions its environment judged correct, from the per-sequence `overrides` the
+    built-in environment fills (environment/env.py); None when no sequence carries a verdict (a user's environment
+    scores by its own rules, and a score alone does not say "correct")."""
+    verdicts = [bool(o[CORRECT_OVERRIDE]) for item in batch for o in (item.get("overrides") or [])
+                if isinstance(o, dict) and CORRECT_OVERRIDE in o]
+    return sum(verdicts) / len(verdicts) if verdicts else None
 
 
 def _fmt(value: Any, spec: str) -> str:

@@ -191,6 +191,10 @@ def test_grpo_worker_draws_the_next_prompt_until_its_group_has_a_spread(tmp_path
     assert len(fake.requests) == 4
     assert group["scores"] == pytest.approx([1.1, 0.1, 1.1, 0.1])  # 5+1: the first prompt with a spread
     assert env.totals.dropped_equal_scores == 3 and env.totals.groups == 4
+    # Each completion's verdict rides to the trainer in atroposlib's per-sequence overrides (its rollout_accuracy).
+    from hermes_stack.tasks.reward import CORRECT_OVERRIDE
+
+    assert [o[CORRECT_OVERRIDE] for o in group["overrides"]] == [True, False, True, False]
 
 
 @pytest.mark.parametrize("algo,group_size", [("grpo", 2), ("ppo", 1)])

@@ -60,3 +60,16 @@ def test_wandb_offline_when_enabled_without_key(tmp_path: Path, monkeypatch: pyt
     sink.close()
     assert "wandb: logging offline" in out.getvalue()
     assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_rollout_accuracy_counts_the_environments_verdicts_and_is_none_without_them():
+    from hermes_stack.tasks.reward import CORRECT_OVERRIDE
+    from hermes_stack.trainer.metrics import format_line, rollout_accuracy
+
+    batch = [{"scores": [1.1, 0.1], "overrides": [{CORRECT_OVERRIDE: True}, {CORRECT_OVERRIDE: False}]},
+             {"scores": [1.1, 1.0], "overrides": [{CORRECT_OVERRIDE: True, "other": 1}, {CORRECT_OVERRIDE: True}]}]
+    assert rollout_accuracy(batch) == 0.75
+    assert rollout_accuracy([{"scores": [1.0, -1.0]}]) is None  # a user's environment: scores only, no verdict
+    assert rollout_accuracy([{"scores": [1.0], "overrides": [{"set_advantage_to_zero": True}]}]) is None
+    assert "reward_mean=0.500 acc=0.75 loss" in format_line(3, 9, {"reward_mean": 0.5, "rollout_accuracy": 0.75,
+                                                                   "loss": 0.1})

@@ -68,6 +68,8 @@ def test_full_run_trains_syncs_weights_logs_and_checkpoints(api, inference, tmp_
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
     assert [r["checkpoint"] for r in records] == [None, "step-2", None, "step-4", "step-5"]
     assert all(r["wait_s"] >= 0 and r["tokens_per_s"] > 0 and r["reward_mean"] is not None for r in records)
+    # The verdicts came through the real run-api: scores are 1 (right) or 0, so accuracy equals the mean reward.
+    assert all(r["rollout_accuracy"] == pytest.approx(r["reward_mean"]) for r in records), records
     assert "step 5/5 reward_mean=" in out and "checkpoint=step-5" in out
     assert [c.step for c in ckpt.list_checkpoints(tmp_path / "checkpoints")] == [2, 4, 5]
     assert inference.weight_updates() == [str(tmp_path / "weights" / f"step-{n}") for n in range(1, 6)]

@@ -105,7 +105,12 @@ class Feeder:
             scores = [float(c[0] % 2) for c in completions]
             if len(set(scores)) == 1 and self.group_size > 1:
                 scores[0] = 1.0 - scores[0]
-            self.send(self.group(prompt, completions, scores))
+            group = self.group(prompt, completions, scores)
+            # The built-in environment's verdicts ride in atroposlib's per-sequence overrides (right = score 1 here).
+            from hermes_stack.tasks.reward import CORRECT_OVERRIDE
+
+            group["overrides"] = [{CORRECT_OVERRIDE: s == 1.0} for s in scores]
+            self.send(group)
 
 
 class TinyEngine:

@@ -297,8 +297,9 @@ class Tools:
         last = parse_metrics(text)[-1] if parse_metrics(text) else {}
         out["metrics"] = {"step": summary.step, "num_steps": (run.data.get("config") or {}).get("num_steps"),
                           "reward_mean": summary.reward_mean,
-                          # the trainer logs no rollout accuracy of its own (reward = correctness + format bonus)
-                          "percent_correct": last.get("accuracy"),
+                          # the environment's verdicts on the last step's rollouts (None for an environment that
+                          # gives none: a user's file scores by its own rules)
+                          "percent_correct": last.get("rollout_accuracy"),
                           "eval_percent_correct": summary.held_out[1] if summary.held_out else None,
                           "heldout_accuracy": summary.held_out[1] if summary.held_out else None,
                           "heldout_accuracy_step": summary.held_out[0] if summary.held_out else None,
