@@ -76,14 +76,16 @@ def _explain(exc: BaseException, base_url: str | None) -> StackError | None:
     return None
 
 
-async def run_process(env_config, server_configs, *, groups: int, out: Path, gateway_client=None):
-    """atroposlib's process mode (what its `process` CLI does), with our settings: every group kept and written."""
+async def run_process(env_config, server_configs, *, groups: int, out: Path, gateway_client=None,
+                      group_size: int | None = None):
+    """atroposlib's process mode (what its `process` CLI does), with our settings: every group kept and written;
+    `group_size` completions per prompt when given, else the config's."""
     from hermes_stack.environment.env import HermesMathEnv
 
     out.parent.mkdir(parents=True, exist_ok=True)
     config = env_config.model_copy(update={
         "ensure_scores_are_not_same": False, "include_messages": True, "data_path_to_save_groups": str(out),
-        "use_wandb": False, "total_steps": groups,
+        "use_wandb": False, "total_steps": groups, **({"group_size": group_size} if group_size else {}),
     })
     env = HermesMathEnv(config, server_configs, gateway_client=gateway_client)
     env.process_mode = True
@@ -109,7 +111,7 @@ def process_command(stack, args) -> int:
         offline={"auto": None, "yes": True, "no": False}[args.offline])
     try:
         env = asyncio.run(run_process(env_config, [server_config], groups=args.groups, out=args.out,
-                                      gateway_client=client))
+                                      gateway_client=client, group_size=args.group_size))
     except Exception as exc:
         named = _explain(exc, None if client else inference_url)
         if named is None:
@@ -130,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("serve", help="serve rollouts to Atropos until total_steps")
     process = sub.add_parser("process", help="write N scored groups to a JSONL file (no Atropos)")
     process.add_argument("--groups", type=int, default=4)
+    process.add_argument("--group-size", type=int, help="completions per prompt (default: the config's)")
     process.add_argument("--out", type=Path, default=Path("data/process.jsonl"))
     process.add_argument("--gateway", action="store_true",
                          help="completions from the gateway model (TAOTOKEN_*: environment, else the key file)")

@@ -233,6 +233,7 @@ def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_
             other = await call(s, "rl_test_inference", models=["some-other-model"])
             assert "not configured" in other["error"], other
             assert "error" in await call(s, "rl_test_inference", num_steps=0)
+            assert "group_size=0" in (await call(s, "rl_test_inference", group_size=0))["error"]
 
     _run(scenario())
 

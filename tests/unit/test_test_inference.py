@@ -105,6 +105,17 @@ def test_local_inference_service(project, tokenizer_dir, capsys):
     assert len(groups) == 2 and all(len(g["inference_logprobs"]) == 2 for g in groups)
 
 
+def test_group_size_asked_for_is_the_number_of_completions_per_prompt(project, tokenizer_dir, capsys):
+    """--group-size (rl_test_inference's group_size) overrides the config's group size for this probe only."""
+    config = (project / "configs" / "config_grpo.toml").read_text()
+    with FakeInference(tokenizer_dir, api_key="") as fake:
+        assert cli("--steps", "1", "--group-size", "3", "--local", fake.base_url, "--out", "three.jsonl") == 0
+    assert "1 groups of 3 from the local inference service" in capsys.readouterr().out
+    groups = [json.loads(line) for line in (project / "three.jsonl").read_text().splitlines()]
+    assert len(groups) == 1 and len(groups[0]["tokens"]) == 3
+    assert (project / "configs" / "config_grpo.toml").read_text() == config  # the run's group size is untouched
+
+
 def test_offline_unreachable_inference_names_the_url(project, capsys):
     port = free_port()  # nothing listens there
     assert cli("--steps", "1", "--local", f"http://127.0.0.1:{port}/v1") == 1

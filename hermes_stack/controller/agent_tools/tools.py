@@ -393,8 +393,10 @@ class Tools:
                            "change TAOTOKEN_MODEL in the key file (the agent cannot), or pass models=[]")
         out_file = runs.runs_dir(self.root) / f"test-inference-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
         out_file.parent.mkdir(parents=True, exist_ok=True)
+        if not 1 <= group_size <= 1024:
+            return failure(f"group_size={group_size} is out of range", "1 to 1024 completions per prompt")
         argv = [sys.executable, "-m", "hermes_stack", "test-inference", "--algo", self.cfg.algo, "--steps",
-                str(num_steps), "--out", str(out_file), "--device", self.cfg.device]
+                str(num_steps), "--group-size", str(group_size), "--out", str(out_file), "--device", self.cfg.device]
         try:
             done = subprocess.run(argv, cwd=self.root, capture_output=True, text=True, timeout=900, check=False)
         except subprocess.TimeoutExpired:
@@ -405,13 +407,14 @@ class Tools:
                            "offline it needs the stack's inference service: rl_start_training first, or a key file "
                            "with TAOTOKEN_MODEL for the gateway")
         found = re.search(r"accuracy ([\d.]+)\s+format rate ([\d.]+)\s+mean reward ([-\d.]+)", done.stdout)
-        result = {"model": model or "local inference service", "steps": num_steps, "group_size": configured,
+        result = {"model": model or "local inference service", "steps": num_steps, "group_size": group_size,
                   "accuracy": float(found.group(1)) if found else None,
                   "format_rate": float(found.group(2)) if found else None,
                   "mean_reward": float(found.group(3)) if found else None,
                   "output_file": str(out_file.relative_to(self.root))}
-        note = None if group_size == configured else (f"group_size is the config's rollout.group_size ({configured}); "
-                                                     "rl_edit_config('rollout.group_size', N) changes it")
+        note = None if group_size == configured else (f"the run trains with the config's rollout.group_size "
+                                                     f"({configured}); rl_edit_config('rollout.group_size', N) "
+                                                     "changes it")
         return {"results": [result], "message": "scored groups written to " + result["output_file"],
                 **({"note": note} if note else {})}
 

@@ -1,4 +1,4 @@
-"""`hermes-stack test-inference --algo grpo [--steps N] [--out FILE] [--local URL]`: a few scored groups before
+"""`hermes-stack test-inference --algo grpo [--steps N] [--group-size N] [--out FILE] [--local URL]`: a few scored groups before
 paying for training.
 
 Runs the environment's own `process` command (atroposlib's process mode: no Atropos, no trainer) in a child process: with a key file, completions come from
@@ -94,6 +94,9 @@ class EnvironmentProcessFailed(StackError):
 def test_inference(
     algo: Annotated[str, typer.Option("--algo", help="ppo or grpo: which configs to use")],
     steps: Annotated[int, typer.Option("--steps", min=1, help="Groups (prompts) to generate and score.")] = 4,
+    group_size: Annotated[int | None, typer.Option(
+        "--group-size", min=1, max=1024, help="Completions per prompt (default: the config's rollout.group_size).")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="JSONL file for the scored groups.")] = None,
     local: Annotated[str | None, typer.Option(
         "--local", help="Use this local inference service (URL ending in /v1) instead of the gateway.")] = None,
@@ -113,7 +116,9 @@ def test_inference(
     stack = validated_stack(algo, config_dir, keyfile, device=device, in_containers=False)  # runs on the host
     gateway = None if local else settings_from(keyfile_path=keyfile, timeout_s=60.0)
     out = out or Path("data") / f"test-inference-{algo}.jsonl"
-    argv = ["--groups", str(steps), "--out", str(out), *(["--tokenizer", tokenizer] if tokenizer else [])]
+    size = group_size or stack.config.rollout.group_size
+    argv = ["--groups", str(steps), "--group-size", str(size), "--out", str(out),
+            *(["--tokenizer", tokenizer] if tokenizer else [])]
     # The child loads the same configs the way a service does (ServiceEnv): the same files, profile and model.
     environ = dict(os.environ) | {"HERMES_ALGO": algo, "HERMES_CONFIG_DIR": str(config_dir),
                                   "HERMES_PROFILE": stack.profile, "HERMES_MODEL": stack.model or "",
@@ -123,14 +128,14 @@ def test_inference(
             raise InputError(Problem(str(keyfile or ".env.taotoken"), "TAOTOKEN_MODEL", "no value",
                                      "the gateway model to test", "add TAOTOKEN_MODEL=<model> to the key file, or "
                                      "pass --local <URL> to use the local inference service"))
-        console.info(f"test-inference: {steps} groups of {stack.config.rollout.group_size} from the gateway model "
+        console.info(f"test-inference: {steps} groups of {size} from the gateway model "
                      f"{gateway.model} at {gateway.root}")
         argv += ["--gateway", "--offline", "no"]
     else:
         inference_url = local or stack.settings.inference.base_url
         key = _inference_key(stack, keyfile)
         reason = "--local" if local else "offline mode (no key file)"
-        console.info(f"test-inference: {reason}: {steps} groups of {stack.config.rollout.group_size} from the "
+        console.info(f"test-inference: {reason}: {steps} groups of {size} from the "
                      f"local inference service at {inference_url}")
         probe_inference(inference_url, key)
         environ["HERMES_INFERENCE_KEY"] = key
