@@ -626,6 +626,18 @@ def checkpoint_interval_reached(i: Inputs) -> list[Problem]:
                     "the run saves only its final step; a run stopped before it resumes from nothing")]
 
 
+def replicas_fit_gpus(count: int, gpus: int | None, where: str, key: str) -> list[Problem]:
+    """On a GPU, replica i runs on GPU i (compose device ids): more replicas than GPUs would leave one without a
+    GPU. `gpus` None: unknown (no nvidia-smi, no --gpu-memory), not checked. A controller rule: only `validate` and
+    `up` know the machine's GPUs."""
+    if gpus is None or count <= gpus:
+        return []
+    return [Problem(where, key, f"{count} replicas on {gpus} GPU{'s' if gpus != 1 else ''}",
+                    f"at most {gpus}: one GPU per replica",
+                    "each replica is pinned to its own GPU; lower inference.replicas (or REPLICAS=N), or run on a "
+                    "machine with more GPUs (docs/scaling.md)")]
+
+
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 

@@ -181,7 +181,7 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
 
 def inference_client(stack: StackConfig, env: ServiceEnv) -> InferenceClient:
     from hermes_stack.trainer.weights_sync import InferenceClient
-    return InferenceClient(inference_url(stack, env), env.key)
+    return InferenceClient(inference_url(stack, env), env.key, replica_urls=env.replica_urls)
 
 
 def inference_url(stack: StackConfig, env: ServiceEnv) -> str:
