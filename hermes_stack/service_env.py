@@ -171,7 +171,7 @@ class ServiceEnv(BaseModel):
                 # One name for the inference service, its healthcheck and the trainer's dry-run.
                 served_model_name=stack.settings.inference.model_path,
                 inference_port=stack.settings.inference.port,
-                inference_replica_urls=",".join(replica_urls(stack.settings.inference.replicas,
+                inference_replica_urls=",".join(replica_urls(getattr(stack.settings.inference, "replicas", 1),
                                                              stack.settings.inference.port)) or None,
                 sglang_mem_fraction=split.mem_fraction_static or None if split else None,
                 micro_batch_size=split.micro_batch if split and split.micro_batch >= 1 else None)
