@@ -114,12 +114,13 @@ def test_the_requests_of_a_step_were_served_by_both_replicas(stack):
         c = [counters(s) for s in REPLICAS]
         if None in c:
             return None
-        both = [v for v in c[0]["served_by_version"] if v != "base" and c[1]["served_by_version"].get(v, 0) > 0
-                and c[0]["served_by_version"][v] > 0]
+        # step-<N>: the trainer's synced weights (the dry-run's probe weights have other names)
+        both = [v for v in c[0]["served_by_version"] if v.startswith("step-")
+                and c[0]["served_by_version"][v] > 0 and c[1]["served_by_version"].get(v, 0) > 0]
         return both or None
 
     versions = wait_until(shared_step, 240, "a step whose rollouts both replicas served")
-    assert all(v.startswith("step-") for v in versions), versions
+    assert versions, versions
 
 
 def test_after_a_sync_both_replicas_report_the_same_weights_version(stack):
