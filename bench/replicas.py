@@ -57,11 +57,13 @@ def wait_ready(url: str, path: str, timeout_s: float = 120.0) -> None:
     raise SystemExit(f"{url}{path} not ready within {timeout_s:.0f} s")
 
 
-def start_stack(model: Path, replicas: int) -> tuple[str, list[subprocess.Popen]]:
+def start_stack(model: Path, replicas: int, procs: list[subprocess.Popen]) -> tuple[str, list[subprocess.Popen]]:
+    """Start the replicas and the router; every process goes into `procs` at once, so the caller stops them even
+    when a start fails."""
     from hermes_stack.router.args import router_argv
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    procs, workers = [], []
+    workers = []
     for _ in range(replicas):
         port = free_port()
         procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(model), str(port), KEY], env=env))
@@ -71,8 +73,10 @@ def start_stack(model: Path, replicas: int) -> tuple[str, list[subprocess.Popen]
     port = free_port()
     argv = router_argv(tuple(workers), port, "WARNING")
     argv[argv.index("0.0.0.0")] = "127.0.0.1"
+    # Its Prometheus exporter's own port (default 29000): one per container in compose, one per run here.
+    argv += ["--prometheus-port", str(free_port()), "--prometheus-host", "127.0.0.1"]
     procs.append(subprocess.Popen([sys.executable, "-m", "sglang_router.launch_router", *argv, "--api-key", KEY],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                  env=env, stdout=subprocess.DEVNULL))
     router = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -119,8 +123,9 @@ def main() -> None:
         print("| replicas | wall s | completion tokens | tokens/s | requests/s |")
         print("|---|---|---|---|---|")
         for replicas in (1, 2):
-            router, procs = start_stack(model, replicas)
+            procs: list[subprocess.Popen] = []
             try:
+                router, procs = start_stack(model, replicas, procs)
                 seconds, tokens = run_batch(router, args.requests, args.max_tokens, args.concurrency)
             finally:
                 for p in procs:
