@@ -174,9 +174,9 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None, replicas: int | None = None) -> Plan:
     from hermes_stack.controller.compose import printable, run_argv, stack_files
-    from hermes_stack.controller.replicas import serving_services, write_override
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe, preflight
+    from hermes_stack.controller.replicas import serving_services, write_override
 
     total = 5 if stop_after_dry_run else 6
     probe = SystemProbe()

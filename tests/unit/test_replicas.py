@@ -50,7 +50,7 @@ def test_a_push_goes_to_every_replica_directly_never_to_the_router(tmp_path):
 
 
 def test_a_replica_that_does_not_answer_is_skipped_and_named(tmp_path):
-    client, pushed = replica_client({"inference": 200, "inference-2": "down"})
+    client, _ = replica_client({"inference": 200, "inference-2": "down"})
     answer = client.push_weights(weights(tmp_path), 4)
     assert answer["loaded"] == [URLS[0]] and answer["skipped"] == [URLS[1]]
     assert client.last_sync[URLS[1]].startswith("unreachable")
@@ -123,21 +123,21 @@ def test_status_prints_each_replica_with_its_weights_version():
 
 
 CASES = [
-    Case("replicas-zero", ["{json}: inference.replicas: found 0, expected an integer >= 1. Hint: the number of "
-                           "inference servers behind the router; 1 is one server, no router"],
+    Case("replicas-zero", [("{json}: inference.replicas: found 0, expected an integer >= 1. Hint: the number of "
+                           "inference servers behind the router; 1 is one server, no router")],
          json={"inference.replicas": 0}),
-    Case("replicas-cli-zero", ["command line: --replicas (REPLICAS): found 0, expected an integer >= 1. Hint: the "
-                               "number of inference servers behind the router; 1 is one server, no router"],
+    Case("replicas-cli-zero", [("command line: --replicas (REPLICAS): found 0, expected an integer >= 1. Hint: the "
+                               "number of inference servers behind the router; 1 is one server, no router")],
          args=["--device", "cpu", "--replicas", "0"]),
-    Case("replicas-more-than-gpus", ["{json}: inference.replicas: found 2 replicas on 1 GPU, expected at most 1: one "
+    Case("replicas-more-than-gpus", [("{json}: inference.replicas: found 2 replicas on 1 GPU, expected at most 1: one "
                                      "GPU per replica. Hint: each replica is pinned to its own GPU; lower "
                                      "inference.replicas (or REPLICAS=N), or run on a machine with more GPUs "
-                                     "(docs/scaling.md)"],
+                                     "(docs/scaling.md)")],
          json={"inference.replicas": 2}, args=GPU200),
-    Case("replicas-cli-more-than-gpus", ["command line: --replicas (REPLICAS): found 9 replicas on 8 GPUs, expected "
+    Case("replicas-cli-more-than-gpus", [("command line: --replicas (REPLICAS): found 9 replicas on 8 GPUs, expected "
                                          "at most 8: one GPU per replica. Hint: each replica is pinned to its own GPU; "
                                          "lower inference.replicas (or REPLICAS=N), or run on a machine with more "
-                                         "GPUs (docs/scaling.md)"],
+                                         "GPUs (docs/scaling.md)")],
          args=[*GPU200, "--replicas", "9"]),
 ]
 

@@ -162,11 +162,11 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
            replicas: int = REPLICAS_OPT) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
     from hermes_stack.controller.bring_up import TRAINING, replica_count, validated_with_key
-    from hermes_stack.controller.replicas import serving_services, write_override
     from hermes_stack.controller.compose import printable, stack_files, up_argv
     from hermes_stack.controller.compose_env import compose_env
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe
+    from hermes_stack.controller.replicas import serving_services, write_override
     from hermes_stack.redaction import redact_config
 
     _check_algo(algo)
