@@ -6,6 +6,7 @@ SHELL := /bin/bash
 ALGO ?= grpo
 DEVICE ?= auto
 MODEL ?=
+REPLICAS ?=
 SERVICE ?=
 PYTHON ?= python3
 VENV := .venv
@@ -16,10 +17,12 @@ STAMP := $(VENV)/.installed
 PIP_NOISE := is neither a file nor a directory
 # MODEL=smollm2-135m: the catalog's real model (hermes_stack/modelcore/catalog.py) instead of the CPU tiny model
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
+# REPLICAS=N: N inference replicas behind SGLang's router (docs/scaling.md); unset: settings inference.replicas
+MODEL_ARG += $(if $(REPLICAS),--replicas $(REPLICAS),)
 
 # Checked here, before the controller runs: an empty value would reach the CLI as a missing option, and a variable
 # in the wrong case (algo=ppo) would be ignored, silently running the default.
-MAKE_VARS := ALGO DEVICE MODEL SERVICE VOLUMES PYTHON
+MAKE_VARS := ALGO DEVICE MODEL SERVICE VOLUMES PYTHON REPLICAS
 $(foreach v,$(filter-out $(MAKE_VARS),$(foreach w,$(.VARIABLES),$(if $(filter command line,$(origin $(w))),$(w)))),\
   $(if $(filter $(shell echo '$(v)' | tr a-z A-Z),$(MAKE_VARS)),\
     $(error $(v)=$($(v)): found a variable in the wrong case, expected $(shell echo '$(v)' | tr a-z A-Z)=$($(v)). Hint: make variables are case-sensitive; $(v) would be ignored and the default used)))
@@ -64,7 +67,7 @@ validate: venv ## Validate configs and key file: make validate ALGO=grpo
 	$(HS) validate --algo $(ALGO) --device $(DEVICE) $(MODEL_ARG)
 
 .PHONY: up
-up: venv docker ## Validate, build, start the stack, dry-run, then train: make up ALGO=grpo [MODEL=smollm2-135m]
+up: venv docker ## Validate, build, start the stack, dry-run, then train: make up ALGO=grpo [MODEL=smollm2-135m] [REPLICAS=2]
 	$(HS) up --algo $(ALGO) --device $(DEVICE) $(MODEL_ARG)
 
 .PHONY: dry-run

@@ -1,4 +1,5 @@
 # atropos: atroposlib's own `run-api` on port 8000, nothing else (plus our healthcheck module, hermes_stack.health).
+# The same image runs SGLang's router (`python -m hermes_stack.router`) when inference.replicas > 1.
 # Build context: the repository root (.dockerignore keeps it small). Python packages come from the host-side
 # wheelhouse (scripts/wheelhouse.sh) through a bind mount, so the build needs no network and no CA bundle.
 # No `# syntax=` line: it would pull a frontend image from a registry.
@@ -12,6 +13,11 @@ COPY pyproject.toml requirements.lock docker/requirements.py /src/
 RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
     python3 /src/requirements.py /src/pyproject.toml --only atroposlib > /src/atropos.txt \
  && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/atropos.txt
+# SGLang's router (service `router`, `make up REPLICAS=N`): its own layer, after the one shared with the environment
+# image. A manylinux wheel (the router is Rust inside): no compiler, no GPU.
+RUN --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
+    python3 /src/requirements.py /src/pyproject.toml router > /src/router.txt \
+ && /opt/venv/bin/pip install -q --no-index --find-links /wheels -c /src/requirements.lock -r /src/router.txt
 
 FROM ${BASE_IMAGE} AS runtime
 # useradd is not in a minbase Debian: write the entries directly. One uid (10001) in every image so the shared

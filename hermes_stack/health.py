@@ -10,7 +10,11 @@ one stderr line saying why. Readiness, not liveness:
                probe does not time out behind a long rollout of a real model on a busy CPU.
 - environment: its marker $HERMES_DATA_DIR/ready/environment exists, written by the live process (after Atropos
                accepted /register-env).
-- trainer:     its marker exists (after /register) AND its inference backend answers /v1/models.
+- trainer:     its marker exists (after /register) AND its inference backend answers /v1/models (behind the router,
+               REPLICAS=N: the router's /readiness).
+`python -m hermes_stack.health weights` (inside an inference replica): its weights version and requests served, one
+JSON line, for `status`.
+- router:      SGLang's router's /readiness: at least one replica healthy (by its /health_generate checks).
 
 --wait S retries a failing check every 0.2 s for up to S seconds inside one probe. Engine 20.10 has no
 healthcheck.start_interval: without this a service that got ready just after a probe stays "starting" for a whole
@@ -34,7 +38,7 @@ from hermes_stack import service_defaults as defaults
 
 TIMEOUT_S = float(os.environ.get("HERMES_HEALTH_TIMEOUT") or defaults.HEALTH_TIMEOUT_S)
 POLL_S = 0.2
-SERVICES = ("atropos", "inference", "environment", "trainer")
+SERVICES = ("atropos", "inference", "environment", "trainer", "router")
 
 # (method, url, json body or None, headers) -> (status, parsed json or None). Injected in tests.
 Fetch = Callable[[str, str, object, dict[str, str]], tuple[int, object]]
@@ -112,6 +116,15 @@ def check_inference(openai_url: str, key: str, model: str | None, fetch: Fetch) 
     return f"inference ready: {served} generates"
 
 
+def check_router(openai_url: str, fetch: Fetch) -> str:
+    """SGLang's router is ready when at least one worker is healthy: its /readiness answers 200 then, 503 before."""
+    url = f"{server_root(openai_url)}/readiness"
+    status, body = fetch("GET", url, None, {})
+    if status != 200 or not isinstance(body, dict):
+        raise NotReady(f"GET {url} answered {status} {str(body)[:80]}, expected 200: no healthy replica yet")
+    return f"router ready: {body.get('healthy_workers')} of {body.get('total_workers')} replicas healthy"
+
+
 def process_start_epoch(pid: int, proc: Path = Path("/proc")) -> float | None:
     try:
         stat = (proc / str(pid) / "stat").read_text()
@@ -170,17 +183,43 @@ def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str
         return check_inference(url or loopback(inference_url), key, model, fetch)
     if service == "environment":
         return check_marker(data_dir, "environment")
+    if service == "router":
+        return check_router(url or loopback(inference_url), fetch)
     if service == "trainer":
         ready = check_marker(data_dir, "trainer")
-        check_models(url or inference_url, key, model, fetch)
+        if env.get("HERMES_INFERENCE_REPLICA_URLS"):  # behind the router, which lists no served model of its own
+            check_router(url or inference_url, fetch)
+        else:
+            check_models(url or inference_url, key, model, fetch)
         return f"{ready}, inference answers"
     raise NotReady(f"unknown service {service!r}; expected {', '.join(SERVICES)}")
+
+
+def replica_counters(openai_url: str, key: str, fetch: Fetch) -> dict:
+    """An inference replica's own counters (`hermes` in its /get_server_info): weights version, requests served."""
+    url = f"{server_root(openai_url)}/get_server_info"
+    status, body = fetch("GET", url, None, {"Authorization": f"Bearer {key}"} if key else {})
+    if status != 200 or not isinstance(body, dict) or not isinstance(body.get("hermes"), dict):
+        raise NotReady(f"GET {url} answered {status} {str(body)[:80]}, expected 200 with the replica's counters")
+    return body["hermes"]
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
+    if argv == ["weights"]:  # `status`, in an inference container: this replica's counters as one JSON line
+        env = dict(os.environ)
+        from hermes_stack.secret_files import load_secrets
+
+        load_secrets(env)
+        try:
+            print(json.dumps(replica_counters(loopback(env.get("HERMES_INFERENCE_URL", defaults.INFERENCE_URL)),
+                                              env.get("HERMES_INFERENCE_KEY", ""), http_fetch)))
+        except NotReady as exc:
+            print(f"weights: {exc}", file=sys.stderr)
+            return 1
+        return 0
     service, options = argv[0], dict(zip(argv[1::2], argv[2::2]))
     try:
         wait_s = float(options.get("--wait", 0))

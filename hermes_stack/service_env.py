@@ -101,6 +101,10 @@ class ServiceEnv(BaseModel):
     sglang_mem_fraction: float | None = _var("HERMES_SGLANG_MEM_FRACTION", None, "pass",
                                              "SGLang's --mem-fraction-static from the GPU memory split `validate` "
                                              "prints (empty: SGLang's own)", gt=0, lt=1)
+    inference_replica_urls: str | None = _var(
+        "HERMES_INFERENCE_REPLICA_URLS", None, "pass",
+        "with inference.replicas > 1: each replica's own URL, comma-separated (the router's workers; the trainer "
+        "pushes weights to each); empty: one inference service, no router")
     micro_batch_size: int | None = _var("HERMES_MICRO_BATCH_SIZE", None, "pass",
                                         "the torch engine's micro-batch from the GPU memory split, used when "
                                         "trainer.micro_batch_size is null (empty: the whole minibatch)", ge=1)
@@ -167,6 +171,8 @@ class ServiceEnv(BaseModel):
                 # One name for the inference service, its healthcheck and the trainer's dry-run.
                 served_model_name=stack.settings.inference.model_path,
                 inference_port=stack.settings.inference.port,
+                inference_replica_urls=",".join(replica_urls(getattr(stack.settings.inference, "replicas", 1),
+                                                             stack.settings.inference.port)) or None,
                 sglang_mem_fraction=split.mem_fraction_static or None if split else None,
                 micro_batch_size=split.micro_batch if split and split.micro_batch >= 1 else None)
         return knobs.model_copy(update=derived)
@@ -182,9 +188,26 @@ class ServiceEnv(BaseModel):
         return out
 
     @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """The replicas' own URLs (empty: one inference service)."""
+        return tuple(u.strip() for u in (self.inference_replica_urls or "").split(",") if u.strip())
+
+    @property
     def key(self) -> str | None:
         """The inference key in clear (None when unset)."""
         return self.inference_key.get_secret_value() if self.inference_key else None
+
+
+def replica_service(i: int) -> str:
+    """Replica i's compose service (1-based): the first keeps the name `inference`, the others `inference-<i>`."""
+    return "inference" if i == 1 else f"inference-{i}"
+
+
+def replica_urls(replicas: int, port: int) -> list[str]:
+    """Each replica's URL on the compose network; none for one replica (no router: `inference` is the server)."""
+    if replicas <= 1:
+        return []
+    return [f"http://{replica_service(i)}:{port}" for i in range(1, replicas + 1)]
 
 
 def compose_text(value: Any) -> str:
@@ -203,8 +226,8 @@ def _kind(info: Any) -> str:
 
 
 # The fields `up` derives from the validated configuration (for_stack); the other "pass" fields are the user's knobs.
-SET_BY_UP = ("unlock", "model", "served_model_name", "inference_port", "sglang_mem_fraction", "micro_batch_size",
-             "inference_key")
+SET_BY_UP = ("unlock", "model", "served_model_name", "inference_port", "inference_replica_urls",
+             "sglang_mem_fraction", "micro_batch_size", "inference_key")
 _WHO = {"fixed": "compose (`x-env`)", "algo": "compose.<algo>.yml (`x-algo`)", "secret": "`up` (Compose secret)"}
 
 

@@ -133,6 +133,9 @@ class TinkerSection(Strict):
 class InferenceSection(Strict):
     server: Literal["sglang", "builtin"] = Field("sglang", description="SGLang (GPU) or the built-in torch server")
     port: int = Field(8001, ge=1, le=65535, description="the inference service's port")
+    replicas: int = Field(1, description="inference servers behind SGLang's router (1: one server, no "
+                                               "router); on a GPU, replica i runs on GPU i (`make up REPLICAS=N`, "
+                                               "docs/scaling.md)")
     model_path: str = Field("Qwen/Qwen3-8B", description='a hub id, a local model folder, a catalog name '
                                                          '(smollm2-135m) or "embedded" (the CPU tiny model)')
     api_key_env: str = Field(

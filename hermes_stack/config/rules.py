@@ -626,6 +626,27 @@ def checkpoint_interval_reached(i: Inputs) -> list[Problem]:
                     "the run saves only its final step; a run stopped before it resumes from nothing")]
 
 
+def replicas_at_least_one(i: Inputs) -> list[Problem]:
+    """inference.replicas counts servers: 0 would leave the router with nothing to route to."""
+    n = i.settings.inference.replicas
+    if n >= 1:
+        return []
+    return [Problem(i.settings_file, "inference.replicas", str(n), "an integer >= 1",
+                    "the number of inference servers behind the router; 1 is one server, no router")]
+
+
+def replicas_fit_gpus(count: int, gpus: int | None, where: str, key: str) -> list[Problem]:
+    """On a GPU, replica i runs on GPU i (compose device ids): more replicas than GPUs would leave one without a
+    GPU. `gpus` None: unknown (no nvidia-smi, no --gpu-memory), not checked. A controller rule: only `validate` and
+    `up` know the machine's GPUs."""
+    if gpus is None or count <= gpus:
+        return []
+    return [Problem(where, key, f"{count} replicas on {gpus} GPU{'s' if gpus != 1 else ''}",
+                    f"at most {gpus}: one GPU per replica",
+                    "each replica is pinned to its own GPU; lower inference.replicas (or REPLICAS=N), or run on a "
+                    "machine with more GPUs (docs/scaling.md)")]
+
+
 # ---------------------------------------------------------------- memory (GPU profile only)
 
 
@@ -680,6 +701,7 @@ RULES: tuple[Rule, ...] = (
     thinking_budget,
     checkpoint_dir_on_volume,
     host_ports_distinct,
+    replicas_at_least_one,
     grpo_groups_can_differ,
     judge_needs_the_gateway,
     checkpoint_interval_reached,

@@ -65,15 +65,23 @@ def _key_from(stack) -> str | None:
     return keyfile.get(stack.settings.inference.api_key_env)
 
 
-def validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None, model: str | None = None):
+def validated_with_key(algo: str, device: str, unlock: bool, keyfile: Path | None = None, model: str | None = None,
+                       replicas: int | None = None):
     """The validated stack and the inference key `up` gives the services (registered for redaction)."""
     from hermes_stack.controller.commands.validate import validated_stack
     from hermes_stack.redaction import register_secrets
 
-    stack = validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device, model=model)
+    stack = validated_stack(algo, Path("configs"), keyfile, unlock=unlock, device=device, model=model,
+                            replicas=replicas)
     key = inference_key(project_root() / STATE_DIR, _key_from(stack))
     register_secrets({"HERMES_INFERENCE_KEY": key})
     return stack, key
+
+
+def replica_count(stack) -> int:
+    """inference.replicas of the validated stack (after --replicas); 1 for a stand-in stack of the tests."""
+    inference = getattr(getattr(stack, "settings", None), "inference", None)
+    return int(getattr(inference, "replicas", 1))
 
 
 def _stream(compose: Compose, argv: list[str], prefix: str = "      ") -> None:
@@ -164,23 +172,29 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
-             model: str | None = None) -> Plan:
+             model: str | None = None, replicas: int | None = None) -> Plan:
     from hermes_stack.controller.compose import printable, run_argv, stack_files
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe, preflight
+    from hermes_stack.controller.replicas import serving_services, write_override
 
     total = 5 if stop_after_dry_run else 6
     probe = SystemProbe()
     resolved = resolve_device(device, probe)
 
     t = _stage(1, total, f"validate {algo} configs and key file (device {resolved})")
-    stack, key = validated_with_key(algo, resolved, unlock, keyfile, model)
+    stack, key = validated_with_key(algo, resolved, unlock, keyfile, model, replicas)
+    count = replica_count(stack)
     _done(t, f"profile {getattr(stack, 'profile', '?')}"
+             + (f", {count} inference replicas behind the router" if count > 1 else "")
              + (f", model {stack.model}" if getattr(stack, "model", None) else ""))
 
     t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
     findings = preflight(resolved, probe)
-    plan = Plan(algo, resolved, stack_files(algo, resolved, extra_files or ()),
+    # REPLICAS=N: the generated override goes right after the stack's own files, before the user's -f files.
+    replica_file = write_override(project_root(), algo, resolved, count)
+    plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []),
+                                                              *(extra_files or ())]),
                 os.environ.get("HERMES_PROJECT_NAME") or None)
     _check_owner(stack, algo, plan.project or f"hermes-{algo}")
     _check_ports(stack, plan.project or f"hermes-{algo}")
@@ -204,13 +218,14 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     # On CPU the dry-run loads its model while the services start. Not on GPU: SGLang sizes its KV cache from the GPU
     # memory free when it starts, so the trainer's model must not be loaded before it (as in the steady state).
     alongside = resolved == "cpu"
-    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(SERVING)}), at most {wait_timeout} s"
+    serving = ["atropos", *serving_services(count)]
+    t = _stage(4, total, f"up --wait (gateway-check, {', '.join(serving)}), at most {wait_timeout} s"
                          + (", with the dry-run alongside" if alongside else ""))
     project = compose.params.project_name or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
     dry = DryRunAlongside(compose, project, wait_timeout)
     if alongside:
         dry.start()
-    _up(compose, SERVING, wait_timeout, on_failure=dry.cancel)
+    _up(compose, serving, wait_timeout, on_failure=dry.cancel)
     _done(t, "atropos and inference healthy")
     if not alongside:
         dry.start()

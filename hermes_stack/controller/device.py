@@ -71,6 +71,23 @@ def choose_profile(device: str, gpu_memory_gib: float | None, probe=None) -> tup
     return "gpu", gib, []
 
 
+def detect_gpu_count(gpu_memory_gib: float | None = None) -> int | None:
+    """How many GPUs nvidia-smi lists; without it, one when --gpu-memory was given (the memory of one GPU); None
+    when unknown."""
+    exe = shutil.which("nvidia-smi")
+    if exe is not None:
+        try:
+            done = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                                  text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        if done is not None and done.returncode == 0:
+            count = sum(1 for ln in done.stdout.splitlines() if ln.strip())
+            if count:
+                return count
+    return 1 if gpu_memory_gib is not None else None
+
+
 def detect_gpu_memory_gib() -> float | None:
     """Total memory of the first GPU from nvidia-smi; None when there is no nvidia-smi or it fails."""
     exe = shutil.which("nvidia-smi")

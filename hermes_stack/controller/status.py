@@ -138,6 +138,39 @@ def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSumma
                            held_out_count=len(evals))
 
 
+def is_replica(service: str) -> bool:
+    """`inference` and the generated `inference-<i>` (hermes_stack/controller/replicas.py)."""
+    return service == "inference" or (service.startswith("inference-") and service[10:].isdigit())
+
+
+def replica_line(service: str, counters: dict | None) -> str:
+    """One replica's weights version and what it served (pure); None counters: it did not answer."""
+    if counters is None:
+        return f"  replica {service:<12} weights unknown (not answering)"
+    version = counters.get("weights_version", "?")
+    under = (counters.get("served_by_version") or {}).get(version, 0)
+    return (f"  replica {service:<12} weights {version}, {counters.get('requests_served', 0)} requests served "
+            f"({under} on these weights)")
+
+
+def replica_lines(compose: Compose, states: list[ServiceState]) -> list[str]:
+    """Behind the router (REPLICAS=N): each replica with its weights version, asked inside its container."""
+    from hermes_stack.controller.compose import CommandFailed
+
+    if not any(s.service == "router" for s in states):
+        return []
+    lines = []
+    for s in states:
+        if not is_replica(s.service):
+            continue
+        try:
+            counters = json.loads(compose.exec(s.service, ["python", "-m", "hermes_stack.health", "weights"]))
+        except (CommandFailed, ValueError):
+            counters = None
+        lines.append(replica_line(s.service, counters if isinstance(counters, dict) else None))
+    return lines
+
+
 def read_metrics(compose: Compose, lines: int | None = 500) -> str:
     """metrics.jsonl from the data volume (its last `lines` lines; None: all of it, for a report): exec in the
     trainer, else `compose cp` (works on a stopped one)."""

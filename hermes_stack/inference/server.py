@@ -1,8 +1,15 @@
 """The inference service's HTTP front (port 8001): auth, routes, errors. The backend does the work.
 
 Routes mirror SGLang so the trainer and atroposlib (server_type "sglang") talk to either backend the same way:
-GET /health (liveness, no auth), /health_generate, /get_model_info, /v1/models; POST /generate, /v1/completions,
-/v1/chat/completions, /update_weights_from_disk, /load_lora_adapter, /unload_lora_adapter.
+GET /health (liveness, no auth), /health_generate, /get_model_info (and /model_info), /get_server_info (and
+/server_info), /v1/models; POST /generate, /v1/completions, /v1/chat/completions, /update_weights_from_disk,
+/load_lora_adapter, /unload_lora_adapter.
+
+Behind SGLang's router (sglang-router 0.3.2, `make up REPLICAS=N`) each replica is a worker: the router's worker
+discovery asks /server_info, /get_server_info, /model_info, /get_model_info (read from its log against this server,
+docs/scaling.md), checks /health_generate every few seconds and forwards the generation routes with the client's
+Authorization header. /get_server_info also carries this replica's own counters (`hermes`): its weights version and
+the generation requests it served under each version, which `status` and the replica test read.
 """
 
 from __future__ import annotations
@@ -28,6 +35,27 @@ from hermes_stack.inference.sampling import RequestError
 log = logging.getLogger("hermes.inference")
 
 OPEN_PATHS = {"/health"}
+GENERATION_PATHS = {"/generate", "/v1/completions", "/v1/chat/completions"}
+BASE_VERSION = "base"  # the weights version before any synced weights were loaded
+
+
+class ServedCounters:
+    """This replica's weights version (the `step-<N>` folder or adapter name it last loaded) and how many generation
+    requests it answered under each version: the router's choice of replica made visible, per step."""
+
+    def __init__(self) -> None:
+        self.version = BASE_VERSION
+        self.served: dict[str, int] = {}
+
+    def loaded(self, version: str) -> None:
+        self.version = version
+
+    def count(self) -> None:
+        self.served[self.version] = self.served.get(self.version, 0) + 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {"weights_version": self.version, "requests_served": sum(self.served.values()),
+                "served_by_version": dict(self.served)}
 
 
 def _error(status: int, message: str, kind: str) -> JSONResponse:
@@ -52,7 +80,8 @@ def newest_weights(data_dir: Path) -> Path | None:
     return newest_step_dir(data_dir / "weights")
 
 
-async def load_newest_weights(backend: Backend, data_dir: Path) -> Path | None:
+async def load_newest_weights(backend: Backend, data_dir: Path,
+                              counters: ServedCounters | None = None) -> Path | None:
     """A restarted inference service serves the policy the trainer last synced, not the base model: the trainer
     only pushes after its next step, and rollouts meanwhile would come from the base model."""
     path = newest_weights(data_dir)
@@ -66,6 +95,8 @@ async def load_newest_weights(backend: Backend, data_dir: Path) -> Path | None:
         log.warning("could not load the newest synced weights %s: %s; serving the base model until the trainer's "
                     "next push", path, answer.get("message"))
         return None
+    if counters is not None:
+        counters.loaded(path.name)
     log.info("serving the newest synced weights %s (not the base model)", path)
     return path
 
@@ -119,15 +150,19 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
     # start_s (this start, measured) and the backend's start limit go out on /health: a trainer keeps them and
     # rides out a restart for as long as the model takes to start, not a fixed bound.
     started: dict[str, float | None] = {"start_s": None}
+    counters = ServedCounters()
+
+    def ready() -> bool:
+        return backend.is_ready() and started["start_s"] is not None
 
     async def start_backend() -> None:
         t0 = time.monotonic()
         restores = data_dir is not None and owns_data_volume
         if restores and hasattr(backend, "after_restart"):  # a supervised child restart (SGLang)
-            backend.after_restart = lambda: load_newest_weights(backend, data_dir)
+            backend.after_restart = lambda: load_newest_weights(backend, data_dir, counters)
         await backend.start()
         if restores:
-            await load_newest_weights(backend, data_dir)
+            await load_newest_weights(backend, data_dir, counters)
             write_ready_marker(data_dir, backend)
         started["start_s"] = round(time.monotonic() - t0, 1)
         log.info("inference ready: backend %s, model %s, auth on (started in %.1f s)", backend.name,
@@ -166,7 +201,10 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
             if not hmac.compare_digest(given, expected):
                 return _error(401, "missing or wrong API key (Authorization: Bearer <HERMES_INFERENCE_KEY>)",
                               "authentication_error")
-        return await call_next(request)
+        response = await call_next(request)
+        if request.url.path in GENERATION_PATHS and response.status_code == 200:
+            counters.count()
+        return response
 
     @app.exception_handler(RequestError)
     async def bad_request(request: Request, exc: RequestError):
@@ -187,19 +225,31 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "ready": backend.is_ready() and started["start_s"] is not None,
+        return {"status": "ok", "ready": ready(), "weights_version": counters.version,
                 "backend": backend.name, "start_s": started["start_s"],
                 "start_timeout_s": getattr(backend, "start_timeout_s", None)}
 
     @app.get("/health_generate")
     async def health_generate():
-        if backend.is_ready() and await backend.health_generate():
+        # Not before the newest synced weights are loaded: the router's health check is this route, so a replica
+        # back from a crash gets no traffic while it would still serve the base model.
+        if ready() and await backend.health_generate():
             return {"status": "ok"}
         return _error(503, "backend cannot generate yet", "unavailable")
 
     @app.get("/get_model_info")
+    @app.get("/model_info")
     async def model_info():
         return backend.model_info()
+
+    @app.get("/get_server_info")
+    @app.get("/server_info")
+    async def server_info():
+        # SGLang answers its server args here; the router's discovery reads the model and the data-parallel size.
+        info = backend.model_info()
+        return {"model_path": info.get("model_path"), "tokenizer_path": info.get("tokenizer_path"),
+                "served_model_name": backend.served_model, "dp_size": 1, "backend": backend.name,
+                "hermes": counters.as_json()}
 
     @app.get("/v1/models")
     async def models():
@@ -234,6 +284,8 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
         if why := outside_data_volume("model_path", body.get("model_path"), data_dir):
             return refused(why)
         answer = await backend.update_weights_from_disk(body)
+        if answer.get("success"):
+            counters.loaded(Path(str(body.get("model_path"))).name)
         return JSONResponse(answer, status_code=200 if answer.get("success") else 400)
 
     @app.post("/load_lora_adapter")
@@ -242,6 +294,8 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
         if why := outside_data_volume("lora_path", body.get("lora_path"), data_dir):
             return refused(why)
         answer = await backend.load_lora_adapter(body)
+        if answer.get("success") or "already loaded" in str(answer.get("message", "")):
+            counters.loaded(str(body.get("lora_name")))
         return JSONResponse(answer, status_code=200 if answer.get("success") else 400)
 
     @app.post("/unload_lora_adapter")

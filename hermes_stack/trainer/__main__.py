@@ -181,7 +181,7 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
 
 def inference_client(stack: StackConfig, env: ServiceEnv) -> InferenceClient:
     from hermes_stack.trainer.weights_sync import InferenceClient
-    return InferenceClient(inference_url(stack, env), env.key)
+    return InferenceClient(inference_url(stack, env), env.key, replica_urls=env.replica_urls)
 
 
 def inference_url(stack: StackConfig, env: ServiceEnv) -> str:
@@ -236,8 +236,13 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> No
     model = env.served_model_name
     started = time.monotonic()
     deadline = started + wait_s
-    probes = (("inference", lambda: health.check_inference(url, key, model, health.http_fetch)),
-              ("atropos", lambda: health.check_atropos(atropos_url(stack, env), health.http_fetch)))
+    if env.replica_urls:  # behind the router: every replica generates, then the router has a healthy worker
+        serving = [(f"inference ({r})", lambda r=r: health.check_inference(f"{r}/v1", key, model, health.http_fetch))
+                   for r in env.replica_urls]
+        serving.append(("router", lambda: health.check_router(url, health.http_fetch)))
+    else:
+        serving = [("inference", lambda: health.check_inference(url, key, model, health.http_fetch))]
+    probes = (*serving, ("atropos", lambda: health.check_atropos(atropos_url(stack, env), health.http_fetch)))
     for layer, probe in probes:
         try:
             health.wait_for(probe, max(0.0, deadline - time.monotonic()))

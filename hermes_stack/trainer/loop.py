@@ -268,6 +268,11 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
                 t2 = time.monotonic()
                 weights = export_step_weights(engine, settings.data_dir / "weights", step)
                 push_weights_riding_out(inference, weights, step, settings, stop, log)
+                sync = getattr(inference, "last_sync", {})
+                skipped = [root for root, state in sync.items() if state != "loaded"]
+                if skipped:  # one replica down slows rollouts; training goes on on the others
+                    log(f"step {step}: weights loaded by {len(sync) - len(skipped)} of {len(sync)} replicas; {', '.join(skipped)} did not answer and loads "
+                        f"step-{step} or newer itself when it returns")
                 prune_weight_dirs(settings.data_dir / "weights", settings.keep_weights)
                 metrics["sync_s"] = time.monotonic() - t2
             if evaluate is not None and (step % settings.eval_every == 0 or step == settings.num_steps):

@@ -13,6 +13,12 @@ SGLang's semantics, which both backends' front follows (hermes_stack/inference/s
 - an unload waits until no request holds the adapter (managers/tokenizer_control_mixin.py
   `_unload_lora_adapter_locked`), which can outlast this client's timeout: unloads run in the background;
 - readiness is `/health`'s `ready`, not its status code: our front answers 200 while SGLang still loads.
+
+With N replicas (`make up REPLICAS=N`) generation goes through SGLang's router and the weights go past it, to each
+replica's own URL (HERMES_INFERENCE_REPLICA_URLS), as prime-rl pushes to each server's admin URL: the router routes
+generation only (it answers 404 to /update_weights_from_disk). A push counts only when every replica that answers
+has loaded it; a replica that does not answer is skipped and loads the newest `step-<N>` itself when it starts
+(hermes_stack/inference/server.py `load_newest_weights`), before the router's health check lets traffic reach it.
 """
 
 from __future__ import annotations
@@ -36,10 +42,19 @@ class InferenceKeyRefused(InferenceError):
     message: a restarting server's "[Errno 111] Connection refused" must be ridden out, not taken for it."""
 
 
+class InferenceUnreachable(InferenceError):
+    """No HTTP answer at all (refused, reset, timed out): the server is down or restarting. Its own type, so a
+    replica that answered and refused a push is never taken for one that is merely away."""
+
+
 class InferenceClient:
     def __init__(self, url: str, api_key: str | None, *, timeout_s: float = 60.0,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None, replica_urls: tuple[str, ...] = ()):
         self.root = inference_root(url)
+        # Behind the router: one client per replica for the weight routes (none: `url` is the one server).
+        self.replicas = tuple(InferenceClient(u, api_key, timeout_s=timeout_s, transport=transport)
+                              for u in replica_urls)
+        self.last_sync: dict[str, str] = {}  # replica root -> "loaded" or why it was skipped, for the step's log
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=self.root, headers=headers, timeout=timeout_s, transport=transport)
         self._adapter: str | None = None  # the LoRA adapter this client loaded last
@@ -51,12 +66,14 @@ class InferenceClient:
 
     def close(self) -> None:
         self._http.close()
+        for replica in self.replicas:
+            replica.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise InferenceError(f"inference: {method} {self.root}{path} failed: {type(exc).__name__}: {exc}. "
+            raise InferenceUnreachable(f"inference: {method} {self.root}{path} failed: {type(exc).__name__}: {exc}. "
                                  "Hint: `docker compose logs inference`") from exc
         if response.status_code in (401, 403):
             raise InferenceKeyRefused(f"inference: {method} {path} answered HTTP {response.status_code}: the internal key "
@@ -107,6 +124,8 @@ class InferenceClient:
         return bound
 
     def models(self) -> list[str]:
+        if self.replicas:  # the router lists its own model id ("unknown"), not the replicas' served name
+            return self.replicas[0].models()
         response = self._call("GET", "/v1/models")
         if response.status_code != 200:
             raise InferenceError(f"inference: GET /v1/models answered HTTP {response.status_code}: "
@@ -137,7 +156,11 @@ class InferenceClient:
         return response.json()
 
     def unload_adapter(self, name: str) -> None:
-        """Unload a LoRA adapter this client loaded (the dry-run's probe)."""
+        """Unload a LoRA adapter this client loaded (the dry-run's probe); from every replica behind a router."""
+        if self.replicas:
+            for replica in self.replicas:
+                replica.unload_adapter(name)
+            return
         response = self._call("POST", "/unload_lora_adapter", json={"lora_name": name})
         if response.status_code != 200:
             raise InferenceError(f"inference: POST /unload_lora_adapter {name} answered HTTP {response.status_code}: "
@@ -147,7 +170,9 @@ class InferenceClient:
 
     def push_weights(self, directory: Path, step: int, *, lora_name: str | None = None) -> dict[str, Any]:
         """Tell the inference service to serve `directory` (full weights or a LoRA adapter, named `step-<step>`
-        unless `lora_name` says otherwise)."""
+        unless `lora_name` says otherwise). Behind a router: every replica that answers, or InferenceError."""
+        if self.replicas:
+            return self._push_to_replicas(directory, step, lora_name)
         if (directory / "adapter_config.json").exists():
             path, payload = "/load_lora_adapter", {"lora_name": lora_name or f"step-{step}",
                                                    "lora_path": str(directory)}
@@ -170,6 +195,25 @@ class InferenceClient:
         if path == "/load_lora_adapter":
             self._unload_previous(payload["lora_name"])
         return body
+
+    def _push_to_replicas(self, directory: Path, step: int, lora_name: str | None) -> dict[str, Any]:
+        """Synced = every replica that answers has loaded it. One that refuses the push fails the step (its weights
+        would differ from the others'); one that does not answer (down, restarting) is skipped: it loads the newest
+        weights itself before it serves again. None answering is an InferenceError, ridden out like one server's."""
+        self.last_sync, loaded, unreachable = {}, [], []
+        for replica in self.replicas:
+            try:
+                replica.push_weights(directory, step, lora_name=lora_name)
+            except InferenceUnreachable as exc:
+                unreachable.append(f"{replica.root} ({exc})")
+                self.last_sync[replica.root] = "unreachable: loads the newest weights when it returns"
+                continue
+            loaded.append(replica.root)
+            self.last_sync[replica.root] = "loaded"
+        if not loaded:
+            raise InferenceError(f"inference: no replica answered the push of {directory.name}: "
+                                 + "; ".join(unreachable))
+        return {"success": True, "loaded": loaded, "skipped": [u.split(" ")[0] for u in unreachable]}
 
     def _unload_previous(self, current: str) -> None:
         """Adapters stay loaded until unloaded (SGLang and the built-in server alike): one per step would pile up

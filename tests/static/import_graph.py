@@ -142,7 +142,7 @@ def closure(start: str, graph: dict[str, dict[str, int]]) -> set[str]:
 
 # ---- the house's directions (issue 19) -----------------------------------------------------------------------------
 
-SERVICES = ("trainer", "inference", "environment")
+SERVICES = ("trainer", "inference", "environment", "router")
 SHARED = ("config", "tasks", "modelcore")
 # layer -> the layers its modules may import (its own always included). "contract": the top-level modules.
 ALLOWED: dict[str, set[str]] = {

@@ -201,7 +201,7 @@ def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(devic
     monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
     monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: requested)
     monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
-    monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None: (None, "k"))
+    monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None, replicas=None: (None, "k"))
     monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(
         stack_params(plan.algo, plan.device, tmp_path, files=plan.files), runner=fakes.runner,
         streamer=fakes.streamer))

@@ -294,3 +294,40 @@ def test_health_generate_counts_a_sampling_server_as_healthy_and_a_stuck_one_as_
 
     assert asyncio.run(scenario()) == (True, True, True)
     assert backend.busy_for() is None
+
+
+def test_server_info_counts_requests_under_each_weights_version(model_dir, tmp_path):
+    """What the router's discovery asks (/get_server_info, /server_info, /model_info) answers, and the replica's
+    own counters follow a weight update: requests after it count under the new version, failures not at all."""
+    backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
+    request = {"text": "1+1=", "sampling_params": {"max_new_tokens": 2}}
+    with TestClient(create_app(backend, KEY, data_dir=tmp_path)) as c:
+        for path in ("/get_server_info", "/server_info", "/model_info"):
+            assert c.get(path).status_code == 401
+            assert c.get(path, headers=AUTH).status_code == 200
+        info = c.get("/get_server_info", headers=AUTH).json()
+        assert info["dp_size"] == 1 and info["hermes"] == {"weights_version": "base", "requests_served": 0,
+                                                          "served_by_version": {}}
+        assert c.post("/generate", json=request, headers=AUTH).status_code == 200
+        assert c.post("/generate", json={"text": "1", "sampling_params": {"temperature": -1}},
+                      headers=AUTH).status_code == 400
+        step = tmp_path / "weights" / "step-3"
+        build_fixture_model(step, seed=3)
+        assert c.post("/update_weights_from_disk", json={"model_path": str(step)}, headers=AUTH).json()["success"]
+        for _ in range(2):
+            assert c.post("/v1/completions", json={"model": "tiny", "prompt": "2+2=", "max_tokens": 2},
+                          headers=AUTH).status_code == 200
+        hermes = c.get("/get_server_info", headers=AUTH).json()["hermes"]
+        assert hermes == {"weights_version": "step-3", "requests_served": 3,
+                          "served_by_version": {"base": 1, "step-3": 2}}
+        assert c.get("/health").json()["weights_version"] == "step-3"
+
+
+def test_a_restarted_replica_starts_on_the_newest_synced_weights(model_dir, tmp_path):
+    """A replica back from a crash loads `weights/step-<N>` before it is ready (and before /health_generate, the
+    router's health check, passes), so its version is the trainer's newest, not the base model."""
+    build_fixture_model(tmp_path / "weights" / "step-7", seed=7)
+    backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
+    with TestClient(create_app(backend, KEY, data_dir=tmp_path)) as c:
+        assert c.get("/health_generate", headers=AUTH).status_code == 200
+        assert c.get("/get_server_info", headers=AUTH).json()["hermes"]["weights_version"] == "step-7"

@@ -21,6 +21,8 @@ TIMEOUT_OPT = typer.Option(900, "--wait-timeout", help="Seconds `up --wait` may 
 FILE_OPT = typer.Option(None, "--file", "-f", help="Extra compose override file, layered last (repeatable)")
 KEYFILE_OPT = typer.Option(None, "--keyfile", help="Key file (default: $HERMES_KEYFILE or .env.taotoken); the "
                                                    "services get their variables from it, through the controller")
+REPLICAS_OPT = typer.Option(None, "--replicas", help="Inference replicas behind SGLang's router (default: settings "
+                            "inference.replicas; make up REPLICAS=N)")
 UNLOCK_OPT = typer.Option(False, "--unlock", help="Allow changing the locked tinker fields (the services too)")
 MODEL_OPT = typer.Option(None, "--model", help="A catalog model, e.g. smollm2-135m: on CPU the real model baked into "
                                                "the images (else inference.model_path; CPU default: the tiny model)")
@@ -43,27 +45,29 @@ def _check_device(device: str) -> None:
 @app.command()
 def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
        unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
-       no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
+       no_build: bool = typer.Option(False, "--no-build", help="Use the images already built"),
+       replicas: int = REPLICAS_OPT) -> None:
     """Validate, preflight, build, start the stack, run the dry-run stage, then start training."""
     from hermes_stack.controller.bring_up import bring_up
 
     _check_algo(algo)
     _check_device(device)
     bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build, keyfile=keyfile,
-             model=model)
+             model=model, replicas=replicas)
 
 
 @app.command("dry-run")
 def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
             unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
-            no_build: bool = typer.Option(False, "--no-build", help="Use the images already built")) -> None:
+            no_build: bool = typer.Option(False, "--no-build", help="Use the images already built"),
+            replicas: int = REPLICAS_OPT) -> None:
     """Everything `up` does up to and including the dry-run stage; no training starts."""
     from hermes_stack.controller.bring_up import bring_up
 
     _check_algo(algo)
     _check_device(device)
     bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build, keyfile=keyfile,
-             model=model)
+             model=model, replicas=replicas)
 
 
 @app.command()
@@ -90,6 +94,7 @@ def status(algo: str = ALGO_OPT) -> None:
         parse_events,
         parse_metrics,
         read_metrics,
+        replica_lines,
         service_states,
         summarize,
     )
@@ -105,6 +110,8 @@ def status(algo: str = ALGO_OPT) -> None:
     for s in states:
         mark = "ok " if s.ok else "!! "
         console.info(f"  {mark}{s.service:<14} {s.describe()}")
+    for line in replica_lines(compose, states):
+        console.info(line)
     text = read_metrics(compose)
     for line in summarize(parse_metrics(text)).lines():
         console.info(line)
@@ -151,22 +158,25 @@ def down(algo: str = ALGO_OPT,
 
 @app.command()
 def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT,
-           unlock: bool = UNLOCK_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT) -> None:
+           unlock: bool = UNLOCK_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
+           replicas: int = REPLICAS_OPT) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
-    from hermes_stack.controller.bring_up import SERVING, TRAINING, validated_with_key
+    from hermes_stack.controller.bring_up import TRAINING, replica_count, validated_with_key
     from hermes_stack.controller.compose import printable, stack_files, up_argv
     from hermes_stack.controller.compose_env import compose_env
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe
+    from hermes_stack.controller.replicas import serving_services, write_override
     from hermes_stack.redaction import redact_config
 
     _check_algo(algo)
     _check_device(device)
     resolved = resolve_device(device, SystemProbe())
     # The same validation, key and compose environment as `up`, so what is printed is what `up` runs.
-    stack, key = validated_with_key(algo, resolved, unlock, keyfile, model)
-    plan = Plan(algo, resolved, stack_files(algo, resolved, file or ()))
+    stack, key = validated_with_key(algo, resolved, unlock, keyfile, model, replicas)
+    replica_file = write_override(project_root(), algo, resolved, replica_count(stack))
+    plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []), *(file or ())]))
     compose = plan_compose(plan, compose_env(stack, key, None, unlock), echo=False)
-    console.info("# " + printable(up_argv(compose.params, SERVING)))
+    console.info("# " + printable(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))])))
     console.info("# " + printable(up_argv(compose.params, TRAINING)))
     console.info(redact_config(compose.config()))

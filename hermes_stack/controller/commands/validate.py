@@ -35,8 +35,11 @@ class Outcome:
     keyfile_invalid: Path | None = None  # the key file's path when it had problems
 
 
-def check_options(algo: str, device: str, gpu_memory: float | None) -> list[Problem]:
+def check_options(algo: str, device: str, gpu_memory: float | None, replicas: int | None = None) -> list[Problem]:
     out = [p for p in (algo_problem(algo), device_problem(device)) if p is not None]
+    if replicas is not None and replicas < 1:
+        out.append(Problem("command line", "--replicas (REPLICAS)", str(replicas), "an integer >= 1",
+                           "the number of inference servers behind the router; 1 is one server, no router"))
     if gpu_memory is not None and not 0 < gpu_memory <= 4096:
         out.append(Problem("command line", "--gpu-memory", f"{gpu_memory:g}", "GiB of one GPU, e.g. 24 or 80",
                            "the memory budget compares against this"))
@@ -45,13 +48,14 @@ def check_options(algo: str, device: str, gpu_memory: float | None) -> list[Prob
 
 def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlock: bool = False,
              gpu_memory: float | None = None, device: str = "auto", model: str | None = None,
-             in_containers: bool = True) -> Outcome:
-    """Run every check and collect everything: option, key-file and config problems come back together."""
+             in_containers: bool = True, replicas: int | None = None) -> Outcome:
+    """Run every check and collect everything: option, key-file and config problems come back together.
+    `replicas` (--replicas, REPLICAS=N) replaces settings inference.replicas."""
     from hermes_stack.config.loader import evaluate_stack
     from hermes_stack.controller.environ_check import environment_problems
     from hermes_stack.keyfile import load_keyfile, path_is_explicit, resolve_path
 
-    errors = check_options(algo, device, gpu_memory)
+    errors = check_options(algo, device, gpu_memory, replicas)
     if errors:
         return Outcome(None, errors)
     outcome = Outcome(None, environment_problems())
@@ -69,33 +73,55 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
     except InputError as exc:
         outcome.errors += exc.problems
         return outcome
+    if replicas is not None:
+        stack = with_replicas(stack, replicas)
     outcome.stack = stack
-    outcome.errors += errors + (_controller_rules(stack) if in_containers else [])
+    outcome.errors += errors + (_controller_rules(stack, gib, replicas is not None) if in_containers else [])
     outcome.warnings += stack.warnings
     outcome.notices += stack.notices
     return outcome
 
 
-def _controller_rules(stack: StackConfig) -> list[Problem]:
+def with_replicas(stack: StackConfig, replicas: int) -> StackConfig:
+    """The stack with --replicas in place of settings inference.replicas (the services never read the count: `up`
+    hands them the replicas' URLs)."""
+    from dataclasses import replace
+
+    settings = stack.settings
+    return replace(stack, settings=settings.model_copy(
+        update={"inference": settings.inference.model_copy(update={"replicas": replicas})}))
+
+
+def _controller_rules(stack: StackConfig, gpu_memory_gib: float | None = None,
+                      replicas_from_cli: bool = False) -> list[Problem]:
     """Rules about where the stack will run (containers), checked by validate and up, not by a service loading its
     own configuration inside one."""
     from hermes_stack.config import rules
+    from hermes_stack.controller.device import detect_gpu_count
+
+    replicas = stack.settings.inference.replicas
+    gpu_rules = []
+    if stack.profile == "gpu" and replicas > 1:
+        where, key = (("command line", "--replicas (REPLICAS)") if replicas_from_cli
+                      else (str(stack.settings_path), "inference.replicas"))
+        gpu_rules = rules.replicas_fit_gpus(replicas, detect_gpu_count(gpu_memory_gib), where, key)
 
     inputs = rules.Inputs(algo=stack.algo, config=stack.config_as_written or stack.config,
                           settings=stack.settings_as_written or stack.settings, config_file=str(stack.config_path),
                           settings_file=str(stack.settings_path), profile=stack.profile)
-    return rules.dataset_in_configs(inputs)
+    return rules.dataset_in_configs(inputs) + gpu_rules
 
 
 def validated_stack(algo: str, config_dir: Path = Path("configs"), keyfile_path: Path | None = None,
                     unlock: bool = False, gpu_memory: float | None = None, device: str = "auto",
-                    model: str | None = None, in_containers: bool = True) -> StackConfig:
+                    model: str | None = None, in_containers: bool = True,
+                    replicas: int | None = None) -> StackConfig:
     """For `up`/`dry-run`: the StackConfig, printing the GPU memory split, warnings and notices; InputError with
     every problem. `in_containers` False (test-inference, which runs on the host): no rule about what the
     containers see."""
     from hermes_stack.controller import console
 
-    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model, in_containers)
+    outcome = evaluate(algo, config_dir, keyfile_path, unlock, gpu_memory, device, model, in_containers, replicas)
     for line in split_lines(outcome.stack):
         console.info(line)
     _report(outcome)
@@ -171,11 +197,13 @@ def validate(
     device: Annotated[str, typer.Option("--device", help="auto, cpu (embedded profile) or gpu.")] = "auto",
     model: Annotated[str | None, typer.Option(
         "--model", help="A catalog model (smollm2-135m): the real model on CPU, its hub id on GPU.")] = None,
+    replicas: Annotated[int | None, typer.Option(
+        "--replicas", help="Inference servers behind the router (default: settings inference.replicas).")] = None,
 ) -> None:
     """Check the key file and the configs; print the resolved, redacted configuration and every problem."""
     from hermes_stack.controller import console
 
-    outcome = evaluate(algo, config_dir, keyfile, unlock, gpu_memory, device, model)
+    outcome = evaluate(algo, config_dir, keyfile, unlock, gpu_memory, device, model, replicas=replicas)
     if outcome.stack is not None:
         for line in summary_lines(outcome.stack, outcome.keyfile_invalid):
             console.info(line)
