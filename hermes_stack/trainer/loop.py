@@ -279,7 +279,9 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
                 prune_weight_dirs(settings.data_dir / "weights", settings.keep_weights)
                 metrics["sync_s"] = time.monotonic() - t2
             if evaluate is not None and (step % settings.eval_every == 0 or step == settings.num_steps):
+                t3 = time.monotonic()
                 metrics.update({f"eval_{name}": value for name, value in evaluate().items()})
+                metrics["eval_s"] = time.monotonic() - t3  # the per-step breakdown (bench/stack_throughput.py)
             saved = None
             if step % settings.save_interval == 0 or step == settings.num_steps:
                 saved = save(engine, settings, step)
