@@ -245,7 +245,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             if batch is None:  # stop requested while waiting: abandon, nothing half done
                 break
             wait_s = time.monotonic() - t0
-            fresh = split_by_staleness(batch, step, settings.max_staleness)
+            # Without an inference service to push to, the served policy never moves: no bound to apply.
+            fresh = split_by_staleness(batch, step, settings.max_staleness if inference is not None else None)
             if not fresh.kept:  # every group too stale: wait for fresher ones, the step is not taken
                 log(f"step {step + 1}: all {len(fresh.dropped)} group(s) of the batch lag the policy by more than "
                     f"{settings.max_staleness} update(s); waiting for fresher rollouts")
