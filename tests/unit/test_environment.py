@@ -276,3 +276,14 @@ def test_a_group_carries_the_policy_step_served_when_its_generation_began(tmp_pa
 
         group, _ = asyncio.run(draw())
     assert seen and group["generation_params"] == {"policy_step": 41}
+
+
+@pytest.mark.parametrize("bound,queued", [(0, 1), (1, 1), (3, 3)])
+def test_atropos_queue_bound_follows_the_trainers_staleness_bound(tmp_path, tokenizer_dir, dataset, bound, queued):
+    import dataclasses
+
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=4)
+    trainer = stack.settings.trainer.model_copy(update={"max_staleness": bound})
+    stack = dataclasses.replace(stack, settings=stack.settings.model_copy(update={"trainer": trainer}))
+    env_config, _ = build_configs(stack, offline_environ(tmp_path), offline=True)
+    assert env_config.max_batches_offpolicy == queued
