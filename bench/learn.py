@@ -53,8 +53,13 @@ MAX_NEW_TOKENS = 8  # "#### 18" + eos
 TASK_SEED = 0  # the split the environment serves by default
 
 
-def load_config(algo: str):
-    """The shipped configs with the embedded profile applied, through the loader the stack itself uses."""
+def load_config(algo: str, overrides: dict[str, object] | None = None):
+    """The shipped configs with the embedded profile applied, through the loader the stack itself uses; `overrides`
+    (--set) are added to the profile's keys for this algorithm, exactly as a tuned value would be."""
+    if overrides:
+        from hermes_stack.config import profiles
+
+        profiles.EMBEDDED_BY_ALGO[algo] = {**profiles.EMBEDDED_BY_ALGO.get(algo, {}), **overrides}
     return load_stack(algo, ROOT / "configs", profile="embedded")
 
 
@@ -175,12 +180,13 @@ class TinkerSide:
 
 def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_every: int,
         lr_decay: bool = False, engine_kind: str = "torch", tinker_full: bool = False,
-        learning_rate_override: float | None = None) -> dict:
+        learning_rate_override: float | None = None, overrides: dict[str, object] | None = None,
+        until_goal: bool = False) -> dict:
     import torch
 
     from hermes_stack.trainer.engine_torch import TorchEngine
 
-    stack = load_config(algo)
+    stack = load_config(algo, overrides)
     params = stack.config.algorithm
     rollout, reward = stack.config.rollout, stack.config.reward
     group_size, batch_size = rollout.group_size, rollout.batch_size
@@ -197,6 +203,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     else:
         engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
                              lr_decay_steps=steps if lr_decay else None, min_lr_ratio=LR_FLOOR,
+                             epochs=stack.settings.trainer.epochs,
                              temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)
     rng = random.Random(seed)
@@ -236,6 +243,9 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
             print(f"[{algo} seed {seed}] step {step}: held-out {acc:.2f} sampled reward {sampled_reward:.3f} "
                   f"kl {metrics['kl']:.4f} entropy {metrics['entropy']:.3f} kept {kept_total}/{drawn_total} groups "
                   f"{train_seconds:.1f} s", flush=True)
+            if until_goal and goal is not None:
+                steps = step  # --until-goal: the question is answered, stop
+                break
 
     final = curve[-1][2]
     cpu_seconds = time.process_time() - cpu_began
@@ -294,7 +304,8 @@ def plot(results: list[dict], path: Path) -> None:
 
 def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_decay: bool,
             model_dir: Path | None, engine_kind: str = "torch", tinker_full: bool = False,
-            learning_rate: float | None = None) -> dict:
+            learning_rate: float | None = None, overrides: dict[str, object] | None = None,
+            until_goal: bool = False) -> dict:
     """A whole run in its own process: build the embedded model for the seed (unless given), then train."""
     with tempfile.TemporaryDirectory() as tmp:
         if model_dir is None:
@@ -304,7 +315,7 @@ def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_d
                   f"parameters, held-out accuracy {facts['test_accuracy']:.2f}, format {facts['test_format']:.2f}",
                   flush=True)
         result = run(algo, steps, seed, device, model_dir, eval_every, lr_decay, engine_kind, tinker_full,
-                     learning_rate)
+                     learning_rate, overrides, until_goal)
     result["seed"] = seed
     return result
 
@@ -337,11 +348,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("torch", "tinker"), default="torch",
                         help="tinker: through the tinker SDK and the local Tinker service (over loopback HTTP)")
     parser.add_argument("--tinker-full", action="store_true", help="tinker: train every weight instead of LoRA")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a profile key on top of the embedded profile's (e.g. trainer.epochs=4, "
+                             "algorithm.kl_coef=0.01): what hermes_stack.config.profiles would ship")
+    parser.add_argument("--until-goal", action="store_true", help=f"stop a run at its first evaluation >= {GOAL}")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help=f"exit 1 also when a run needs more than this many training seconds to reach {GOAL}")
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate instead of the embedded profile's (the Tinker engine takes one optimiser "
                              "step per batch where the torch engine takes two)")
     args = parser.parse_args(argv)
 
+    overrides = dict(parse_override(item) for item in args.set)
     algos = ["grpo", "ppo"] if args.algo == "both" else [args.algo]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     jobs = [(a, s) for s in seeds for a in algos]
@@ -351,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     # use one core each, and one run's wall time is what it would be alone on that core.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(one_run, a, s, args.steps or DEFAULT_STEPS[a], args.device, args.eval_every,
-                               args.lr_decay, args.model_dir, args.engine, args.tinker_full, args.lr)
+                               args.lr_decay, args.model_dir, args.engine, args.tinker_full, args.lr, overrides,
+                               args.until_goal)
                    for a, s in jobs]
         results = [f.result() for f in futures]
     print(f"{len(jobs)} run(s) on {workers} process(es) in {time.perf_counter() - began:.0f} s wall", flush=True)
@@ -366,7 +385,27 @@ def main(argv: list[str] | None = None) -> int:
                  "trips" if "tinker_step_s" in r else ""))
     for algo in algos:
         print(summary(algo, [r for r in results if r["algo"] == algo]))
-    return 0
+    # The bench can fail: a run that never reached the goal (or, with --max-seconds, too late) is exit 1.
+    failed = [r for r in results if r["goal_step"] is None
+              or (args.max_seconds is not None and r["goal_seconds"] > args.max_seconds)]
+    for r in failed:
+        why = ("never reached" if r["goal_step"] is None
+               else f"reached {GOAL} after {r['goal_seconds']:.0f} s > --max-seconds {args.max_seconds:g} s;")
+        print(f"FAILED {r['algo']} seed {r['seed']}: {why} {GOAL} held-out (best {r['best']:.2f})")
+    return 1 if failed else 0
+
+
+def parse_override(item: str) -> tuple[str, object]:
+    """`key=value` with the value read as JSON when it parses (numbers, true/false, null), else as a string."""
+    import json
+
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
 
 
 MAX_ROUNDS = 4  # sampling rounds per step at most, while too few groups survive the equal-score drop

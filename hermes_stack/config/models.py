@@ -185,6 +185,12 @@ class TrainerSection(Strict):
                                               "accumulate over a minibatch's micro-batches (the result equals one "
                                               "full pass). null: the GPU memory split's value on gpu, else the "
                                               "whole minibatch")
+    epochs: int = Field(2, ge=1, le=64, description="torch engine: passes over each batch, one optimiser step per "
+                                                   "minibatch each (PPO's epochs); the Tinker engine takes one")
+    max_staleness: int = Field(
+        1, ge=0, le=64, description="policy updates a rollout group may lag the policy it trains (overlap of "
+                                    "rollouts with training); a staler group is not trained on, and Atropos queues "
+                                    "at most this many batches (at least 1). The ratio uses the behaviour log-probs")
 
 
 class WandbSection(Strict):

@@ -196,8 +196,19 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
         prompt_tokens = len(self.tokenizer.encode(prompt, add_special_tokens=True))
         return max(1, self.config.max_token_length - prompt_tokens - 1)
 
+    def policy_step(self) -> int | None:
+        """The weights step the inference service serves at least, read before a generation begins (the trainer
+        writes it after each push: modelcore.weights_layout), so the trainer can bound the group's staleness
+        (trainer/staleness.py). None without a data volume."""
+        if not self.config.data_dir:
+            return None
+        from hermes_stack.modelcore.weights_layout import read_served_step
+
+        return read_served_step(Path(self.config.data_dir) / "weights")
+
     async def _collect_from_inference(self, item: dict) -> ScoredDataGroup | None:
         prompt = self.prompt_text(item["question"])
+        policy_step = self.policy_step()
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             completion = await managed.completion(
                 prompt=prompt, n=self.config.group_size, max_tokens=self._budget(prompt),
@@ -215,6 +226,8 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
             scores=[r.score for r in results],
             inference_logprobs=[node.logprobs for node in nodes],
         )
+        if policy_step is not None:  # a ScoredData field Atropos passes through to the trainer's batch
+            group["generation_params"] = {"policy_step": policy_step}
         return self._finish(group, prompt, texts, results)
 
     async def _collect_from_gateway(self, item: dict) -> ScoredDataGroup | None:

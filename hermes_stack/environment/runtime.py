@@ -19,8 +19,9 @@ Decisions (the variables: hermes_stack.service_env.ServiceEnv, docs/architecture
   the inference service, and the probe would cost one generation per second on the CPU tiny model.
 - wandb: only with [wandb] enabled AND WANDB_API_KEY set. wandb_name is always set (None makes /register-env 422):
   settings' wandb.name (the blog's key) or hermes-<algo>-<environment>.
-- max_batches_offpolicy 1: at most one batch waits in Atropos, so rollouts are at most about one policy update old
-  (the tiny model collapses quickly when trained on stale samples).
+- max_batches_offpolicy = settings trainer.max_staleness (at least 1; default 1): at most that many batches wait in
+  Atropos, so rollouts are about that many policy updates old at most; the trainer drops a group staler than the
+  bound (each group carries the policy step it was generated with: env.py, trainer/staleness.py).
 - steps_per_eval 0: an environment eval would stop rollouts meanwhile. The trainer evaluates the offline task's
   held-out split itself (every 10 steps, `eval_accuracy` in metrics.jsonl); `python -m hermes_stack.environment
   evaluate` covers other datasets on demand.
@@ -176,7 +177,9 @@ def build_configs(
         use_wandb=use_wandb,
         wandb_name=run_name(stack),
         ensure_scores_are_not_same=rollout.group_size > 1,
-        max_batches_offpolicy=1,
+        # The queue's bound follows the trainer's staleness bound (trainer/staleness.py): a batch waiting behind k
+        # others is about k policy updates old when trained on.
+        max_batches_offpolicy=max(1, settings.trainer.max_staleness),
         # One rollout worker per group of a batch. atroposlib's default is 8 per inference server: a PPO batch of
         # 256 one-completion groups then filled in 32 rounds of 8 small requests, and SGLang (which batches
         # whatever is in flight) never saw more than 8 requests at once.

@@ -12,7 +12,7 @@ then replaces, and logs one line per replaced value (found, used):
 - use_wandb -> the stack's [wandb] setting (and a key); wandb_name -> settings' wandb.name when set;
 - group_size, batch_size (sequences per step), max_token_length -> our [rollout] (the memory plan and the trainer
   use the same values); total_steps -> [trainer] num_steps; ensure_scores_are_not_same -> on for groups (GRPO),
-  off for PPO's groups of one; max_batches_offpolicy -> 1 (runtime.py says why).
+  off for PPO's groups of one; max_batches_offpolicy -> trainer.max_staleness (at least 1; runtime.py says why).
 
 The class then runs with the stack's behaviour mixed in (stack_behaviour.StackBehaviour: readiness marker,
 registering again, None groups counted).

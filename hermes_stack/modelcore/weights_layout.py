@@ -56,3 +56,25 @@ def prune_weight_dirs(weights_root: Path, keep: int) -> list[Path]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+SERVED_STEP = "served-step"  # beside the step dirs: the step the inference service serves (trainer/staleness.py)
+
+
+def write_served_step(weights_root: Path, step: int) -> Path:
+    """Written by the trainer after a push of `step` took: from then on the inference service serves at least it.
+    Atomic (rename), so a reader sees the old or the new step, never a torn file."""
+    weights_root.mkdir(parents=True, exist_ok=True)
+    path = weights_root / SERVED_STEP
+    tmp = weights_root / f".{SERVED_STEP}.{os.getpid()}"
+    tmp.write_text(str(int(step)))
+    os.replace(tmp, path)
+    return path
+
+
+def read_served_step(weights_root: Path) -> int:
+    """The step the inference service serves at least (0, the base model, when no push has taken yet)."""
+    try:
+        return int((weights_root / SERVED_STEP).read_text().strip())
+    except (OSError, ValueError):
+        return 0

@@ -139,6 +139,7 @@ def build_engine(stack: StackConfig, env: ServiceEnv) -> Engine:
         return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
                            lora_rank=stack.settings.tinker.lora_rank,
                            temperature=stack.config.rollout.temperature,
+                           epochs=stack.settings.trainer.epochs,
                            micro_batch_size=micro_batch_size(stack, env))
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
@@ -356,6 +357,7 @@ def loop_settings(stack: StackConfig, args: argparse.Namespace, env: ServiceEnv)
         wandb_group=settings.wandb.group,
         wandb_project=settings.wandb.project,
         identity=identity_of(stack),
+        max_staleness=settings.trainer.max_staleness,
     )
 
 

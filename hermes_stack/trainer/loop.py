@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_stack.modelcore.weights_layout import export_step_weights, prune_weight_dirs
+from hermes_stack.modelcore.weights_layout import export_step_weights, prune_weight_dirs, write_served_step
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient, AtroposUnavailable, groups_from_batch
 from hermes_stack.trainer.engine import Engine
 from hermes_stack.trainer.metrics import MetricsSink, reward_stats, rollout_accuracy
+from hermes_stack.trainer.staleness import split_by_staleness
 from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError, InferenceKeyRefused
 
 
@@ -43,6 +44,7 @@ class LoopSettings:
     wandb_group: str | None = None
     wandb_project: str | None = None
     eval_every: int = 10                # held-out evaluation (when the task has one): every N steps and the last
+    max_staleness: int | None = 1       # settings trainer.max_staleness: policy updates a group may lag (staleness.py)
     # What the checkpoints are trained with (run_identity.identity_of); a checkpoint of another identity is refused.
     identity: dict[str, Any] | None = None
 
@@ -243,6 +245,13 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             if batch is None:  # stop requested while waiting: abandon, nothing half done
                 break
             wait_s = time.monotonic() - t0
+            # Without an inference service to push to, the served policy never moves: no bound to apply.
+            fresh = split_by_staleness(batch, step, settings.max_staleness if inference is not None else None)
+            if not fresh.kept:  # every group too stale: wait for fresher ones, the step is not taken
+                log(f"step {step + 1}: all {len(fresh.dropped)} group(s) of the batch lag the policy by more than "
+                    f"{settings.max_staleness} update(s); waiting for fresher rollouts")
+                continue
+            batch = fresh.kept
             if baseline is not None:
                 log(f"held-out before step {step + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in baseline().items()))
                 baseline = None
@@ -258,6 +267,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             metrics.update(reward_stats([[s.score for s in g] for g in groups]))
             if (accuracy := rollout_accuracy(batch)) is not None:
                 metrics["rollout_accuracy"] = accuracy
+            metrics.update(fresh.metrics())
             metrics.update({"wait_s": wait_s, "step_s": step_s, "truncated_sequences": float(truncated),
                             "tokens": float(total_tokens),
                             "trained_tokens": float(trained_tokens),
@@ -271,12 +281,15 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
                 sync = getattr(inference, "last_sync", {})
                 skipped = [root for root, state in sync.items() if state != "loaded"]
                 if skipped:  # one replica down slows rollouts; training goes on on the others
-                    log(f"step {step}: weights loaded by {len(sync) - len(skipped)} of {len(sync)} replicas; {', '.join(skipped)} did not answer and loads "
-                        f"step-{step} or newer itself when it returns")
+                    log(f"step {step}: weights loaded by {len(sync) - len(skipped)} of {len(sync)} replicas; "
+                        f"{', '.join(skipped)} did not answer and loads step-{step} or newer itself when it returns")
+                write_served_step(settings.data_dir / "weights", step)  # the environment tags rollouts with it
                 prune_weight_dirs(settings.data_dir / "weights", settings.keep_weights)
                 metrics["sync_s"] = time.monotonic() - t2
             if evaluate is not None and (step % settings.eval_every == 0 or step == settings.num_steps):
+                t3 = time.monotonic()
                 metrics.update({f"eval_{name}": value for name, value in evaluate().items()})
+                metrics["eval_s"] = time.monotonic() - t3  # the per-step breakdown (bench/stack_throughput.py)
             saved = None
             if step % settings.save_interval == 0 or step == settings.num_steps:
                 saved = save(engine, settings, step)

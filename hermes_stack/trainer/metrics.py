@@ -33,6 +33,8 @@ _LINE_KEYS = [
     ("wait_s", "wait", ".1f"),
     ("step_s", "step_time", ".2f"),
     ("sync_s", "sync", ".2f"),
+    ("staleness_max", "staleness", ".0f"),  # policy updates the batch's stalest group lags (trainer/staleness.py)
+    ("stale_groups_dropped", "stale_dropped", ".0f"),
 ]
 
 

@@ -249,3 +249,45 @@ def test_no_code_path_reaches_other_hosts(tmp_path, tokenizer_dir, dataset, monk
     assert seen_connects and seen_connects <= allowed, seen_connects - allowed
     assert seen_lookups <= {"127.0.0.1", "localhost"}, seen_lookups
     assert ("127.0.0.1", gateway.port) in seen_connects and ("127.0.0.1", fake.port) in seen_connects
+
+
+def test_a_group_carries_the_policy_step_served_when_its_generation_began(tmp_path, tokenizer_dir, dataset):
+    """The trainer bounds staleness with it (trainer/staleness.py): the step written by the trainer's last push that
+    took (weights/served-step), read before the request, so never newer than the policy that generated the group."""
+    from hermes_stack.modelcore.weights_layout import write_served_step
+
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=4,
+                      max_token_length=200)
+    data = tmp_path / "data"
+    write_served_step(data / "weights", 41)
+    seen = []
+
+    def policy(prompt: str, index: int) -> str:
+        if index == 0:
+            seen.append(prompt)
+            write_served_step(data / "weights", 42)  # a push lands while the group is being generated
+        return f"#### {index}"
+
+    with FakeInference(tokenizer_dir, policy=policy) as fake:
+        environ = offline_environ(tmp_path, HERMES_INFERENCE_URL=fake.base_url, HERMES_INFERENCE_KEY=fake.api_key,
+                                  HERMES_DATA_DIR=str(data))
+        env_config, server = build_configs(stack, environ, offline=True)
+        env = HermesMathEnv(env_config, [server])
+
+        async def draw():
+            await env.setup()
+            return await env.collect_trajectories(await env.get_next_item())
+
+        group, _ = asyncio.run(draw())
+    assert seen and group["generation_params"] == {"policy_step": 41}
+
+
+@pytest.mark.parametrize("bound,queued", [(0, 1), (1, 1), (3, 3)])
+def test_atropos_queue_bound_follows_the_trainers_staleness_bound(tmp_path, tokenizer_dir, dataset, bound, queued):
+    import dataclasses
+
+    stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), group_size=4)
+    trainer = stack.settings.trainer.model_copy(update={"max_staleness": bound})
+    stack = dataclasses.replace(stack, settings=stack.settings.model_copy(update={"trainer": trainer}))
+    env_config, _ = build_configs(stack, offline_environ(tmp_path), offline=True)
+    assert env_config.max_batches_offpolicy == queued

@@ -73,7 +73,8 @@ def test_full_run_trains_syncs_weights_logs_and_checkpoints(api, inference, tmp_
     assert "step 5/5 reward_mean=" in out and "checkpoint=step-5" in out
     assert [c.step for c in ckpt.list_checkpoints(tmp_path / "checkpoints")] == [2, 4, 5]
     assert inference.weight_updates() == [str(tmp_path / "weights" / f"step-{n}") for n in range(1, 6)]
-    assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == ["step-3", "step-4", "step-5"]
+    assert sorted(p.name for p in (tmp_path / "weights").iterdir() if p.is_dir()) == ["step-3", "step-4", "step-5"]
+    assert (tmp_path / "weights" / "served-step").read_text() == "5"  # the environment tags rollouts with it
     assert not ready_path(tmp_path).exists()
 
 

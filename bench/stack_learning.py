@@ -1,0 +1,95 @@
+"""Does the CPU default learn within its own run? `hermes-stack up` with the shipped configs, from a fresh volume,
+read through the trainer's own held-out evaluations (metrics.jsonl `eval_accuracy`, every 10 steps).
+
+    flock /tmp/hermes-docker.lock .venv/bin/python bench/stack_learning.py [--algo grpo|ppo|both] [--runs 3]
+                                                                       [--budget-s 300] [--plot docs/stack-learning.png]
+
+Per run: `<algo>: held-out <start> -> <end>, first >= 0.8 after <s> s of training` (<s> counts from the start of
+step 1's training to the evaluation that first reached 0.8; the stack's start and the dry-run are not counted).
+A run stops at that evaluation, or after --budget-s seconds of training. Exit 1 when any run did not reach 0.8
+within the budget: the bench can fail. Hold the Docker lock (bench/stack_run.py says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stack_run import StackRun, run_stack  # noqa: E402
+
+GOAL = 0.8
+
+
+def first_goal(run: StackRun) -> dict | None:
+    return next((r for r in run.records if (r.get("eval_accuracy") or 0.0) >= GOAL), None)
+
+
+def line(run: StackRun) -> str:
+    evaluated = [r for r in run.records if r.get("eval_accuracy") is not None]
+    start = f"{run.baseline:.2f}" if run.baseline is not None else "?"
+    end = f"{evaluated[-1]['eval_accuracy']:.2f} at step {evaluated[-1]['step']}" if evaluated else "no evaluation"
+    goal = first_goal(run)
+    when = (f"first >= {GOAL} after {goal['time'] - run.started:.0f} s of training (step {goal['step']})" if goal
+            else f"never >= {GOAL} in {run.records[-1]['time'] - run.started:.0f} s" if run.records
+            else "no step trained")
+    return f"{run.algo}: held-out {start} -> {end}, {when}"
+
+
+def plot(runs: list[StackRun], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"grpo": "tab:blue", "ppo": "tab:orange"}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labelled: set[str] = set()
+    for run in runs:
+        points = [(0.0, run.baseline)] if run.baseline is not None else []
+        points += [(r["time"] - run.started, r["eval_accuracy"]) for r in run.records
+                   if r.get("eval_accuracy") is not None]
+        label = None if run.algo in labelled else f"{run.algo.upper()} (stack)"
+        labelled.add(run.algo)
+        ax.plot([p[0] for p in points], [p[1] for p in points], color=colours[run.algo], alpha=0.8, label=label)
+    ax.axhline(GOAL, color="grey", linestyle="--", linewidth=0.8, label=f"goal {GOAL}")
+    ax.set_xlabel("seconds of training (from step 1)")
+    ax.set_ylabel("held-out greedy accuracy (trainer's own evaluation)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("`make up` on CPU, shipped configs, 2 cores")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"curve written to {path}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("grpo", "ppo", "both"), default="both")
+    parser.add_argument("--runs", type=int, default=3, help="runs per algorithm")
+    parser.add_argument("--budget-s", type=float, default=300.0, help=f"seconds of training to reach {GOAL}")
+    parser.add_argument("--plot", type=Path, default=None, help="write the curves to this PNG")
+    args = parser.parse_args(argv)
+    algos = ["grpo", "ppo"] if args.algo == "both" else [args.algo]
+    runs: list[StackRun] = []
+    began = time.monotonic()
+    for i in range(args.runs):
+        for algo in algos:
+            run = run_stack(algo, lambda r: first_goal(r) is not None, args.budget_s,
+                            log=lambda m, i=i: print(f"  run {i + 1}: {m}", flush=True))
+            runs.append(run)
+            print(line(run), flush=True)
+    print(f"{len(runs)} run(s) in {time.monotonic() - began:.0f} s wall", flush=True)
+    if args.plot:
+        plot([r for r in runs if r.records and r.started is not None], args.plot)
+    failed = [r for r in runs if (g := first_goal(r)) is None or g["time"] - r.started > args.budget_s]
+    for run in failed:
+        print(f"FAILED {line(run)} (budget {args.budget_s:.0f} s)\n{run.log_tail[-1500:]}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""How much of the built-in inference server's generation rate does the CPU stack keep?
+
+    flock /tmp/hermes-docker.lock .venv/bin/python bench/stack_throughput.py [--algo grpo|ppo|both] [--steps 30]
+    .venv/bin/python bench/stack_throughput.py --raw-only     # the server's raw rate alone, no Docker
+
+Raw rate: the built-in backend (hermes_stack.inference.builtin.BuiltinBackend, in this process, one torch thread as
+in its container) generating one step's batch of the shipped config with the embedded profile (GRPO 32 prompts x 8,
+PPO 256 x 1; the environment's new-token budget) as one request, sequences per second, best of --repeats.
+
+Stack rate: `hermes-stack up` with the shipped configs (bench/stack_run.py), the trainer's metrics.jsonl over
+--steps steps after the first --skip: sequences trained per second of wall time between step records. Printed
+with the per-step breakdown the trainer records: rollout wait (wait_s), train (step_s), weight push (sync_s),
+held-out evaluation (eval_s, every 10th step; averaged over all steps), and the ratio stack / raw (goal >= 0.8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hermes_stack.config.loader import load_stack  # noqa: E402
+from hermes_stack.tasks.offline_arith import format_prompt, offline_arith  # noqa: E402
+
+
+def batch_shape(algo: str) -> tuple[int, int, int]:
+    stack = load_stack(algo, ROOT / "configs", profile="embedded")
+    rollout = stack.config.rollout
+    return rollout.batch_size, rollout.group_size, rollout.max_token_length
+
+
+def raw_rate(algo: str, model_dir: Path, repeats: int) -> float:
+    """Sequences per second of the built-in backend generating one step's batch in one request."""
+    from hermes_stack.inference.builtin import BuiltinBackend
+
+    prompts_n, group, max_len = batch_shape(algo)
+    backend = BuiltinBackend(str(model_dir), seed=0)
+    rows = offline_arith("train", 0)[:prompts_n]
+    prompts = [backend.tokenizer.encode(format_prompt(r["question"])) for r in rows]
+    budget = max_len - max(len(p) for p in prompts) - 1  # the environment's rule (env.py _budget)
+    stack = load_stack(algo, ROOT / "configs", profile="embedded")
+    params = {"max_new_tokens": budget, "temperature": stack.config.rollout.temperature,
+              "top_p": stack.config.rollout.top_p, "n": group}
+
+    async def once() -> float:
+        began = time.perf_counter()
+        await backend.generate({"input_ids": prompts, "sampling_params": params, "return_logprob": True})
+        return time.perf_counter() - began
+
+    async def all_runs() -> list[float]:
+        await backend.start()
+        try:
+            await once()  # warm
+            return [await once() for _ in range(repeats)]
+        finally:
+            await backend.stop()
+
+    best = min(asyncio.run(all_runs()))
+    return prompts_n * group / best
+
+
+def stack_figures(algo: str, steps: int, skip: int) -> dict[str, float]:
+    from stack_run import run_stack
+
+    prompts_n, group, _ = batch_shape(algo)
+    run = run_stack(algo, lambda r: len(r.records) >= skip + steps + 1, timeout_s=1800,
+                    log=lambda m: print(f"  {m}", flush=True))
+    records = run.records[skip:skip + steps + 1]
+    if len(records) < 2:
+        raise SystemExit(f"{algo}: only {len(run.records)} step(s) recorded\n{run.log_tail[-1500:]}")
+    spans = [b["time"] - a["time"] for a, b in zip(records, records[1:])]
+    sequences = [b.get("sequences") or prompts_n * group for b in records[1:]]
+    mean = lambda key: statistics.fmean((r.get(key) or 0.0) for r in records[1:])  # noqa: E731
+    return {"seq_per_s": sum(sequences) / sum(spans), "step_wall_s": statistics.fmean(spans),
+            "wait_s": mean("wait_s"), "step_s": mean("step_s"), "sync_s": mean("sync_s"), "eval_s": mean("eval_s"),
+            "staleness_max": max((r.get("staleness_max") or 0.0) for r in records[1:]),
+            "stale_dropped": sum((r.get("stale_groups_dropped") or 0.0) for r in records[1:]),
+            "steps": float(len(spans))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("grpo", "ppo", "both"), default="both")
+    parser.add_argument("--steps", type=int, default=30, help="steps measured in the stack")
+    parser.add_argument("--skip", type=int, default=5, help="first steps not measured (start-up)")
+    parser.add_argument("--repeats", type=int, default=5, help="raw generations timed (best kept)")
+    parser.add_argument("--raw-only", action="store_true", help="only the built-in server's raw rate")
+    args = parser.parse_args(argv)
+    from hermes_stack.modelcore.embedded import build as build_embedded
+
+    algos = ["grpo", "ppo"] if args.algo == "both" else [args.algo]
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "embedded"
+        build_embedded(model_dir, seed=0)
+        raw = {algo: raw_rate(algo, model_dir, args.repeats) for algo in algos}
+    for algo in algos:
+        prompts_n, group, _ = batch_shape(algo)
+        print(f"{algo}: built-in server raw rate {raw[algo]:.0f} sequences/s ({prompts_n} x {group} in one request)",
+              flush=True)
+    if args.raw_only:
+        return 0
+    for algo in algos:
+        f = stack_figures(algo, args.steps, args.skip)
+        print(f"{algo}: stack {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f} of the raw rate; "
+              f"per step {f['step_wall_s']:.2f} s wall: rollout wait {f['wait_s']:.2f} s, train {f['step_s']:.2f} s, "
+              f"sync {f['sync_s']:.2f} s, eval {f['eval_s']:.2f} s (mean over {f['steps']:.0f} steps); "
+              f"staleness max {f['staleness_max']:.0f}, {f['stale_dropped']:.0f} stale group(s) dropped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

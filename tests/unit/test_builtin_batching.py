@@ -1,0 +1,58 @@
+"""The built-in server samples requests that arrive close together as one batch (inference/builtin.py GATHER_S):
+the environment sends one request per group, and sampled one by one the tiny model paid its per-pass overhead once
+per group (issue 22)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hermes_stack.inference.builtin import BuiltinBackend
+from hermes_stack.modelcore import embedded
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("gather") / "embedded"
+    embedded.build(directory, seed=0, steps=30)
+    return directory
+
+
+def sampled_batches(model_dir, gather_s: float) -> tuple[list[int], list]:
+    """Three /generate requests of 4 rows, the second and third 50 ms after the first: rows per sampling call."""
+    backend = BuiltinBackend(str(model_dir), seed=0)
+    backend.gather_s = gather_s
+    sizes: list[int] = []
+    original = backend._sample
+
+    def counting(rows, adapter):
+        sizes.append(len(rows))
+        return original(rows, adapter)
+
+    backend._sample = counting
+    body = {"input_ids": backend.tokenizer.encode("12+3="), "return_logprob": True,
+            "sampling_params": {"max_new_tokens": 4, "temperature": 0.8, "n": 4}}
+
+    async def run():
+        await backend.start()
+        try:
+            first = asyncio.create_task(backend.generate(dict(body)))
+            await asyncio.sleep(0.05)
+            rest = [asyncio.create_task(backend.generate(dict(body))) for _ in range(2)]
+            return await asyncio.gather(first, *rest)
+        finally:
+            await backend.stop()
+
+    return sizes, asyncio.run(run())
+
+
+def test_requests_arriving_within_the_gather_window_are_sampled_together(model_dir):
+    sizes, answers = sampled_batches(model_dir, gather_s=2.0)
+    assert sizes == [12]
+    assert all(len(a) == 4 and all(len(x["meta_info"]["output_token_logprobs"]) >= 1 for x in a) for a in answers)
+
+
+def test_without_a_window_a_request_arriving_later_is_its_own_batch(model_dir):
+    sizes, _ = sampled_batches(model_dir, gather_s=0.0)
+    assert sizes[0] == 4 and sum(sizes) == 12
