@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stack_run import StackRun, run_stack  # noqa: E402
+from stack_run import StackRun, run_stack
 
 GOAL = 0.8
 

@@ -27,8 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hermes_stack.config.loader import load_stack  # noqa: E402
-from hermes_stack.tasks.offline_arith import format_prompt, offline_arith  # noqa: E402
+import itertools
+
+from hermes_stack.config.loader import load_stack
+from hermes_stack.tasks.offline_arith import format_prompt, offline_arith
 
 
 def batch_shape(algo: str) -> tuple[int, int, int]:
@@ -76,9 +78,9 @@ def stack_figures(algo: str, steps: int, skip: int) -> dict[str, float]:
     records = run.records[skip:skip + steps + 1]
     if len(records) < 2:
         raise SystemExit(f"{algo}: only {len(run.records)} step(s) recorded\n{run.log_tail[-1500:]}")
-    spans = [b["time"] - a["time"] for a, b in zip(records, records[1:])]
+    spans = [b["time"] - a["time"] for a, b in itertools.pairwise(records)]
     sequences = [b.get("sequences") or prompts_n * group for b in records[1:]]
-    mean = lambda key: statistics.fmean((r.get(key) or 0.0) for r in records[1:])  # noqa: E731
+    mean = lambda key: statistics.fmean((r.get(key) or 0.0) for r in records[1:])
     return {"seq_per_s": sum(sequences) / sum(spans), "step_wall_s": statistics.fmean(spans),
             "wait_s": mean("wait_s"), "step_s": mean("step_s"), "sync_s": mean("sync_s"), "eval_s": mean("eval_s"),
             "staleness_max": max((r.get("staleness_max") or 0.0) for r in records[1:]),

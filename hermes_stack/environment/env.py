@@ -31,8 +31,7 @@ from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the marke
 from hermes_stack.service_env import ServiceEnv, load_service_stack
 from hermes_stack.tasks.datasets import load_items
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
-from hermes_stack.tasks.reward import (CORRECT_OVERRIDE, RewardResult, RewardWeights, reference_answer,
-                                       score_completion)
+from hermes_stack.tasks.reward import CORRECT_OVERRIDE, RewardResult, RewardWeights, reference_answer, score_completion
 
 log = logging.getLogger("hermes_stack.environment")
 

@@ -50,7 +50,7 @@ def test_groups_staler_than_the_bound_are_dropped_and_the_rest_reported():
 
 @pytest.mark.parametrize("bound", [0, 1, 2, 5])
 def test_kept_groups_never_exceed_the_bound(bound):
-    groups = [tagged(step) for step in range(0, 21)]
+    groups = [tagged(step) for step in range(21)]
     report = split_by_staleness(groups, policy_version=20, bound=bound)
     assert max(report.staleness) == bound and all(lag <= bound for lag in report.staleness)
     assert len(report.kept) == bound + 1 and len(report.dropped) == 20 - bound

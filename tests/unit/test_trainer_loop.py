@@ -283,7 +283,7 @@ def test_a_restart_slower_than_the_fixed_bound_is_ridden_out_on_readiness_for_th
     assert 360.0 <= clock["now"] <= 362.0  # bounded by the model's start time
 
 
-def _client_over(answers: list) -> "InferenceClient":
+def _client_over(answers: list) -> InferenceClient:
     """A real InferenceClient over a transport that plays `answers` for the pushes (an exception is raised, a status
     answered) and is ready on /health."""
     import httpx
