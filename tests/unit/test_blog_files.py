@@ -128,7 +128,10 @@ def test_embedded_cpu_profile_accepts_the_blog_files_as_they_are(algo, project, 
     assert "profile embedded" in out and f"valid: {algo} (1 warning)" in out
     # The profile's overrides are marked; the blog's own values are kept.
     assert "max_token_length=32*" in out and "model_path=embedded*" in out and "dataset=offline-arith*" in out
-    assert "log_level=info" in out and f"name={algo}-gsm8k-run1" in out and "kl_coef=0.04" in out
+    assert "log_level=info" in out and f"name={algo}-gsm8k-run1" in out
+    # The blog's KL coefficient, except where the embedded profile sets its own for PPO (profiles.py: the tiny model
+    # learns in ~250 steps with 4 passes a batch and KL 0.02; marked with * as every override is).
+    assert ("kl_coef=0.02*" if algo == "ppo" else "kl_coef=0.04") in out
     assert f"TAOTOKEN_API_KEY=sk-…{REAL_KEY[-4:]}" in out and REAL_KEY not in out + err
 
 
