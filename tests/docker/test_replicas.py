@@ -19,27 +19,13 @@ from pathlib import Path
 import pytest
 
 from hermes_stack.controller.compose import parse_ps
+from tests.docker.test_day2_ops import KILL_MAIN  # one script kills a service's main process
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 ALGO = "grpo"
 PROJECT = "hermes-test-replicas"
 REPLICAS = ("inference", "inference-2")
-
-# Inside a container: SIGKILL the service's main process, the child of `init` (tini, PID 1).
-KILL_MAIN = r"""
-import os, signal
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        status = open(f"/proc/{pid}/status").read()
-        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode().strip()
-    except OSError:
-        continue
-    ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-    if ppid == 1 and "python" in cmd:
-        print(pid, cmd, flush=True)
-        os.kill(int(pid), signal.SIGKILL)
-"""
 
 
 def hs(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
