@@ -16,8 +16,11 @@ trainer and environment; LoRA serving is on and the stand-in loads the trainer's
 prompts of hundreds of tokens, max_token_length 512 on a model whose context is 1024, T = 0.8; inference restarted
 mid-run (its start slower than HERMES_INFERENCE_WAIT_S) and training goes on to its last step; `docker compose logs
 inference` never shows the key although SGLang's stand-in prints it.
-Not here yet: the Tinker engine on the gpu profile (its validate wants a key file, so an offline rehearsal needs the
-fake gateway too); tests/docker/test_stack_tinker.py runs the Tinker engine through the local service on CPU.
+Tinker part: the same profile with trainer.engine = "tinker" and a key file, as a Tinker user has one: its
+TINKER_API_KEY and TINKER_BASE_URL reach the trainer, which drives the real tinker SDK against the local Tinker
+service (tests/fakes/tinker_service.py, its own container, checking the same key); the key file's gateway is the
+fake gateway (gateway-check passes against it). The exported adapters hold a trained LoRA update and the strict
+stand-in serves them (its answers differ from the base model's). T = 1 there (validate refuses another with Tinker).
 The gpu target's own build steps are checked on the image the rehearsal runs (no build of its own: CI time is
 shared): the wheel installs (Tinker SDK, the trainer group) on the stand-in's Python, wheelhouse-only (PIP_NO_INDEX),
 the non-root user, our code compiled at build time, the entrypoints.
@@ -40,10 +43,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "hermes-test-gpu-rehearsal"
 OVERRIDE = "tests/docker/fixtures/gpu-rehearsal.yml"
 REHEARSAL = "tests/docker/fixtures/gpu-rehearsal"  # its configs/ (mounted at /app/configs by the override)
+TINKER_OVERRIDES = ("tests/docker/fixtures/fake-gateway.yml", "tests/docker/fixtures/gpu-rehearsal-tinker.yml")
+TINKER_REHEARSAL = "tests/docker/fixtures/gpu-rehearsal-tinker"
 REPO = os.environ.get("HERMES_IMAGE_REPO", "hermes-stack")
 IMAGES = (f"{REPO}/trainer:gpu-rehearsal", f"{REPO}/sglang-standin:rehearsal")
 HUB_PORT = "8090"
 MODEL = "hermes-test/tiny-arith-long"   # the torch part: the tiny model with 1024 positions
+TINKER_MODEL = "hermes-test/tiny-arith"  # the Tinker part: what the local Tinker service trains
+TINKER_STEPS = 3  # gpu-rehearsal-tinker/configs/settings_grpo.json num_steps
 START_DELAY_S = 40  # the stand-in's extra start time, on every start: past the trainer's inference wait below
 INFERENCE_WAIT_S = 15
 STEPS = 4           # settings_grpo.json num_steps (torch part); inference restarts after step RESTART_AFTER
@@ -88,6 +95,8 @@ def assert_gpu_image_is_sound(image: str) -> None:
 
 def compose(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     files = ["-f", str(ROOT / "compose.grpo.yml"), "-f", str(ROOT / OVERRIDE)]
+    if env.get("HERMES_REHEARSAL_CONFIGS"):  # the Tinker part
+        files += [a for f in TINKER_OVERRIDES for a in ("-f", str(ROOT / f))]
     return subprocess.run(["docker", "compose", "--project-name", PROJECT, "--project-directory", str(ROOT), *files,
                            *args], env=env, capture_output=True, text=True, check=False, timeout=timeout)
 
@@ -95,7 +104,8 @@ def compose(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.C
 def hs(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
     # Run from the rehearsal's folder, as a user with their own configs/ would: the controller validates
     # ./configs; HERMES_ROOT keeps the compose project, scripts and .hermes/ state at the repository.
-    return subprocess.run([sys.executable, "-m", "hermes_stack", *args], cwd=ROOT / REHEARSAL, env=env,
+    folder = TINKER_REHEARSAL if env.get("HERMES_REHEARSAL_CONFIGS") else REHEARSAL
+    return subprocess.run([sys.executable, "-m", "hermes_stack", *args], cwd=ROOT / folder, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -233,5 +243,92 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
                          f"stat -c %u {cache} && find {cache} ! -user 10001 | head -5 && find {cache}/hub -type f | wc -l")
         lines = owners.stdout.split()
         assert owners.returncode == 0 and lines[0] == "10001" and len(lines) == 2 and int(lines[1]) > 0, owners
+    finally:
+        tear_down(env)
+
+
+# In a container on the data volume: the newest exported step, and the largest |lora_B| in it (0 before any update).
+ADAPTER_DELTA = r"""
+import glob, json
+from safetensors.torch import load_file
+steps = sorted(glob.glob("/data/weights/step-*"), key=lambda p: int(p.rsplit("-", 1)[1]))
+tensors = load_file(steps[-1] + "/adapter_model.safetensors")
+b = [v for k, v in tensors.items() if "lora_B" in k]
+print(json.dumps({"step": int(steps[-1].rsplit("-", 1)[1]), "lora_b": len(b),
+                  "max_b": max(float(v.abs().max()) for v in b)}))
+"""
+
+# In the inference container, asked of SGLang (the stand-in) itself behind our front (the front answers a request naming
+# no adapter with the newest one): one greedy request with the newest adapter it serves, one naming none (the base).
+SERVED = r"""
+import json, os, urllib.request
+from hermes_stack.secret_files import load_secrets
+load_secrets()  # the inference key is a Compose secret file, as the services read it
+auth = {"Authorization": "Bearer " + os.environ["HERMES_INFERENCE_KEY"], "content-type": "application/json"}
+def generate(lora):
+    body = {"text": "42+3=", "sampling_params": {"max_new_tokens": 4, "temperature": 0.0}, "return_logprob": True,
+            **({"lora_path": lora} if lora else {})}
+    request = urllib.request.Request("http://127.0.0.1:30000/generate", json.dumps(body).encode(), auth)
+    return json.load(urllib.request.urlopen(request, timeout=30))
+info = json.load(urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8001/get_model_info", headers=auth),
+                                        timeout=30))
+newest = max(info.get("lora_adapters") or ["step-0"], key=lambda name: int(name.rsplit("-", 1)[1]))
+lp = lambda r: [t[0] for t in r["meta_info"]["output_token_logprobs"]]
+adapter, base = generate(newest), generate(None)
+print(json.dumps({"adapters": info.get("lora_adapters"), "newest": newest,
+                  "diff": max(abs(a - b) for a, b in zip(lp(adapter), lp(base)))}))
+"""
+
+
+def tinker_key_file(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A user's key file for the Tinker engine: every secret a random value (a leak is then unambiguous)."""
+    import secrets
+
+    lines = {"TAOTOKEN_API_KEY": "sk-" + secrets.token_hex(20), "TAOTOKEN_BASE_URL": "http://fake-gateway:9000",
+             "TAOTOKEN_MODEL": "fake-gpt", "TINKER_API_KEY": "tml-" + secrets.token_hex(20),
+             "TINKER_BASE_URL": "http://tinker:8080"}
+    path = tmp_path / "keys.env"
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    path.chmod(0o600)
+    return path, lines
+
+
+def test_gpu_profile_rehearsal_on_cpu_trains_with_the_tinker_engine_from_a_key_file(env, tmp_path):
+    keys, lines = tinker_key_file(tmp_path)
+    env = {**env, "HERMES_REHEARSAL_CONFIGS": f"./{TINKER_REHEARSAL}/configs", "HERMES_STANDIN_START_DELAY_S": "0",
+           "HERMES_KEYFILE": str(keys)}
+    compose(env, "down", "--volumes", "--remove-orphans")
+    try:
+        wheels_and_standin(env)
+        start_hub_and_fetch_shape(env, TINKER_MODEL)
+        up = hs(env, "up", "--algo", "grpo", "--device", "gpu", "--wait-timeout", "600", "-f", OVERRIDE,
+                *[a for f in TINKER_OVERRIDES for a in ("-f", f)])
+        assert up.returncode == 0, f"up failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}"
+        assert "dry-run passed" in up.stdout
+        check = compose(env, "logs", "gateway-check").stdout  # the key file's gateway, checked before anything
+        assert "gateway OK: http://fake-gateway:9000" in check, check[-2000:]
+
+        rows = wait_for_steps(env, TINKER_STEPS, 600)
+        trainer_logs = compose(env, "logs", "trainer").stdout
+        logs = compose(env, "logs").stdout
+        assert len(rows) >= TINKER_STEPS and "training finished" in trainer_logs, (trainer_logs[-3000:], logs[-2000:])
+        assert any(key.startswith("tinker/") for key in rows[-1]), rows[-1]  # the Tinker engine's own figures
+
+        # The Tinker steps changed the policy (LoRA B starts at zero), and the strict stand-in serves that adapter.
+        delta = compose(env, "exec", "-T", "inference", "python", "-c", ADAPTER_DELTA)
+        assert delta.returncode == 0, delta.stderr[-2000:]
+        adapter = json.loads(delta.stdout)
+        assert adapter["step"] == TINKER_STEPS and adapter["lora_b"] > 0 and adapter["max_b"] > 0.0, adapter
+        served = compose(env, "exec", "-T", "inference", "python", "-c", SERVED)
+        assert served.returncode == 0, served.stderr[-2000:]
+        answer = json.loads(served.stdout)
+        assert answer["newest"] == f"step-{TINKER_STEPS}" and answer["diff"] > 0.0, answer
+        served_logs = compose(env, "logs", "inference").stdout
+        assert "sglang-standin: loaded LoRA adapter step-1 (rank 32)" in served_logs, served_logs[-3000:]
+        assert "because it is already loaded" not in served_logs, served_logs[-3000:]
+        assert "Internal Server Error" not in served_logs, served_logs[-3000:]
+        assert "no answer from the Tinker API" not in trainer_logs, trainer_logs[-3000:]
+        for name in ("TAOTOKEN_API_KEY", "TINKER_API_KEY"):  # neither secret in any service's log
+            assert lines[name] not in logs and lines[name][4:20] not in logs, f"{name} leaked into compose logs"
     finally:
         tear_down(env)
