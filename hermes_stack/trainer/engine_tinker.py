@@ -282,21 +282,35 @@ class LocalCritic:
             del out
         return refs, hidden
 
-    def values(self, hidden):
+    def _head_values(self, hidden):
         head_out = self.head(hidden)
         return head_out.squeeze(-1) if head_out.dim() == 3 else head_out
 
+    def values(self, hidden):
+        """V for every position of [B, width, hidden], in micro-batches of rows: the float32 head's activations over
+        a whole step at once are ~30 GiB for an 8B model's 256 x 2048 (issue 24)."""
+        return self.torch.cat([self._head_values(hidden[r.start:r.stop])
+                               for r in self._micro_batches(hidden.shape[0])])
+
     def update(self, hidden, returns, mask, clip_epsilon: float, old_values) -> float:
-        """One Adam step on the unweighted value loss (value_loss_coef is in the learning rate: algorithms.py)."""
+        """One Adam step on the unweighted value loss (value_loss_coef is in the learning rate: algorithms.py),
+        its gradient accumulated over micro-batches of rows: each term is divided by the whole batch's token count,
+        so the sum is the full batch's masked mean exactly."""
         from hermes_stack.trainer import algorithms as alg
 
-        values = self.values(hidden)
-        loss = alg.value_loss(values, returns, mask, 1.0, old_values, clip_epsilon)
+        count = mask.sum()
         self.optimizer.zero_grad()
-        loss.backward()
+        total = 0.0
+        for r in self._micro_batches(hidden.shape[0]):
+            rows = slice(r.start, r.stop)
+            old = None if old_values is None else old_values[rows]
+            loss = alg.value_loss(self._head_values(hidden[rows]), returns[rows], mask[rows], 1.0, old, clip_epsilon,
+                                  count=count)
+            loss.backward()
+            total += float(loss.detach())
         self.torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
         self.optimizer.step()
-        return float(loss.detach())
+        return total
 
 
 # ---------------------------------------------------------------- the engine

@@ -63,6 +63,13 @@ class Completion:
 # ---------------------------------------------------------------- critic
 
 
+def default_checkpointing(device_type: str, embedded: bool) -> bool:
+    """Gradient checkpointing unless set: on for a real model on a GPU (the memory plan, config/memory.py, counts
+    only the layer inputs and one recomputed layer: without it an 8B model's micro-batch of 2048-token rows keeps
+    ~23 GiB a row and runs out at step 1), off on CPU and for the tiny model (nothing to save, only time lost)."""
+    return device_type == "cuda" and not embedded
+
+
 class ValueHead(nn.Module):
     """V(prefix) from the policy's last hidden state at each position (the input is detached by the caller)."""
 
@@ -186,7 +193,7 @@ class TorchEngine:
             self.pad_token_id = self.tokenizer.eos_token_id
         base = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device)
         if gradient_checkpointing is None:
-            gradient_checkpointing = self.device.type == "cuda" and not embedded
+            gradient_checkpointing = default_checkpointing(self.device.type, embedded)
         self.gradient_checkpointing = bool(gradient_checkpointing)
         if self.gradient_checkpointing:
             enable_checkpointing(base)

@@ -70,11 +70,11 @@ def search(measure: Callable[[int, int], int | None], micro: int, width: int, ro
 
 
 def refusal(probes: list[Probe], room_bytes: int, room_source: str, files: dict[str, str],
-            model_bytes: int) -> str:
+            model_bytes: int, what: str = "one forward and backward, measured") -> str:
     """The one line for a first probe that does not fit (`files`: the settings and config file names)."""
     first, last = probes[0], probes[-1]
     found = "runs out of memory" if first.peak_bytes is None else f"peaks at ~{size(first.peak_bytes)}"
-    head = (f"micro_batch_size {first.micro} x {first.width} tokens (one forward and backward, measured) {found}; "
+    head = (f"micro_batch_size {first.micro} x {first.width} tokens ({what}) {found}; "
             f"the room is {size(room_bytes)} ({room_source})")
     if not last.fits(room_bytes):
         return (f"{head}; even 1 x {last.width} tokens does not fit, and the model with its training state holds "
@@ -277,35 +277,54 @@ def check_torch_engine(engine: Any, stack: Any, cap_gib: float | None) -> str:
 
 
 def check_local_model(critic: Any, stack: Any, device: str, cap_gib: float | None) -> str:
-    """The Tinker engine's local model (reference log-probs and the critic's hidden states) over one step's
-    sequences, as TinkerEngine.advantages runs it; its line, or MemoryCheckFailed."""
+    """The Tinker engine's local model over one step's sequences, as TinkerEngine.advantages runs it: the reference
+    forward and, with a value head, the head's values and one update, in micro-batches of trainer.micro_batch_size
+    rows (LocalCritic's). The head's weights and Adam state are restored afterwards. Its line, or
+    MemoryCheckFailed naming a trainer.micro_batch_size measured to fit."""
     started = time.monotonic()
+    import copy
+
     from hermes_stack.trainer.engine_tinker import token_arrays
 
     model = getattr(critic, "base", None) or getattr(critic, "model", None)  # the frozen base model
     config = getattr(model, "config", None)
     width = rollout_width(stack, getattr(config, "max_position_embeddings", None))
     count = stack.config.rollout.sequences_per_step
+    micro = min(getattr(critic, "micro_batch_size", None) or count, count)
     vocab = int(getattr(config, "vocab_size", 0) or 32)
     measure_peak = measure_cuda if device == "cuda" else measure_cpu
     head = getattr(critic, "head", None)
+    optimizer = getattr(critic, "optimizer", None)
 
     def run(m: int, w: int) -> None:
         import torch
 
-        arrays = [token_arrays(s) for s in probe_sequences(m, w, vocab)]
-        with torch.no_grad():
-            _, hidden = critic.reference_and_hidden(arrays)
+        arrays = [token_arrays(s) for s in probe_sequences(count, w, vocab)]
+        configured = critic.micro_batch_size
+        saved = (copy.deepcopy(head.state_dict()), copy.deepcopy(optimizer.state_dict())) if head is not None else None
+        critic.micro_batch_size = m
+        try:
+            with torch.no_grad():
+                _, hidden = critic.reference_and_hidden(arrays)
             if head is not None and hidden is not None:
-                critic.values(hidden)
+                with torch.no_grad():
+                    old = critic.values(hidden).float()
+                mask = torch.ones(old.shape, device=hidden.device)
+                critic.update(hidden, torch.zeros_like(old), mask, 0.2, old)
+        finally:
+            critic.micro_batch_size = configured
+            if saved is not None:
+                head.load_state_dict(saved[0])
+                optimizer.load_state_dict(saved[1])
 
     limit, source = room(device, cap_gib)
-    probes = search(lambda m, w: measure_peak(lambda: run(m, w)), count, width, limit)
+    probes = search(lambda m, w: measure_peak(lambda: run(m, w)), micro, width, limit)
     if not probes[0].fits(limit):
         line = refusal(probes, limit, source, {"settings": f"settings_{stack.algo}.json",
-                                               "config": stack.config_path.name}, held_bytes([model, head]))
-        raise MemoryCheckFailed("the Tinker engine's local model (reference and critic), a whole step at once: "
-                                + line.replace("micro_batch_size", "sequences"))
-    return (f"memory: the Tinker engine's local model, {count} sequences x {width} tokens measured on {device}: "
-            f"peak {size(probes[0].peak_bytes)} of {size(limit)} room ({source}); "
+                                               "config": stack.config_path.name}, held_bytes([model, head]),
+                       what=f"the reference forward{' and the value head' if head is not None else ''} over "
+                            f"{count} sequences, measured")
+        raise MemoryCheckFailed(f"the Tinker engine's local model (reference and critic): {line}")
+    return (f"memory: the Tinker engine's local model, {count} sequences x {width} tokens in micro-batches of "
+            f"{micro} measured on {device}: peak {size(probes[0].peak_bytes)} of {size(limit)} room ({source}); "
             f"{time.monotonic() - started:.1f} s")

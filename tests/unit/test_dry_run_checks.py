@@ -248,6 +248,8 @@ def test_a_server_that_ignores_adapters_fails_both_checks_naming_the_adapter(lor
 def test_the_tinker_engines_local_model_is_measured_and_refused_over_the_cap(tmp_path) -> None:
     from types import SimpleNamespace
 
+    import torch
+
     from hermes_stack.trainer.engine_tinker import LocalCritic
     from hermes_stack.trainer.memory_check import MemoryCheckFailed, check_local_model
 
@@ -256,9 +258,44 @@ def test_the_tinker_engines_local_model_is_measured_and_refused_over_the_cap(tmp
     stack = SimpleNamespace(algo="ppo", config=SimpleNamespace(rollout=rollout),
                             settings=SimpleNamespace(tinker=SimpleNamespace(max_token_trainer_length=9000)),
                             config_path=tmp_path / "config_ppo.toml")
+    before = {k: v.clone() for k, v in critic.head.state_dict().items()}
     line = check_local_model(critic, stack, "cpu", None)
-    assert line.startswith("memory: the Tinker engine's local model, 6 sequences x 48 tokens measured on cpu: peak ")
+    assert line.startswith("memory: the Tinker engine's local model, 6 sequences x 48 tokens in micro-batches of 6 "
+                           "measured on cpu: peak ")
+    # The probe's value-head update is undone: the critic trains from where it was.
+    assert all(torch.equal(before[k], v) for k, v in critic.head.state_dict().items())
+    assert not critic.optimizer.state
     with pytest.raises(MemoryCheckFailed) as failed:
         check_local_model(critic, stack, "cpu", 0.01)
-    assert str(failed.value).startswith("the Tinker engine's local model (reference and critic), a whole step at "
-                                        "once: sequences 6 x 48 tokens")
+    assert str(failed.value).startswith("the Tinker engine's local model (reference and critic): micro_batch_size 6 "
+                                        "x 48 tokens (the reference forward and the value head over 6 sequences, "
+                                        "measured)")
+
+
+def test_the_local_models_refusal_names_a_micro_batch_size_measured_to_fit(tmp_path, monkeypatch) -> None:
+    """The probe runs the whole step in micro-batches of m rows; a peak that grows with m (stated here through the
+    measurement) is refused at 6 and fits at 3: the hint is trainer.micro_batch_size = 3 (it said
+    `trainer.sequences`, a key that does not exist)."""
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.engine_tinker import LocalCritic
+
+    critic = LocalCritic(str(embedded_model_dir()), with_value_head=True, micro_batch_size=6)
+    seen: list[int] = []
+    real = critic.reference_and_hidden
+    monkeypatch.setattr(critic, "reference_and_hidden", lambda arrays: (seen.append(critic.micro_batch_size),
+                                                                        real(arrays))[1])
+
+    def measure(fn):
+        fn()
+        return seen[-1] * memory_check.GIB  # 1 GiB a row of the micro-batch
+
+    monkeypatch.setattr(memory_check, "measure_cpu", measure)
+    rollout = SimpleNamespace(max_token_length=48, sequences_per_step=6)
+    stack = SimpleNamespace(algo="ppo", config=SimpleNamespace(rollout=rollout),
+                            settings=SimpleNamespace(tinker=SimpleNamespace(max_token_trainer_length=9000)),
+                            config_path=tmp_path / "config_ppo.toml")
+    with pytest.raises(memory_check.MemoryCheckFailed) as failed:
+        memory_check.check_local_model(critic, stack, "cpu", 4.0)
+    assert seen == [6, 3] and critic.micro_batch_size == 6
+    assert str(failed.value).endswith("Hint: set trainer.micro_batch_size = 3 in settings_ppo.json"), failed.value
