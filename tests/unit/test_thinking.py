@@ -93,3 +93,18 @@ def test_validate_wants_room_to_think_on_a_thinking_model(tmp_path):
     assert rules.thinking_budget(inputs("grpo", config=on, settings={"inference.model_path": str(plain)})) == []
     (plain / "chat_template.jinja").write_text(THINKING_TEMPLATE)
     assert rules.thinking_budget(inputs("grpo", config=on, settings={"inference.model_path": str(plain)}))
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+def test_the_environments_rollout_prompt_follows_the_switch(tokenizer, thinking):
+    """What the environment sends the inference service (HermesMathEnv.prompt_text) for a chat-template dataset:
+    the empty think block exactly when the config turns thinking off."""
+    from types import SimpleNamespace
+
+    from hermes_stack.environment.env import HermesMathEnv
+
+    env = SimpleNamespace(tokenizer=tokenizer, examples=[], config=SimpleNamespace(
+        dataset="gsm8k", system_prompt=None, enable_thinking=thinking))
+    text = HermesMathEnv.prompt_text(env, "What is 2 + 3?")
+    assert text == prompt_text(tokenizer, "What is 2 + 3?", thinking=thinking)
+    assert (NO_THINK in text) is (not thinking)
