@@ -286,7 +286,20 @@ def loop_checks(stack: StackConfig, engine: Engine, inference: InferenceClient, 
         raise LayerFailure("memory", str(exc)) from None
     if not hasattr(engine, "sequence_logprobs"):
         why = f"the {engine_kind(stack)} engine's policy is not held locally, so nothing here can score it"
-        return [*lines, f"weight sync: not checked: {why}", f"log-probs: not checked: {why}"]
+        critic = getattr(engine, "critic", None)
+        if critic is None or getattr(engine, "step", 0) or ckpt.latest_checkpoint(settings.checkpoint_dir):
+            fresh = "" if critic is None else " (a resumed run: its policy is no longer the base model)"
+            return [*lines, f"weight sync: not checked: {why}", f"log-probs: not checked: {why}{fresh}"]
+        # A fresh Tinker run: its policy is still the base model, which the local critic holds and scores.
+        from transformers import AutoTokenizer
+
+        scorer = policy_checks.FreshTinkerPolicy(critic, AutoTokenizer.from_pretrained(critic.base.name_or_path))
+        try:
+            return [*lines, f"weight sync: not checked: {why}", policy_checks.check_logprobs(scorer, inference, stack)]
+        except policy_checks.PolicyCheckFailed as exc:
+            raise LayerFailure(exc.layer, str(exc)) from None
+        except HermesError as exc:
+            raise LayerFailure("inference", "; ".join(exc.lines())) from exc
     try:
         lines.append(policy_checks.check_weight_sync(engine, inference, stack, settings.data_dir / "dry-run",
                                                      resumed))

@@ -282,6 +282,26 @@ class LocalCritic:
             del out
         return refs, hidden
 
+    def sequence_logprobs(self, token_lists: list[list[int]], temperature: float | None = None,
+                          base: bool = False) -> list[list[float]]:
+        """Log-probs of tokens[1:] of each list under the frozen base, of softmax(logits / T) (T the rollout
+        temperature unless given), one row at a time: TorchEngine.sequence_logprobs' contract, so the dry-run's
+        log-prob check can score served rollouts with it while the Tinker policy is still the base (step 0: its LoRA
+        B starts at zero). `base` changes nothing: this is the base."""
+        torch = self.torch
+        from hermes_stack.trainer.algorithms import logprobs_and_entropy
+
+        temperature = self.temperature if temperature is None else temperature
+        out = []
+        with torch.no_grad():
+            for tokens in token_lists:
+                ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+                logits = self.base(input_ids=ids, use_cache=False).logits
+                picked, _ = logprobs_and_entropy(logits[:, :-1], ids[:, 1:], temperature, with_entropy=False,
+                                                 chunk_tokens=self.chunk_tokens)
+                out.append(picked[0].float().tolist())
+        return out
+
     def _head_values(self, hidden):
         head_out = self.head(hidden)
         return head_out.squeeze(-1) if head_out.dim() == 3 else head_out

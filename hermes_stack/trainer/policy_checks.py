@@ -202,6 +202,21 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
             f"{back:.2g}); {time.monotonic() - started:.1f} s")
 
 
+class FreshTinkerPolicy:
+    """The Tinker engine's policy before its first step, for check_logprobs: Tinker's LoRA adapter starts with B = 0,
+    so the policy is the base model the local critic holds (frozen, on this machine), and the inference server
+    serves that base until the first push. A resumed run's policy lives only on Tinker: not checked then."""
+
+    use_lora = False
+
+    def __init__(self, critic: Any, tokenizer: Any):
+        self.critic, self.tokenizer, self.policy = critic, tokenizer, critic.base
+
+    def sequence_logprobs(self, token_lists: list[list[int]], temperature: float | None = None,
+                          base: bool = False) -> list[list[float]]:
+        return self.critic.sequence_logprobs(token_lists, temperature, base=base)
+
+
 def _context(engine: Any) -> int:
     return int(getattr(engine.policy.config, "max_position_embeddings", 2048) or 2048)
 

@@ -305,6 +305,9 @@ def test_gpu_profile_rehearsal_on_cpu_trains_with_the_tinker_engine_from_a_key_f
                 *[a for f in TINKER_OVERRIDES for a in ("-f", f)])
         assert up.returncode == 0, f"up failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}"
         assert "dry-run passed" in up.stdout
+        # Before step 1 the Tinker policy is the base model: the local critic's copy scores the stand-in's rollouts.
+        assert "dry-run check log-probs: the trainer scores the server's rollouts as it samples them" in up.stdout, \
+            up.stdout[-3000:]
         check = compose(env, "logs", "gateway-check").stdout  # the key file's gateway, checked before anything
         assert "gateway OK: http://fake-gateway:9000" in check, check[-2000:]
 

@@ -299,3 +299,49 @@ def test_the_local_models_refusal_names_a_micro_batch_size_measured_to_fit(tmp_p
         memory_check.check_local_model(critic, stack, "cpu", 4.0)
     assert seen == [6, 3] and critic.micro_batch_size == 6
     assert str(failed.value).endswith("Hint: set trainer.micro_batch_size = 3 in settings_ppo.json"), failed.value
+
+
+# ---------------------------------------------------------------- the Tinker engine before its first step
+
+
+def test_a_fresh_tinker_policy_is_the_base_and_its_convention_is_checked(lora) -> None:
+    """The Tinker engine's policy is not held here, but before step 1 it is the base model (Tinker's LoRA B starts at
+    zero), which the local critic holds: the served rollouts are scored with it. A served model that is not the
+    trainer's base fails, naming it."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from hermes_stack.trainer.engine_tinker import LocalCritic
+    from hermes_stack.trainer.policy_checks import FreshTinkerPolicy, PolicyCheckFailed, check_logprobs
+
+    directory = lora.engine.model_dir
+    critic = LocalCritic(str(directory), with_value_head=False, temperature=0.8)
+    scorer = FreshTinkerPolicy(critic, AutoTokenizer.from_pretrained(str(directory)))
+    line = check_logprobs(scorer, lora.client, lora.stack)
+    assert "first-pass ratio 1" in line and "at temperature 0.8, top_p 0.95" in line
+    with torch.no_grad():
+        critic.base.get_output_embeddings().weight.mul_(3.0)  # another model than the one served
+    with pytest.raises(PolicyCheckFailed) as failed:
+        check_logprobs(scorer, lora.client, lora.stack)
+    assert "likely cause: the served model is not the trainer's" in str(failed.value)
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_the_dry_run_scores_a_fresh_tinker_run_and_says_why_a_resumed_one_is_not(lora, tmp_path, monkeypatch,
+                                                                                 resumed) -> None:
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.__main__ import loop_checks
+    from hermes_stack.trainer.engine_tinker import LocalCritic
+
+    monkeypatch.setattr(memory_check, "check_local_model", lambda *a, **k: "memory: measured")
+    critic = LocalCritic(str(lora.engine.model_dir), with_value_head=False, temperature=0.8)
+    engine = SimpleNamespace(critic=critic, step=3 if resumed else 0)
+    stack = SimpleNamespace(**vars(lora.stack), settings=SimpleNamespace(trainer=SimpleNamespace(engine="tinker")))
+    settings = SimpleNamespace(checkpoint_dir=tmp_path / "checkpoints", data_dir=tmp_path / "data")
+    lines = loop_checks(stack, engine, lora.client, settings, SimpleNamespace(trainer_memory_cap_gib=None))
+    assert lines[0] == "memory: measured" and lines[1].startswith("weight sync: not checked: the tinker engine's")
+    if resumed:
+        assert lines[2].endswith("(a resumed run: its policy is no longer the base model)"), lines
+    else:
+        assert lines[2].startswith("log-probs: the trainer scores the server's rollouts as it samples them"), lines
