@@ -2,6 +2,8 @@
 typed environment) and by hermes_stack.health (stdlib only: it runs on every probe and cannot import pydantic)."""
 
 HEALTH_TIMEOUT_S = 8.0  # HERMES_HEALTH_TIMEOUT: seconds one probe request may take
+# HERMES_LOGPROB_TOLERANCE: the dry-run's policy checks (trainer/policy_checks.py), mean |log ratio| a token
+LOGPROB_TOLERANCE = 0.02
 DATA_DIR = "/data"  # HERMES_DATA_DIR: the shared data volume inside the containers
 # Where a probe looks when compose did not say (a service's own container: loopback).
 ATROPOS_URL = "http://127.0.0.1:8000"

@@ -129,6 +129,9 @@ class ServiceEnv(BaseModel):
                                                 "trainer dry-run: the memory its measured forward and backward may "
                                                 "peak at (empty: the GPU's free memory, or MemAvailable on CPU)",
                                                 gt=0)
+    logprob_tolerance: float = _var("HERMES_LOGPROB_TOLERANCE", defaults.LOGPROB_TOLERANCE, "pass",
+                                    "trainer dry-run: the mean absolute log ratio a token that the log-prob and weight sync "
+                                    "checks accept between served and trainer log-probs", gt=0, le=1)
     health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", defaults.HEALTH_TIMEOUT_S, "pass",
                                    "healthchecks: seconds one probe request may take", gt=0)
     log_level: Annotated[LogLevel, BeforeValidator(_upper)] = _var(

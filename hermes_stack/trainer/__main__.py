@@ -295,15 +295,16 @@ def loop_checks(stack: StackConfig, engine: Engine, inference: InferenceClient, 
 
         scorer = policy_checks.FreshTinkerPolicy(critic, AutoTokenizer.from_pretrained(critic.base.name_or_path))
         try:
-            return [*lines, f"weight sync: not checked: {why}", policy_checks.check_logprobs(scorer, inference, stack)]
+            checked = policy_checks.check_logprobs(scorer, inference, stack, env.logprob_tolerance)
+            return [*lines, f"weight sync: not checked: {why}", checked]
         except policy_checks.PolicyCheckFailed as exc:
             raise LayerFailure(exc.layer, str(exc)) from None
         except HermesError as exc:
             raise LayerFailure("inference", "; ".join(exc.lines())) from exc
     try:
         lines.append(policy_checks.check_weight_sync(engine, inference, stack, settings.data_dir / "dry-run",
-                                                     resumed))
-        lines.append(policy_checks.check_logprobs(engine, inference, stack))
+                                                     resumed, env.logprob_tolerance))
+        lines.append(policy_checks.check_logprobs(engine, inference, stack, env.logprob_tolerance))
     except policy_checks.PolicyCheckFailed as exc:
         raise LayerFailure(exc.layer, str(exc)) from None
     except HermesError as exc:  # the inference service refused a push or a request

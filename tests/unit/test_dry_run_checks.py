@@ -319,6 +319,9 @@ def test_a_fresh_tinker_policy_is_the_base_and_its_convention_is_checked(lora) -
     scorer = FreshTinkerPolicy(critic, AutoTokenizer.from_pretrained(str(directory)))
     line = check_logprobs(scorer, lora.client, lora.stack)
     assert "first-pass ratio 1" in line and "at temperature 0.8, top_p 0.95" in line
+    with pytest.raises(PolicyCheckFailed) as failed:  # HERMES_LOGPROB_TOLERANCE is the bound the check applies
+        check_logprobs(scorer, lora.client, lora.stack, tolerance=1e-12)
+    assert "(tolerance 1e-12, HERMES_LOGPROB_TOLERANCE)" in str(failed.value)
     with torch.no_grad():
         critic.base.get_output_embeddings().weight.mul_(3.0)  # another model than the one served
     with pytest.raises(PolicyCheckFailed) as failed:
@@ -339,7 +342,8 @@ def test_the_dry_run_scores_a_fresh_tinker_run_and_says_why_a_resumed_one_is_not
     engine = SimpleNamespace(critic=critic, step=3 if resumed else 0)
     stack = SimpleNamespace(**vars(lora.stack), settings=SimpleNamespace(trainer=SimpleNamespace(engine="tinker")))
     settings = SimpleNamespace(checkpoint_dir=tmp_path / "checkpoints", data_dir=tmp_path / "data")
-    lines = loop_checks(stack, engine, lora.client, settings, SimpleNamespace(trainer_memory_cap_gib=None))
+    lines = loop_checks(stack, engine, lora.client, settings, SimpleNamespace(trainer_memory_cap_gib=None,
+                                                                             logprob_tolerance=0.02))
     assert lines[0] == "memory: measured" and lines[1].startswith("weight sync: not checked: the tinker engine's")
     if resumed:
         assert lines[2].endswith("(a resumed run: its policy is no longer the base model)"), lines
