@@ -22,6 +22,8 @@ from pathlib import Path
 
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
+from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer
+from hermes_stack.environment.rollout_clock import RolloutClock, rollout_rate
 from hermes_stack.environment.runtime import HermesEnvConfig, build_configs
 from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
     StackBehaviour,
@@ -54,6 +56,9 @@ class Totals:
     judge_overturned: int = 0
     recent: list[float] = field(default_factory=list)  # scores of groups sent since the last batch line
     batches_logged: int = 0
+    clock: RolloutClock = field(default_factory=RolloutClock)  # wall time with groups in flight
+    logged_sequences: int = 0  # sequences and in-flight seconds at the last batch line
+    logged_busy_s: float = 0.0
 
     @property
     def accuracy(self) -> float:
@@ -74,9 +79,10 @@ class Totals:
                 "judge_overturned": self.judge_overturned}
 
 
-class HermesMathEnv(StackBehaviour, BaseEnv):
+class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
     name = "hermes-math"
     env_config_cls = HermesEnvConfig
+    server_cls = PooledSGLangServer  # runtime.build_configs always says server_type "sglang"; pooled_http says why
 
     def __init__(self, config: HermesEnvConfig, server_configs, slurm: bool = False, testing: bool = False,
                  gateway_client=None):
@@ -135,9 +141,13 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
         return await self._collect_group(item), []
 
     async def _collect_group(self, item: dict) -> ScoredDataGroup | None:
-        if self.config.rollout_source == "gateway":
-            return await self._collect_from_gateway(item)
-        return await self._collect_from_inference(item)
+        self.totals.clock.enter()
+        try:
+            if self.config.rollout_source == "gateway":
+                return await self._collect_from_gateway(item)
+            return await self._collect_from_inference(item)
+        finally:  # cancelled by atroposlib too (its queue filled): the time counts, the sequences never came
+            self.totals.clock.leave()
 
     async def evaluate(self, *args, **kwargs) -> dict:
         """Greedy accuracy on up to EVAL_ITEMS held-out prompts (used by `python -m hermes_stack.environment
@@ -303,10 +313,14 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
             s = self.judge.stats
             judge = f", judge: {s.calls} calls, {s.failures} failures, {t.judge_overturned} overturned" + (
                 " (switched off)" if s.disabled else "")
-        log.info("batch %d: %d groups sent, mean score %.3f | run: accuracy %.3f, format rate %.3f, "
-                 "format failures %d, groups dropped for equal scores %d%s",
-                 t.batches_logged, len(scores), sum(scores) / len(scores), t.accuracy, t.format_rate,
-                 t.format_failures, t.dropped_equal_scores, judge)
+        busy = t.clock.busy_s()
+        generated, in_flight = t.sequences - t.logged_sequences, busy - t.logged_busy_s
+        t.logged_sequences, t.logged_busy_s = t.sequences, busy
+        log.info("batch %d: %d groups sent, mean score %.3f, rollout rate %.0f sequences/s (%d generated in %.2f s "
+                 "with groups in flight) | run: accuracy %.3f, format rate %.3f, format failures %d, groups dropped "
+                 "for equal scores %d%s",
+                 t.batches_logged, len(scores), sum(scores) / len(scores), rollout_rate(generated, in_flight),
+                 generated, in_flight, t.accuracy, t.format_rate, t.format_failures, t.dropped_equal_scores, judge)
 
 
 # ---------------------------------------------------------------- helpers
