@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", type=int, default=3)
     parser.add_argument("--train-s", type=float, default=0.5, help="the stand-in's training time per batch")
     parser.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the environment")
+    parser.add_argument("--py-spy-target", choices=("environment", "inference"), default="environment")
     parser.add_argument("--keep-logs", type=Path, help="copy the services' logs into this folder")
     args = parser.parse_args(argv)
     from hermes_stack.config.loader import load_stack
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 waits.append(now - began)
                 if len(taken) == args.skip + 1 and args.py_spy > 0 and (binary := py_spy_binary()):
                     spy = subprocess.Popen([binary, "record", "-d", str(int(args.py_spy)), "-r", "100", "-p",
-                                            str(env.pid), "-f", "raw", "-o", str(tmp / "env.spy"), "--nonblocking"],
+                                            str(named[args.py_spy_target].pid), "-f", "raw", "-o", str(tmp / "env.spy"), "--nonblocking"],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
                 time.sleep(args.train_s)
             if spy is not None:
