@@ -84,12 +84,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-s", type=float, default=0.5, help="the stand-in's training time per batch")
     parser.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the environment")
     parser.add_argument("--py-spy-target", choices=("environment", "inference"), default="environment")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the checkout whose services run (its .venv when it has one): a before/after pair")
     parser.add_argument("--keep-logs", type=Path, help="copy the services' logs into this folder")
     args = parser.parse_args(argv)
     from hermes_stack.config.loader import load_stack
     from hermes_stack.modelcore.embedded import build as build_embedded
 
-    stack = load_stack(args.algo, ROOT / "configs", profile="embedded")
+    root = args.root.resolve()
+    python = str(root / ".venv" / "bin" / "python") if (root / ".venv" / "bin" / "python").exists() \
+        else sys.executable
+    stack = load_stack(args.algo, root / "configs", profile="embedded")
     rollout = stack.config.rollout
     sequences = rollout.sequences_per_step
     procs: list[subprocess.Popen] = []
@@ -99,13 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         api_port, inf_port = free_port(), free_port()
         atropos, inference = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{inf_port}"
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("TAOTOKEN_", "WANDB_"))}
-        environ.update(HERMES_ALGO=args.algo, HERMES_CONFIG_DIR=str(ROOT / "configs"), HERMES_PROFILE="embedded",
+        environ.update(HERMES_ALGO=args.algo, HERMES_CONFIG_DIR=str(root / "configs"), HERMES_PROFILE="embedded",
                        HERMES_EMBEDDED_MODEL=str(tmp / "embedded"), HERMES_INFERENCE_KEY="loopback-bench",
                        HERMES_INFERENCE_PORT=str(inf_port), HERMES_INFERENCE_HOST="127.0.0.1",
                        HERMES_ATROPOS_URL=atropos, HERMES_INFERENCE_URL=inference + "/v1",
                        HERMES_DATA_DIR=str(tmp / "data"), HERMES_KEYFILE=str(tmp / "absent"),
-                       PYTHONPATH=str(ROOT))
-        logs = {name: open(tmp / f"{name}.log", "w") for name in ("api", "inference", "environment")}
+                       PYTHONPATH=str(root))
+        logs = {name: open(tmp / f"{name}.log", "w")  # noqa: SIM115 - closed in the finally below
+                for name in ("api", "inference", "environment")}
 
         def start(name: str, argv: list[str]) -> subprocess.Popen:
             proc = subprocess.Popen(argv, env=environ, cwd=tmp, stdout=logs[name], stderr=subprocess.STDOUT)
@@ -113,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             return proc
 
         try:
-            api = start("api", [str(BIN / "run-api"), "--host", "127.0.0.1", "--port", str(api_port)])
-            inf = start("inference", [sys.executable, "-m", "hermes_stack.inference"])
+            api = start("api", [str(Path(python).parent / "run-api"), "--host", "127.0.0.1", "--port", str(api_port)])
+            inf = start("inference", [python, "-m", "hermes_stack.inference"])
             wait_up(atropos + "/", api, "run-api")
             wait_up(inference + "/health", inf, "inference")
             registration = {"wandb_group": "g", "wandb_project": "p", "batch_size": sequences,
@@ -123,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                             "num_steps": args.skip + args.batches + 10}
             httpx.post(atropos + "/register", json=registration, timeout=5).raise_for_status()
             httpx.get(atropos + "/batch", timeout=5)
-            env = start("environment", [sys.executable, "-m", "hermes_stack.environment", "serve"])
+            env = start("environment", [python, "-m", "hermes_stack.environment", "serve"])
             named = {"environment": env, "inference": inf, "run-api": api}
             client = httpx.Client(timeout=30)
             taken: list[float] = []
@@ -158,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             env_log = (tmp / "environment.log").read_text()
             env_rates = [float(x) for x in ROLLOUT_RATE.findall(env_log)][args.skip:]
             print(f"{args.algo}: loopback {rate:.0f} sequences/s taken ({sequences} per batch, {args.batches} "
-                  f"batches, stand-in trains {args.train_s:.2f} s each; mean wait per batch {mean_wait:.2f} s); "
+                  f"batches, stand-in trains {args.train_s:.2f} s each; mean wait per batch {mean_wait:.2f} s; "
+                  f"code: {root}); "
                   f"load {load:.1f}", flush=True)
             span = measured[-1] - measured[0]
             print(f"{args.algo}: CPU per wall second while measured: " + ", ".join(

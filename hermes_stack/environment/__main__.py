@@ -24,13 +24,13 @@ log = logging.getLogger("hermes_stack.environment")
 def setup_logging() -> None:
     import os
 
-    from hermes_stack.service_log import level_from
-    from hermes_stack.service_log import setup_logging as setup
-
     # atroposlib logs its status dict at INFO ten times a second, and a DEBUG line per rollout worker: keep its
     # warnings only. Imported first: atroposlib.envs.base sets its logger to DEBUG when imported, which undid
     # this when it came later (~60 lines a second went to the container log).
     import atroposlib.envs.base  # noqa: F401
+
+    from hermes_stack.service_log import level_from
+    from hermes_stack.service_log import setup_logging as setup
 
     setup(level_from(os.environ), quiet=("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"))
 

@@ -32,6 +32,10 @@ log = logging.getLogger("hermes_stack.environment")
 KEEPALIVE_S = 4.0
 
 
+class AtroposServerError(Exception):
+    """A 5xx from Atropos: retried (upstream raises a bare Exception there; its callers catch Exception)."""
+
+
 class SessionPool:
     """One aiohttp session for the running event loop, made on first use (a session belongs to the loop it was
     made in: a new loop, as in tests that call asyncio.run twice, gets a new one)."""
@@ -137,7 +141,7 @@ class PooledAtroposCalls:
                else f"{self.config.rollout_server_url}/scored_data")
         async with self._post_json_with_compression(self._atropos_session(), url, scored_data) as resp:
             if resp.status >= 500:
-                raise Exception(f"Server error: {resp.status}")  # retried, as upstream
+                raise AtroposServerError(f"Server error: {resp.status}")  # retried, as upstream
             if resp.status >= 400:
                 logging.getLogger("atroposlib.envs.base").error(f"Client error: {resp.status}, not retrying")
                 return

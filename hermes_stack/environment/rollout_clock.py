@@ -6,6 +6,7 @@ not their sequences: they never came back."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -38,3 +39,14 @@ class RolloutClock:
     def busy_s(self) -> float:
         """In-flight seconds so far, the open interval included."""
         return self._busy + (self._now() - self._since if self._since is not None else 0.0)
+
+
+BATCH_LINE = re.compile(r"batch (\d+): .*?rollout rate [0-9.]+ sequences/s \((\d+) generated in ([0-9.]+) s ")
+
+
+def rate_from_log(text: str, skip: int = 0) -> tuple[float, int, float]:
+    """(rollout rate, sequences, in-flight seconds) over the environment's batch lines (env.py's `_log_batch`)
+    after the first `skip`: total sequences over total in-flight time, not a mean of per-line rates."""
+    lines = [(int(n), float(s)) for _, n, s in BATCH_LINE.findall(text)][skip:]
+    sequences, busy = sum(n for n, _ in lines), sum(s for _, s in lines)
+    return rollout_rate(sequences, busy), sequences, busy

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("atroposlib")
 
-from fakes.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+from fakes.tiny_tokenizer import build_tiny_tokenizer
 
 GENERATE_ANSWER = [
     {"text": "ab", "meta_info": {"output_token_logprobs": [[-0.5, 40, None], [-1.25, 41, None]],
@@ -227,37 +227,3 @@ def test_the_built_in_environment_uses_the_pooled_classes():
     assert HermesMathEnv.server_cls is PooledSGLangServer
     mro = HermesMathEnv.__mro__
     assert mro.index(PooledAtroposCalls) < mro.index(BaseEnv)
-
-
-# ---------------------------------------------------------------- the rollout clock
-
-
-class Ticks:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_the_clock_counts_wall_time_with_any_group_in_flight_once():
-    from hermes_stack.environment.rollout_clock import RolloutClock, rollout_rate
-
-    now = Ticks()
-    clock = RolloutClock(now)
-    clock.enter()           # t=0: one group
-    now.t = 1.0
-    clock.enter()           # t=1: two overlap
-    now.t = 2.0
-    clock.leave()
-    now.t = 3.0
-    clock.leave()           # busy 0..3
-    now.t = 5.0             # idle 3..5 is not counted
-    clock.enter()
-    now.t = 6.5
-    assert clock.busy_s() == pytest.approx(4.5)  # the open interval counts
-    clock.leave()
-    now.t = 9.0
-    assert clock.busy_s() == pytest.approx(4.5) and clock.inflight == 0
-    assert rollout_rate(90, 4.5) == pytest.approx(20.0)
-    assert rollout_rate(0, 0.0) == 0.0
