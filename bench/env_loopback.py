@@ -1,6 +1,7 @@
 """The environment's rollout rate without Docker: the real run-api, the built-in inference service and the
 environment service as processes on 127.0.0.1, with the shipped configs (embedded profile), and a trainer stand-in
-that registers, takes each batch from /batch and then "trains" for --train-s seconds (no weights are pushed).
+that registers, takes each batch from /batch, "trains" for --train-s seconds and then writes the served step as the
+trainer does after a push (no weights change).
 
     .venv/bin/python bench/env_loopback.py [--algo grpo] [--batches 20] [--train-s 0.5] [--py-spy 20]
 
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from hermes_stack.config.loader import load_stack
     from hermes_stack.modelcore.embedded import build as build_embedded
+    from hermes_stack.modelcore.weights_layout import write_served_step
 
     root = args.root.resolve()
     python = str(root / ".venv" / "bin" / "python") if (root / ".venv" / "bin" / "python").exists() \
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                                             str(named[args.py_spy_target].pid), "-f", "raw", "-o", str(tmp / "env.spy"), "--nonblocking"],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
                 time.sleep(args.train_s)
+                write_served_step(tmp / "data" / "weights", len(taken))  # as the trainer does after its push
             if spy is not None:
                 spy.wait(args.py_spy + 60)
             cpu = {name: cpu_seconds(p.pid) - cpu_before[name] for name, p in named.items()}

@@ -52,7 +52,11 @@ class SessionPool:
         return self._session
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a coroutine finalised at interpreter exit (SIGTERM): the process takes the sockets
+            loop = None
+        if self._session is not None and not self._session.closed and loop is not None and self._loop is loop:
             await self._session.close()
         self._session = None
 
