@@ -169,7 +169,12 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         return group, []
 
     def _fan(self) -> int:
-        return fan_out(self.config.prompts_per_batch, len(getattr(self, "workers", ())), FAN_MAX)
+        """1 outside atroposlib's serve loop (process mode runs one group at a time: no workers) and for gateway
+        rollouts (a paid service: never more calls than asked for)."""
+        workers = len(getattr(self, "workers", ()))
+        if not workers or self.config.rollout_source != "inference" or getattr(self, "process_mode", False):
+            return 1
+        return fan_out(self.config.prompts_per_batch, workers, FAN_MAX)
 
     def _take_spare(self) -> ScoredDataGroup | None:
         """A spare generated with the policy step served now (None when there is none, or no step is known)."""

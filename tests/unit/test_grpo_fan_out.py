@@ -24,7 +24,8 @@ def make_env(scores_by_question: dict[str, list[float]], workers: int, prompts: 
     from hermes_stack.environment.env import HermesMathEnv, Totals
 
     env = object.__new__(HermesMathEnv)
-    env.config = SimpleNamespace(ensure_scores_are_not_same=True, prompts_per_batch=prompts)
+    env.config = SimpleNamespace(ensure_scores_are_not_same=True, prompts_per_batch=prompts,
+                                 rollout_source="inference")
     env.totals, env._spares, env._next = Totals(), [], 1  # atroposlib drew the first item already
     env.train_items = [{"question": q} for q in scores_by_question]
     env.workers = set(range(workers))
@@ -68,6 +69,15 @@ def test_when_every_draw_agrees_the_last_group_goes_to_atroposlib_and_the_rest_a
     assert len(set(group["scores"])) == 1 and env._spares == []
     # every group but the one returned is counted here; atroposlib drops (and env.py counts) the returned one
     assert env.totals.dropped_equal_scores == 2 * DRAWS_PER_WORKER - 1
+
+
+def test_no_fan_out_for_gateway_rollouts_or_process_mode():
+    env = make_env({"a": [0, 0]}, workers=1)
+    assert env._fan() == 4
+    env.config.rollout_source = "gateway"  # a paid service: never more calls than asked for
+    assert env._fan() == 1
+    env.config.rollout_source, env.process_mode = "inference", True
+    assert env._fan() == 1
 
 
 def test_ppo_groups_of_one_are_neither_fanned_out_nor_redrawn():
