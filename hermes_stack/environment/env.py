@@ -9,8 +9,8 @@ and the token id on the completion, scores, inference_logprobs aligned with toke
 The prompt asks for the final answer as a last line `#### <number>` (reward.py documents the format). The built-in
 offline-arith task shows the bare question (`3+4=`): its tiny model learnt the format in its warm start.
 
-Logs: one line per batch of groups sent (mean score, accuracy, format rate, groups dropped because every score in
-them was equal, judge failures), the first format failures with their text, and the judge switching off.
+Logs: one line per batch of groups sent (mean score, the environment's own rollout rate: rollout_clock.py,
+accuracy, format rate, groups dropped because every score in them was equal, judge failures), the first format failures with their text, and the judge switching off.
 """
 
 from __future__ import annotations
