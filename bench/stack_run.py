@@ -31,6 +31,7 @@ class StackRun:
     baseline: float | None = None  # the trainer's held-out accuracy before step 1
     up_s: float = float("nan")
     log_tail: str = ""
+    env_log: str = ""  # the environment's log (its batch lines carry its own rollout rate)
 
     @property
     def started(self) -> float | None:
@@ -103,6 +104,7 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
             if run.started is not None and time.time() - run.started > timeout_s:
                 break
         run.log_tail = compose(algo, "logs", "--tail", "30", "trainer").stdout
+        run.env_log = compose(algo, "logs", "--no-log-prefix", "environment").stdout
     finally:
         down = hs(algo, "down", "--algo", algo, "--volumes")
         if down.returncode != 0:

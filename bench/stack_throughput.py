@@ -11,12 +11,18 @@ Stack rate: `hermes-stack up` with the shipped configs (bench/stack_run.py), the
 --steps steps after the first --skip: sequences trained per second of wall time between step records. Printed
 with the per-step breakdown the trainer records: rollout wait (wait_s), train (step_s), weight push (sync_s),
 held-out evaluation (eval_s, every 10th step; averaged over all steps), and the ratio stack / raw (goal >= 0.8).
+
+Environment rate: the environment's own batch lines (env.py, rollout_clock.py): sequences it generated, groups
+dropped for equal scores included, per second during which it had groups in flight, over its batch lines after the
+first --skip. Its ratio to the raw rate says how much of the server's rate the rollout path keeps; the trained
+rate above is also bounded by training time and by the share of groups GRPO drops, so both are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -81,7 +87,11 @@ def stack_figures(algo: str, steps: int, skip: int) -> dict[str, float]:
     spans = [b["time"] - a["time"] for a, b in itertools.pairwise(records)]
     sequences = [b.get("sequences") or prompts_n * group for b in records[1:]]
     mean = lambda key: statistics.fmean((r.get(key) or 0.0) for r in records[1:])
-    return {"seq_per_s": sum(sequences) / sum(spans), "step_wall_s": statistics.fmean(spans),
+    from hermes_stack.environment.rollout_clock import rate_from_log
+
+    env_rate, env_sequences, env_busy = rate_from_log(run.env_log, skip)
+    return {"env_seq_per_s": env_rate, "env_sequences": float(env_sequences), "env_busy_s": env_busy,
+            "seq_per_s": sum(sequences) / sum(spans), "step_wall_s": statistics.fmean(spans),
             "wait_s": mean("wait_s"), "step_s": mean("step_s"), "sync_s": mean("sync_s"), "eval_s": mean("eval_s"),
             "staleness_max": max((r.get("staleness_max") or 0.0) for r in records[1:]),
             "stale_dropped": sum((r.get("stale_groups_dropped") or 0.0) for r in records[1:]),
@@ -115,6 +125,14 @@ def main(argv: list[str] | None = None) -> int:
               f"per step {f['step_wall_s']:.2f} s wall: rollout wait {f['wait_s']:.2f} s, train {f['step_s']:.2f} s, "
               f"sync {f['sync_s']:.2f} s, eval {f['eval_s']:.2f} s (mean over {f['steps']:.0f} steps); "
               f"staleness max {f['staleness_max']:.0f}, {f['stale_dropped']:.0f} stale group(s) dropped", flush=True)
+        if f["env_busy_s"] > 0:
+            print(f"{algo}: environment's rollout rate {f['env_seq_per_s']:.0f} sequences/s = "
+                  f"{f['env_seq_per_s'] / raw[algo]:.2f} of the raw rate ({f['env_sequences']:.0f} sequences "
+                  f"generated, dropped groups included, in {f['env_busy_s']:.1f} s with groups in flight); "
+                  f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f}", flush=True)
+        else:
+            print(f"{algo}: the environment's log has no rollout rate (an environment without it)", flush=True)
+        print(f"{algo}: load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
 

@@ -24,10 +24,14 @@ log = logging.getLogger("hermes_stack.environment")
 def setup_logging() -> None:
     import os
 
+    # atroposlib logs its status dict at INFO ten times a second, and a DEBUG line per rollout worker: keep its
+    # warnings only. Imported first: atroposlib.envs.base sets its logger to DEBUG when imported, which undid
+    # this when it came later (~60 lines a second went to the container log).
+    import atroposlib.envs.base  # noqa: F401
+
     from hermes_stack.service_log import level_from
     from hermes_stack.service_log import setup_logging as setup
 
-    # atroposlib logs its status dict at INFO ten times a second; keep its warnings only.
     setup(level_from(os.environ), quiet=("atroposlib.envs.base", "atroposlib.envs.server_handling", "httpx"))
 
 
@@ -42,6 +46,8 @@ async def serve(env_config, server_configs, env_class=None) -> int:
         await env.env_manager()
     finally:
         remove_ready_marker(env.ready_marker)
+        if hasattr(env, "close_pools"):
+            await env.close_pools()
     totals = env.totals.as_dict() if hasattr(env, "totals") else {"groups returned as None": env.none_groups}
     log.info("total_steps %d reached (Atropos at step %s): %s; exiting", env.config.total_steps, env.curr_step, totals)
     return 0

@@ -9,8 +9,8 @@ and the token id on the completion, scores, inference_logprobs aligned with toke
 The prompt asks for the final answer as a last line `#### <number>` (reward.py documents the format). The built-in
 offline-arith task shows the bare question (`3+4=`): its tiny model learnt the format in its warm start.
 
-Logs: one line per batch of groups sent (mean score, accuracy, format rate, groups dropped because every score in
-them was equal, judge failures), the first format failures with their text, and the judge switching off.
+Logs: one line per batch of groups sent (mean score, the environment's own rollout rate: rollout_clock.py,
+accuracy, format rate, groups dropped because every score in them was equal, judge failures), the first format failures with their text, and the judge switching off.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pathlib import Path
 
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
+from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer
+from hermes_stack.environment.rollout_clock import RolloutClock, rollout_rate
 from hermes_stack.environment.runtime import HermesEnvConfig, build_configs
 from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
     StackBehaviour,
@@ -37,7 +39,8 @@ log = logging.getLogger("hermes_stack.environment")
 
 FORMAT_FAILURES_SHOWN = 3
 EVAL_ITEMS = 32
-DRAWS_PER_WORKER = 8  # GRPO: prompts one rollout worker tries for a group whose scores differ (see collect_trajectories)
+DRAWS_PER_WORKER = 8  # GRPO: rounds one rollout worker tries for a group whose scores differ (see collect_trajectories)
+FAN_MAX = 8  # GRPO: prompts one worker draws at once at most (fan_out)
 
 
 @dataclass
@@ -54,6 +57,11 @@ class Totals:
     judge_overturned: int = 0
     recent: list[float] = field(default_factory=list)  # scores of groups sent since the last batch line
     batches_logged: int = 0
+    clock: RolloutClock = field(default_factory=RolloutClock)  # wall time with groups in flight
+    spares_used: int = 0  # GRPO fan-out (collect_trajectories)
+    spares_discarded: int = 0
+    logged_sequences: int = 0  # sequences and in-flight seconds at the last batch line
+    logged_busy_s: float = 0.0
 
     @property
     def accuracy(self) -> float:
@@ -71,12 +79,14 @@ class Totals:
         return {"groups": self.groups, "sequences": self.sequences, "accuracy": self.accuracy,
                 "format_rate": self.format_rate, "mean_reward": self.mean_reward,
                 "dropped_equal_score_groups": self.dropped_equal_scores, "format_failures": self.format_failures,
-                "judge_overturned": self.judge_overturned}
+                "judge_overturned": self.judge_overturned, "spare_groups_used": self.spares_used,
+                "spare_groups_discarded": self.spares_discarded}
 
 
-class HermesMathEnv(StackBehaviour, BaseEnv):
+class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
     name = "hermes-math"
     env_config_cls = HermesEnvConfig
+    server_cls = PooledSGLangServer  # runtime.build_configs always says server_type "sglang"; pooled_http says why
 
     def __init__(self, config: HermesEnvConfig, server_configs, slurm: bool = False, testing: bool = False,
                  gateway_client=None):
@@ -86,6 +96,7 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
         self.train_items: list[dict] = []
         self.eval_items: list[dict] = []
         self._next = 0
+        self._spares: list[ScoredDataGroup] = []  # GRPO fan-out: groups worth training on, not yet sent
         self.gateway_client = gateway_client  # test-inference online: rollouts from the gateway model
         self.judge = None
 
@@ -121,23 +132,72 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
 
     async def collect_trajectories(self, item: dict) -> tuple[ScoredDataGroup | None, list]:
         """One group for `item`; for GRPO, a group whose scores all agree is dropped here and the worker draws the
-        next prompt, up to DRAWS_PER_WORKER prompts. atroposlib starts one worker per group still missing from the
+        next prompt, up to DRAWS_PER_WORKER rounds. atroposlib starts one worker per group still missing from the
         batch, so when most groups are dropped (a weak or a strong policy) the batch used to fill in many short,
         shrinking rounds; retrying inside the worker keeps every worker busy until it has a group worth training
-        on. A group that still agrees after the last draw goes to atroposlib, which drops it as before."""
-        draws = DRAWS_PER_WORKER if self.config.ensure_scores_are_not_same else 1
-        for _ in range(draws - 1):
-            group = await self._collect_group(item)
-            if group is None or not scores_all_equal(group):
-                return group, []
-            self._count_dropped(group)
-            item = await self.get_next_item()
-        return await self._collect_group(item), []
+        on. A group that still agrees after the last draw goes to atroposlib, which drops it as before.
+
+        Fan-out: atroposlib keeps only (batch groups - groups queued) workers, so as a batch fills, fewer groups
+        are in flight and the inference server's batches shrink (the built-in server generates ~500 sequences/s
+        for a batch of 8 and ~4500/s for 256: docs/benchmarks.md). A GRPO worker therefore draws `fan_out(...)`
+        prompts at once, keeping about one batch of groups in flight. It returns one group (atroposlib's queue
+        bound stays exact); the others worth training on are kept as spares, and a later worker takes a spare
+        instead of generating only while the inference service still serves the policy step the spare was
+        generated with (then it is the same rollout a new generation would be), else the spare is discarded."""
+        if not self.config.ensure_scores_are_not_same:
+            return await self._collect_group(item), []
+        if (spare := self._take_spare()) is not None:
+            return spare, [item]  # the item goes back to atroposlib's backlog for a later worker
+        group = None
+        for draw in range(DRAWS_PER_WORKER):
+            if draw:
+                item = await self.get_next_item()
+            items = [item] + [await self.get_next_item() for _ in range(self._fan() - 1)]
+            groups = [g for g in await asyncio.gather(*[self._collect_group(i) for i in items]) if g is not None]
+            worth = [g for g in groups if not scores_all_equal(g)]
+            if worth:
+                for g in groups:
+                    if scores_all_equal(g):
+                        self._count_dropped(g)
+                self._spares.extend(worth[1:])
+                del self._spares[:-self.config.prompts_per_batch]  # bounded: at most one batch of spares
+                return worth[0], []
+            last = draw == DRAWS_PER_WORKER - 1
+            for g in groups[:-1] if last else groups:
+                self._count_dropped(g)
+            group = groups[-1] if last and groups else None
+        return group, []
+
+    def _fan(self) -> int:
+        """1 outside atroposlib's serve loop (process mode runs one group at a time: no workers) and for gateway
+        rollouts (a paid service: never more calls than asked for)."""
+        workers = len(getattr(self, "workers", ()))
+        if not workers or self.config.rollout_source != "inference" or getattr(self, "process_mode", False):
+            return 1
+        return fan_out(self.config.prompts_per_batch, workers, FAN_MAX)
+
+    def _take_spare(self) -> ScoredDataGroup | None:
+        """A spare generated with the policy step served now (None when there is none, or no step is known)."""
+        if not self._spares:
+            return None
+        served = self.policy_step()
+        fresh = [g for g in self._spares if served is not None
+                 and (g.get("generation_params") or {}).get("policy_step") == served]
+        self.totals.spares_discarded += len(self._spares) - len(fresh)
+        self._spares = fresh
+        if not fresh:
+            return None
+        self.totals.spares_used += 1
+        return self._spares.pop(0)
 
     async def _collect_group(self, item: dict) -> ScoredDataGroup | None:
-        if self.config.rollout_source == "gateway":
-            return await self._collect_from_gateway(item)
-        return await self._collect_from_inference(item)
+        self.totals.clock.enter()
+        try:
+            if self.config.rollout_source == "gateway":
+                return await self._collect_from_gateway(item)
+            return await self._collect_from_inference(item)
+        finally:  # cancelled by atroposlib too (its queue filled): the time counts, the sequences never came
+            self.totals.clock.leave()
 
     async def evaluate(self, *args, **kwargs) -> dict:
         """Greedy accuracy on up to EVAL_ITEMS held-out prompts (used by `python -m hermes_stack.environment
@@ -303,13 +363,23 @@ class HermesMathEnv(StackBehaviour, BaseEnv):
             s = self.judge.stats
             judge = f", judge: {s.calls} calls, {s.failures} failures, {t.judge_overturned} overturned" + (
                 " (switched off)" if s.disabled else "")
-        log.info("batch %d: %d groups sent, mean score %.3f | run: accuracy %.3f, format rate %.3f, "
-                 "format failures %d, groups dropped for equal scores %d%s",
-                 t.batches_logged, len(scores), sum(scores) / len(scores), t.accuracy, t.format_rate,
-                 t.format_failures, t.dropped_equal_scores, judge)
+        busy = t.clock.busy_s()
+        generated, in_flight = t.sequences - t.logged_sequences, busy - t.logged_busy_s
+        t.logged_sequences, t.logged_busy_s = t.sequences, busy
+        log.info("batch %d: %d groups sent, mean score %.3f, rollout rate %.0f sequences/s (%d generated in %.2f s "
+                 "with groups in flight) | run: accuracy %.3f, format rate %.3f, format failures %d, groups dropped "
+                 "for equal scores %d%s",
+                 t.batches_logged, len(scores), sum(scores) / len(scores), rollout_rate(generated, in_flight),
+                 generated, in_flight, t.accuracy, t.format_rate, t.format_failures, t.dropped_equal_scores, judge)
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def fan_out(prompts_per_batch: int, live_workers: int, cap: int) -> int:
+    """Prompts one GRPO worker draws at once so that about a batch of groups is in flight across the live workers
+    (atroposlib's, this one included): ceil(prompts per batch / workers), between 1 and `cap`."""
+    return max(1, min(cap, -(-prompts_per_batch // max(1, live_workers))))
 
 
 def scores_all_equal(group: ScoredDataGroup) -> bool:

@@ -15,18 +15,22 @@ then replaces, and logs one line per replaced value (found, used):
   off for PPO's groups of one; max_batches_offpolicy -> trainer.max_staleness (at least 1; runtime.py says why).
 
 The class then runs with the stack's behaviour mixed in (stack_behaviour.StackBehaviour: readiness marker,
-registering again, None groups counted).
+registering again, None groups counted). When atroposlib would pick its SGLangServer (server_type "sglang", the
+class names no server_cls of its own), it gets pooled_http.PooledSGLangServer instead: the same /generate
+requests over kept-alive connections.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_stack.environment.pooled_http import PooledSGLangServer, uses_upstream_sglang
 from hermes_stack.environment.stack_behaviour import StackBehaviour
 from hermes_stack.environments_catalog import EnvironmentInfo
 from hermes_stack.errors import StackError
@@ -123,4 +127,7 @@ def prepare(project_root: Path, info: EnvironmentInfo, ours_env, ours_server, se
         log.info("replaced %s", item.line())
     run = with_stack_behaviour(cls)
     run.ready_dir = ours_env.data_dir
+    if inspect.isabstract(getattr(cls, "server_cls", None)) and uses_upstream_sglang(server_configs):
+        run.server_cls = PooledSGLangServer
+        log.info("its sglang servers use kept-alive connections (pooled_http.PooledSGLangServer)")
     return run, env_config, server_configs

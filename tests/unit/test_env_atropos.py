@@ -135,4 +135,7 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
     assert "registered with Atropos" in log_text
     assert "registering again" in log_text and log_text.count("registered with Atropos") == 2  # same process
     assert "batch 1:" in log_text and "mean score 0.600" in log_text
+    assert "rollout rate" in log_text and "with groups in flight" in log_text  # the environment's own rate
+    # atroposlib sets its logger to DEBUG on import: its per-worker and per-poll lines must stay out of the log
+    assert "handle_env: Starting with item" not in log_text and "env_manager: Status dict" not in log_text
     assert "total_steps 2 reached" in log_text

@@ -207,6 +207,7 @@ def test_a_worker_gives_up_after_its_last_draw_and_ppo_never_redraws(tmp_path, t
                       max_token_length=200)
     with FakeInference(tokenizer_dir, policy=lambda prompt, i: "#### 0") as fake:  # always wrong: all equal
         env, group = _first_group(tmp_path, stack, fake)
+    assert env._fan() == 1  # no atroposlib workers (not its serve loop): no fan-out
     assert len(fake.requests) == expected_requests
     assert len(set(group["scores"])) == 1  # handed to atroposlib, which drops it for GRPO (counted there)
     assert env.totals.dropped_equal_scores == expected_requests - 1

@@ -186,6 +186,14 @@ def test_the_upstream_files_laptop_config_is_replaced_and_each_value_logged(proj
     assert "replaced server_configs[0].api_key: found (hidden), used (the stack's internal key)" in text
     assert "k" * 16 not in text
     assert cls.__name__ == "UpstreamSumsEnv" and cls.ready_dir == "/data"
+    from hermes_stack.environment.pooled_http import PooledSGLangServer
+
+    assert cls.server_cls is not PooledSGLangServer  # its server_type is "openai": atroposlib's choice stays
+    sglang_file = [server.model_copy(update={"server_type": "sglang"})]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(user_env, "apply_overrides", lambda *a: (config, sglang_file, []))
+        cls, _, _ = user_env.prepare(project, info, ours, server, served_model="served-name")
+    assert cls.server_cls is PooledSGLangServer  # sglang: the same /generate over kept-alive connections
 
 
 def test_a_group_returned_as_none_is_counted_and_passed_on(caplog):

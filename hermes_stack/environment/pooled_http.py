@@ -1,0 +1,172 @@
+"""atroposlib's HTTP calls of the environment over one kept-alive connection pool instead of a new TCP connection
+each.
+
+atroposlib opens a fresh `aiohttp.ClientSession` (so a fresh TCP connection, closed after one request) for every
+`/generate` (atroposlib/envs/server_handling/sglang_server.py, SGLangServer._tokens_and_logprobs_completion_wrapper),
+every group posted to Atropos (atroposlib/envs/base.py, BaseEnv._send_scored_data_to_api) and every `/status-env`
+poll (BaseEnv.get_status, ten a second). In the CPU stack that connection set-up and tear-down was about a quarter
+of the environment's busy time (docs/benchmarks.md, issue 22). The classes here say the same requests and read the
+same answers as those functions, through one session per event loop:
+
+- PooledSGLangServer: SGLangServer with `/generate` on a pooled session (no cap on connections: atroposlib's
+  per-request sessions had none either, and PPO runs up to one request per group of a batch at once);
+- PooledAtroposCalls: a BaseEnv mixin with `/scored_data(_list)` and `/status-env` on a pooled session, the
+  retries (tenacity, 3 attempts) and the status bookkeeping as upstream.
+
+Kept-alive connections are closed by the client after KEEPALIVE_S idle, below uvicorn's 5 s default (the inference
+service, SGLang and run-api all serve with uvicorn), so the client does not reuse one the server is closing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+from atroposlib.envs.server_handling.sglang_server import SGLangServer
+from atroposlib.utils.io import parse_http_response
+from tenacity import retry, stop_after_attempt, wait_random_exponential
+
+log = logging.getLogger("hermes_stack.environment")
+
+KEEPALIVE_S = 4.0
+
+
+class AtroposServerError(Exception):
+    """A 5xx from Atropos: retried (upstream raises a bare Exception there; its callers catch Exception)."""
+
+
+class SessionPool:
+    """One aiohttp session for the running event loop, made on first use (a session belongs to the loop it was
+    made in: a new loop, as in tests that call asyncio.run twice, gets a new one)."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S)
+            self._session, self._loop = aiohttp.ClientSession(connector=connector), loop
+        return self._session
+
+    async def aclose(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a coroutine finalised at interpreter exit (SIGTERM): the process takes the sockets
+            loop = None
+        if self._session is not None and not self._session.closed and loop is not None and self._loop is loop:
+            await self._session.close()
+        self._session = None
+
+
+def sglang_request(server: SGLangServer, kwargs: dict) -> dict:
+    """The body SGLangServer._tokens_and_logprobs_completion_wrapper posts to /generate (same steps, same order):
+    input_ids from ManagedServer or the tokenised prompt, one doubled BOS removed, max_tokens renamed to
+    max_new_tokens, the model name left out of the sampling parameters. `kwargs` is consumed as upstream does."""
+    assert kwargs.get("model", None) is not None, "Model is required for completion!"
+    assert kwargs.get("prompt", None) is not None or kwargs.get("input_ids", None) is not None, \
+        "Prompt or input_ids is required for completion!"
+    if "input_ids" in kwargs:
+        prompt_tokens = kwargs.pop("input_ids")
+        kwargs.pop("prompt", None)
+    else:
+        prompt_tokens = server.tokenizer.encode(kwargs.pop("prompt"))
+    if len(prompt_tokens) >= 2 and prompt_tokens[0] == server.tokenizer.bos_token_id == prompt_tokens[1]:
+        prompt_tokens = prompt_tokens[1:]
+    if "max_tokens" in kwargs:
+        kwargs["max_new_tokens"] = kwargs.pop("max_tokens")
+    kwargs.pop("model", None)
+    return {"input_ids": prompt_tokens, "sampling_params": kwargs, "return_logprob": True,
+            "return_text_in_logprobs": False}
+
+
+def sglang_results(prompt_tokens: list, results) -> tuple[list, list, list, list]:
+    """(prompt tokens, output ids, output logprobs, finish reasons) from /generate's answer, as upstream reads it:
+    one result or a list of them; meta_info.output_token_logprobs is (logprob, token id, text) per token."""
+    if not isinstance(results, list):
+        results = [results]
+    tokens, logprobs, reasons = [], [], []
+    for result in results:
+        meta = result.get("meta_info", {})
+        triples = meta.get("output_token_logprobs", [])
+        logprobs.append([item[0] for item in triples])
+        tokens.append([item[1] for item in triples])
+        reasons.append(meta.get("finish_reason", None))
+    return prompt_tokens, tokens, logprobs, reasons
+
+
+class PooledSGLangServer(SGLangServer):
+    """atroposlib's SGLangServer; `/generate` goes over one kept-alive session per event loop."""
+
+    def __init__(self, config, reasoning_config=None):
+        super().__init__(config, reasoning_config=reasoning_config)
+        self.pool = SessionPool()
+
+    async def _tokens_and_logprobs_completion_wrapper(self, **kwargs) -> tuple[list, list, list, list]:
+        request = sglang_request(self, kwargs)
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        async with self.pool.session().post(
+            f"{self.config.base_url.replace('/v1', '')}/generate", json=request, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+        ) as response:
+            response.raise_for_status()
+            results = await response.json()
+        return sglang_results(request["input_ids"], results)
+
+
+def uses_upstream_sglang(server_configs) -> bool:
+    """True when atroposlib would pick SGLangServer for these configs (ServerManager: server_type of the first
+    config; a ServerBaseline is left to atroposlib)."""
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    return (isinstance(server_configs, list) and bool(server_configs)
+            and all(isinstance(c, APIServerConfig) and c.server_type == "sglang" for c in server_configs))
+
+
+class PooledAtroposCalls:
+    """BaseEnv mixin: posting groups and polling /status-env over one kept-alive session. Same URLs, bodies
+    (gzip when it is smaller: BaseEnv._post_json_with_compression is reused), status handling and retries as
+    BaseEnv._send_scored_data_to_api and BaseEnv.get_status."""
+
+    _atropos_pool: SessionPool | None = None
+
+    def _atropos_session(self) -> aiohttp.ClientSession:
+        if self._atropos_pool is None:
+            self._atropos_pool = SessionPool()
+        return self._atropos_pool.session()
+
+    @retry(stop=stop_after_attempt(3), wait=wait_random_exponential(multiplier=1, max=10))
+    async def _send_scored_data_to_api(self, scored_data):
+        for item in scored_data if isinstance(scored_data, list) else [scored_data]:
+            item["env_id"] = getattr(self, "env_id", None)
+        url = (f"{self.config.rollout_server_url}/scored_data_list" if isinstance(scored_data, list)
+               else f"{self.config.rollout_server_url}/scored_data")
+        async with self._post_json_with_compression(self._atropos_session(), url, scored_data) as resp:
+            if resp.status >= 500:
+                raise AtroposServerError(f"Server error: {resp.status}")  # retried, as upstream
+            if resp.status >= 400:
+                logging.getLogger("atroposlib.envs.base").error(f"Client error: {resp.status}, not retrying")
+                return
+            await resp.read()
+
+    @retry(stop=stop_after_attempt(3), wait=wait_random_exponential(multiplier=1, max=10))
+    async def get_status(self):
+        async with self._atropos_session().get(f"{self.config.rollout_server_url}/status-env",
+                                               json={"env_id": self.env_id}) as resp:
+            self.status_dict = await parse_http_response(resp, logging.getLogger("atroposlib.envs.base"))
+            new_weight = self.status_dict["env_weight"]
+            max_num_workers = self.config.max_num_workers
+            if max_num_workers == -1:
+                max_num_workers = self.config.max_num_workers_per_node * len(self.server.servers)
+            self.max_num_workers = max_num_workers
+            await self.server.update_weight(new_weight)
+
+    async def close_pools(self) -> None:
+        """Close the sessions (the environment's and its servers') before the event loop ends."""
+        if self._atropos_pool is not None:
+            await self._atropos_pool.aclose()
+        for server in getattr(self.server, "servers", []):
+            if isinstance(getattr(server, "pool", None), SessionPool):
+                await server.pool.aclose()

@@ -1,0 +1,229 @@
+"""pooled_http: the environment's /generate, /scored_data and /status-env requests over kept-alive connections say
+exactly what atroposlib's own functions say (compared side by side against one real loopback HTTP server that
+records every request and counts the TCP connections it accepted), and reuse one connection where atroposlib opens
+one per request. Also the rollout clock's arithmetic (reference values)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("atroposlib")
+
+from fakes.tiny_tokenizer import build_tiny_tokenizer
+
+GENERATE_ANSWER = [
+    {"text": "ab", "meta_info": {"output_token_logprobs": [[-0.5, 40, None], [-1.25, 41, None]],
+                                 "finish_reason": {"type": "stop"}}},
+    {"text": "c", "meta_info": {"output_token_logprobs": [[-0.75, 42, None]],
+                                "finish_reason": {"type": "length", "length": 1}}},
+]
+STATUS = {"current_step": 3, "queue_size": 2, "unallocated_fraction": 1.0, "self_queue_size": 2,
+          "max_group_size": 4, "env_weight": 0.5}
+
+
+class Recorder(ThreadingHTTPServer):
+    """HTTP/1.1 loopback server: keeps each request (path, headers, body) and counts accepted connections."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.connections = 0
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def process_request(self, request, client_address):
+        self.connections += 1
+        super().process_request(request, client_address)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn serves
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.headers.get("content-encoding") == "gzip":
+            body = gzip.decompress(body)
+        self.server.requests.append({"method": self.command, "path": self.path, "body": json.loads(body or b"null"),
+                                     "authorization": self.headers.get("authorization"),
+                                     "encoding": self.headers.get("content-encoding")})
+        answer = {"/generate": GENERATE_ANSWER, "/status-env": STATUS}.get(self.path, {"status": "received"})
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+
+@pytest.fixture
+def recorder():
+    server = Recorder()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    return str(build_tiny_tokenizer(tmp_path_factory.mktemp("tok")))
+
+
+def server_config(url: str, tokenizer_dir: str):
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    return APIServerConfig(server_type="sglang", base_url=url + "/v1", api_key="loopback-key", model_name="m",
+                           tokenizer_name=tokenizer_dir, health_check=False, timeout=30)
+
+
+CALLS = [
+    {"prompt": "3+4=", "n": 2, "max_tokens": 5, "temperature": 1.0, "top_p": 1.0},
+    {"input_ids": [1, 1, 20, 21], "n": 2, "max_tokens": 7, "temperature": 0.5},  # a doubled BOS (<s> = 1)
+    {"input_ids": [1, 22], "n": 2, "max_tokens": 3, "temperature": 0.0, "stop": ["\n"]},
+]
+
+
+async def generate_all(server) -> list:
+    out = []
+    for call in CALLS:
+        out.append(await server.tokens_and_logprobs_completion(**dict(call)))
+    return out
+
+
+def test_pooled_generate_says_and_reads_what_atroposlib_does_over_one_connection(recorder, tokenizer_dir):
+    from atroposlib.envs.server_handling.sglang_server import SGLangServer
+
+    from hermes_stack.environment.pooled_http import PooledSGLangServer
+
+    config = server_config(recorder.url, tokenizer_dir)
+    upstream_results = asyncio.run(generate_all(SGLangServer(config)))
+    upstream_requests, upstream_connections = list(recorder.requests), recorder.connections
+    recorder.requests.clear()
+    recorder.connections = 0
+
+    async def pooled_run():
+        server = PooledSGLangServer(config)
+        try:
+            return await generate_all(server)
+        finally:
+            await server.pool.aclose()
+
+    pooled_results = asyncio.run(pooled_run())
+    assert recorder.requests == upstream_requests  # paths, bodies, the bearer key: the same wire protocol
+    assert pooled_results == upstream_results
+    assert upstream_requests[1]["body"]["input_ids"] == [1, 20, 21]  # the doubled BOS went, as upstream
+    assert upstream_requests[0]["body"]["sampling_params"] == {"n": 2, "max_new_tokens": 5, "temperature": 1.0,
+                                                               "top_p": 1.0}
+    assert pooled_results[0][1:] == ([[40, 41], [42]], [[-0.5, -1.25], [-0.75]],
+                                     [{"type": "stop"}, {"type": "length", "length": 1}])
+    assert upstream_connections == len(CALLS)  # atroposlib: one TCP connection per request
+    assert recorder.connections == 1  # ours: one kept-alive connection for all of them
+
+
+def test_a_new_event_loop_gets_a_new_session(recorder, tokenizer_dir):
+    from hermes_stack.environment.pooled_http import PooledSGLangServer
+
+    server = PooledSGLangServer(server_config(recorder.url, tokenizer_dir))
+    asyncio.run(server.tokens_and_logprobs_completion(**dict(CALLS[1])))
+    asyncio.run(server.tokens_and_logprobs_completion(**dict(CALLS[1])))  # the first loop's session is unusable
+    assert len(recorder.requests) == 2
+
+
+class Env:
+    """What the Atropos calls read from a BaseEnv: config, env_id, the server manager's weight update."""
+
+    def __init__(self, url: str):
+        from types import SimpleNamespace
+
+        self.config = SimpleNamespace(rollout_server_url=url, max_num_workers=32, max_num_workers_per_node=8)
+        self.env_id = 7
+        self.weights: list[float] = []
+
+        async def update_weight(weight):
+            self.weights.append(weight)
+
+        self.server = SimpleNamespace(servers=[object()], update_weight=update_weight)
+
+
+def make_env(url: str, pooled: bool):
+    from atroposlib.envs.base import BaseEnv
+
+    from hermes_stack.environment.pooled_http import PooledAtroposCalls
+
+    upstream = {"_post_json_with_compression": BaseEnv._post_json_with_compression,
+                "_send_scored_data_to_api": BaseEnv._send_scored_data_to_api, "get_status": BaseEnv.get_status}
+    cls = type("Pooled", (PooledAtroposCalls, Env), {"_post_json_with_compression":
+                                                     BaseEnv._post_json_with_compression}) if pooled \
+        else type("Upstream", (Env,), upstream)
+    return cls(url)
+
+
+def group(n: int) -> dict:
+    return {"tokens": [[1, 2, 3 + n]] * 2, "masks": [[-100, 2, 3 + n]] * 2, "scores": [1.0, 0.0],
+            "padding": "x" * (2000 if n == 2 else 0)}  # group 2 is big enough to be gzipped
+
+
+async def atropos_calls(env) -> None:
+    await env.get_status()
+    await env._send_scored_data_to_api(group(1))
+    await env._send_scored_data_to_api([group(2), group(3)])
+    await env.get_status()
+    if hasattr(env, "close_pools"):
+        await env.close_pools()
+
+
+def test_pooled_atropos_calls_say_what_atroposlib_does_over_one_connection(recorder):
+    upstream = make_env(recorder.url, pooled=False)
+    asyncio.run(atropos_calls(upstream))
+    upstream_requests, upstream_connections = list(recorder.requests), recorder.connections
+    recorder.requests.clear()
+    recorder.connections = 0
+
+    pooled = make_env(recorder.url, pooled=True)
+    asyncio.run(atropos_calls(pooled))
+    assert recorder.requests == upstream_requests
+    assert [r["path"] for r in upstream_requests] == ["/status-env", "/scored_data", "/scored_data_list",
+                                                      "/status-env"]
+    assert upstream_requests[0]["body"] == {"env_id": 7} and upstream_requests[1]["body"]["env_id"] == 7
+    assert upstream_requests[2]["encoding"] == "gzip"
+    assert (pooled.status_dict, pooled.max_num_workers, pooled.weights) == (STATUS, 32, [0.5, 0.5])
+    assert (upstream.status_dict, upstream.weights) == (STATUS, [0.5, 0.5])
+    assert upstream_connections == 4 and recorder.connections == 1
+
+
+def test_only_an_sglang_config_list_gets_the_pooled_server():
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline
+
+    from hermes_stack.environment.pooled_http import uses_upstream_sglang
+
+    sglang = APIServerConfig(server_type="sglang", base_url="http://x/v1", api_key="k", model_name="m")
+    openai = sglang.model_copy(update={"server_type": "openai"})
+    assert uses_upstream_sglang([sglang]) and uses_upstream_sglang([sglang, sglang])
+    assert not uses_upstream_sglang([openai]) and not uses_upstream_sglang([sglang, openai])
+    assert not uses_upstream_sglang([]) and not uses_upstream_sglang(ServerBaseline())
+
+
+def test_the_built_in_environment_uses_the_pooled_classes():
+    from atroposlib.envs.base import BaseEnv
+
+    from hermes_stack.environment.env import HermesMathEnv
+    from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer
+
+    assert HermesMathEnv.server_cls is PooledSGLangServer
+    mro = HermesMathEnv.__mro__
+    assert mro.index(PooledAtroposCalls) < mro.index(BaseEnv)
