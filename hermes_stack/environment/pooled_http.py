@@ -27,7 +27,7 @@ from atroposlib.envs.server_handling.sglang_server import SGLangServer
 from atroposlib.utils.io import parse_http_response
 from tenacity import retry, stop_after_attempt, wait_random_exponential
 
-log = logging.getLogger("hermes_stack.environment")
+upstream_log = logging.getLogger("atroposlib.envs.base")  # the lines upstream logs, under its name
 
 KEEPALIVE_S = 4.0
 
@@ -147,7 +147,7 @@ class PooledAtroposCalls:
             if resp.status >= 500:
                 raise AtroposServerError(f"Server error: {resp.status}")  # retried, as upstream
             if resp.status >= 400:
-                logging.getLogger("atroposlib.envs.base").error(f"Client error: {resp.status}, not retrying")
+                upstream_log.error(f"Client error: {resp.status}, not retrying")
                 return
             await resp.read()
 
@@ -155,7 +155,7 @@ class PooledAtroposCalls:
     async def get_status(self):
         async with self._atropos_session().get(f"{self.config.rollout_server_url}/status-env",
                                                json={"env_id": self.env_id}) as resp:
-            self.status_dict = await parse_http_response(resp, logging.getLogger("atroposlib.envs.base"))
+            self.status_dict = await parse_http_response(resp, upstream_log)
             new_weight = self.status_dict["env_weight"]
             max_num_workers = self.config.max_num_workers
             if max_num_workers == -1:

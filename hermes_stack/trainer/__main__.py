@@ -284,27 +284,25 @@ def loop_checks(stack: StackConfig, engine: Engine, inference: InferenceClient, 
             lines.append(f"memory: not measured for the {engine_kind(stack)} engine: it holds no local model")
     except memory_check.MemoryCheckFailed as exc:
         raise LayerFailure("memory", str(exc)) from None
-    if not hasattr(engine, "sequence_logprobs"):
+    tolerance = env.logprob_tolerance
+    if hasattr(engine, "sequence_logprobs"):
+        checks = [lambda: policy_checks.check_weight_sync(engine, inference, stack, settings.data_dir / "dry-run",
+                                                          resumed, tolerance),
+                  lambda: policy_checks.check_logprobs(engine, inference, stack, tolerance)]
+    else:
         why = f"the {engine_kind(stack)} engine's policy is not held locally, so nothing here can score it"
+        lines.append(f"weight sync: not checked: {why}")
         critic = getattr(engine, "critic", None)
         if critic is None or getattr(engine, "step", 0) or ckpt.latest_checkpoint(settings.checkpoint_dir):
             fresh = "" if critic is None else " (a resumed run: its policy is no longer the base model)"
-            return [*lines, f"weight sync: not checked: {why}", f"log-probs: not checked: {why}{fresh}"]
+            return [*lines, f"log-probs: not checked: {why}{fresh}"]
         # A fresh Tinker run: its policy is still the base model, which the local critic holds and scores.
         from transformers import AutoTokenizer
 
         scorer = policy_checks.FreshTinkerPolicy(critic, AutoTokenizer.from_pretrained(critic.base.name_or_path))
-        try:
-            checked = policy_checks.check_logprobs(scorer, inference, stack, env.logprob_tolerance)
-            return [*lines, f"weight sync: not checked: {why}", checked]
-        except policy_checks.PolicyCheckFailed as exc:
-            raise LayerFailure(exc.layer, str(exc)) from None
-        except HermesError as exc:
-            raise LayerFailure("inference", "; ".join(exc.lines())) from exc
+        checks = [lambda: policy_checks.check_logprobs(scorer, inference, stack, tolerance)]
     try:
-        lines.append(policy_checks.check_weight_sync(engine, inference, stack, settings.data_dir / "dry-run",
-                                                     resumed, env.logprob_tolerance))
-        lines.append(policy_checks.check_logprobs(engine, inference, stack, env.logprob_tolerance))
+        lines += [check() for check in checks]
     except policy_checks.PolicyCheckFailed as exc:
         raise LayerFailure(exc.layer, str(exc)) from None
     except HermesError as exc:  # the inference service refused a push or a request
