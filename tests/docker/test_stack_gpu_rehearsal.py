@@ -281,12 +281,11 @@ print(json.dumps({"adapters": info.get("lora_adapters"), "newest": newest,
 
 
 def tinker_key_file(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """A user's key file for the Tinker engine: every secret a random value (a leak is then unambiguous)."""
-    import secrets
+    """A user's key file for the Tinker engine: the CPU stack test's random secrets (a leak is then unambiguous),
+    with the local Tinker service's URL."""
+    from tests.docker.test_stack_cpu import key_file_lines
 
-    lines = {"TAOTOKEN_API_KEY": "sk-" + secrets.token_hex(20), "TAOTOKEN_BASE_URL": "http://fake-gateway:9000",
-             "TAOTOKEN_MODEL": "fake-gpt", "TINKER_API_KEY": "tml-" + secrets.token_hex(20),
-             "TINKER_BASE_URL": "http://tinker:8080"}
+    lines = {**key_file_lines(), "TINKER_BASE_URL": "http://tinker:8080"}
     path = tmp_path / "keys.env"
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     path.chmod(0o600)
