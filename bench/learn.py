@@ -203,14 +203,16 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     else:
         engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
                              lr_decay_steps=steps if lr_decay else None, min_lr_ratio=LR_FLOOR,
-                             epochs=stack.settings.trainer.epochs,
+                             epochs=stack.settings.trainer.epochs, minibatches=stack.settings.trainer.minibatches,
                              temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)
     rng = random.Random(seed)
     print(f"[{algo} seed {seed}] estimator={params.advantage_estimator} gamma={params.gamma} lam={params.lam} "
           f"clip={params.clip_epsilon} entropy={params.entropy_coef} value={params.value_loss_coef} "
-          f"kl={params.kl_coef} ({params.kl_penalty}) | temperature={temperature} top_p={top_p} prompts/step={batch_size} group={group_size} lr={learning_rate} "
-          f"epochs={engine.epochs} lr-decay={f'cosine->{LR_FLOOR}x' if lr_decay else 'none'} device={device} "
+          f"kl={params.kl_coef} ({params.kl_penalty}) | temperature={temperature} top_p={top_p} "
+          f"prompts/step={batch_size} group={group_size} lr={learning_rate} epochs={engine.epochs} "
+          f"minibatches={getattr(engine, 'minibatches', 1)} "
+          f"lr-decay={f'cosine->{LR_FLOOR}x' if lr_decay else 'none'} device={device} "
           f"engine={engine_kind}{' (full weights)' if tinker_full else ''}", flush=True)
 
     start = accuracy(engine, test)

@@ -187,6 +187,10 @@ class TrainerSection(Strict):
                                               "whole minibatch")
     epochs: int = Field(2, ge=1, le=64, description="torch engine: passes over each batch, one optimiser step per "
                                                    "minibatch each (PPO's epochs); the Tinker engine takes one")
+    minibatches: int = Field(1, ge=1, le=4096, description="torch engine: minibatches each pass splits a batch "
+                                                          "into (batch_size x group_size sequences, drawn at "
+                                                          "random), one optimiser step each; 1: the whole batch. The "
+                                                          "Tinker engine takes one step per batch")
     max_staleness: int = Field(
         1, ge=0, le=64, description="policy updates a rollout group may lag the policy it trains (overlap of "
                                     "rollouts with training); a staler group is not trained on, and Atropos queues "

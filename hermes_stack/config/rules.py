@@ -599,6 +599,17 @@ def grpo_groups_can_differ(i: Inputs) -> list[Problem]:
                     "group, so nothing is learned")]
 
 
+def minibatches_fit_the_batch(i: Inputs) -> list[Problem]:
+    """A pass cannot take more optimiser steps than the batch has sequences: each minibatch needs one."""
+    n, rows = i.settings.trainer.minibatches, i.config.rollout.sequences_per_step
+    if n <= rows:
+        return []
+    r = i.config.rollout
+    return [Problem(i.settings_file, "trainer.minibatches", str(n),
+                    f"at most the batch's {rows} sequences (batch_size {r.batch_size} x group_size {r.group_size})",
+                    "each minibatch is an optimiser step on a share of one batch; 1 trains on the whole batch")]
+
+
 def judge_needs_the_gateway(i: Inputs) -> list[Problem]:
     """The LLM judge calls the gateway; offline (no key file) or without TAOTOKEN_MODEL it cannot run."""
     kf = i.keyfile
@@ -703,6 +714,7 @@ RULES: tuple[Rule, ...] = (
     host_ports_distinct,
     replicas_at_least_one,
     grpo_groups_can_differ,
+    minibatches_fit_the_batch,
     judge_needs_the_gateway,
     checkpoint_interval_reached,
     model_path_local,

@@ -47,6 +47,40 @@ BUSY_HEALTHY_S = 600.0
 GATHER_S = 0.004
 
 
+# How often the sampler logs its batches (SGLang's scheduler logs "Decode batch. #running-req: ..." every few
+# decode steps): the rows per batch say whether requests reach it together (issue 22: small batches bound the rate).
+BATCH_LOG_S = 30.0
+
+
+@dataclass
+class BatchLog:
+    """Rows per sampled batch since the last line, and the sampler's busy time: `line()` every BATCH_LOG_S."""
+
+    every_s: float = BATCH_LOG_S
+    batches: int = 0
+    rows: int = 0
+    largest: int = 0
+    busy_s: float = 0.0
+    since: float = 0.0
+
+    def add(self, rows: int, busy_s: float, now: float) -> str | None:
+        if not self.since:
+            self.since = now - busy_s
+        self.batches += 1
+        self.rows += rows
+        self.largest = max(self.largest, rows)
+        self.busy_s += busy_s
+        if now - self.since < self.every_s:
+            return None
+        span = now - self.since
+        line = (f"sampled {self.batches} batches in {span:.0f} s: {self.rows / self.batches:.1f} rows a batch "
+                f"(largest {self.largest}), {self.rows / max(self.busy_s, 1e-9):.0f} sequences/s while sampling, "
+                f"busy {self.busy_s / span:.0%}")
+        self.batches = self.rows = self.largest = 0
+        self.busy_s, self.since = 0.0, now
+        return line
+
+
 @dataclass
 class _Job:
     rows: list[Row]
@@ -89,6 +123,7 @@ class BuiltinBackend:
         self._worker: threading.Thread | None = None
         self._warned: set[str] = set()
         self._busy_since: float | None = None  # monotonic start of the batch the worker samples now
+        self.batch_log = BatchLog()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -135,11 +170,14 @@ class BuiltinBackend:
         rows = [row for job in batch for row in job.rows]
         try:
             with self._model_lock:
-                self._busy_since = time.monotonic()
+                began = self._busy_since = time.monotonic()
                 try:
                     results = self._sample(rows, batch[0].adapter)
                 finally:
                     self._busy_since = None
+            now = time.monotonic()
+            if line := self.batch_log.add(len(rows), now - began, now):
+                log.info("%s", line)
         except Exception as exc:
             log.exception("sampling failed")
             for job in batch:

@@ -139,7 +139,7 @@ def build_engine(stack: StackConfig, env: ServiceEnv) -> Engine:
         return TorchEngine(directory, algo, stack.settings.tinker.learning_rate, device=device,
                            lora_rank=stack.settings.tinker.lora_rank,
                            temperature=stack.config.rollout.temperature,
-                           epochs=stack.settings.trainer.epochs,
+                           epochs=stack.settings.trainer.epochs, minibatches=stack.settings.trainer.minibatches,
                            micro_batch_size=micro_batch_size(stack, env))
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc

@@ -63,6 +63,12 @@ class Completion:
 # ---------------------------------------------------------------- critic
 
 
+def minibatch_rows(count: int, minibatches: int) -> int:
+    """Sequences per minibatch when a batch of `count` is split in `minibatches` optimiser steps per pass: the
+    ceiling, so a pass takes at most `minibatches` steps and no minibatch is empty."""
+    return max(1, -(-count // max(1, minibatches)))
+
+
 def default_checkpointing(device_type: str, embedded: bool) -> bool:
     """Gradient checkpointing unless set: on for a real model on a GPU (the memory plan, config/memory.py, counts
     only the layer inputs and one recomputed layer: without it an 8B model's micro-batch of 2048-token rows keeps
@@ -143,7 +149,7 @@ class TorchEngine:
         device: str = "cpu",
         lora_rank: int | None = None,
         epochs: int = 2,
-        minibatch_size: int | None = None,
+        minibatches: int = 1,
         normalize_group_std: bool = True,
         whiten_gae: bool = True,
         value_clip: float | None = None,
@@ -169,7 +175,9 @@ class TorchEngine:
         self.model_dir = Path(model_dir)
         self.device = torch.device(device)
         self.epochs = epochs
-        self.minibatch_size = minibatch_size
+        if minibatches < 1:
+            raise ValueError(f"minibatches {minibatches}: expected >= 1")
+        self.minibatches = minibatches
         self.normalize_group_std = normalize_group_std
         self.whiten_gae = whiten_gae
         self.value_clip = value_clip
@@ -294,7 +302,7 @@ class TorchEngine:
             raise ValueError("train_step got an empty batch")
         batch = build_batch(sequences, self.pad_token_id, self.device)
         count = len(sequences)
-        size = self.minibatch_size or count
+        size = minibatch_rows(count, self.minibatches)
         self.policy.train()
         self._set_learning_rate()
         fixed = self._fixed(batch, self._advantage_inputs(groups))
@@ -303,7 +311,7 @@ class TorchEngine:
         totals: dict[str, float] = {}
         passes = 0
         for epoch in range(self.epochs):
-            if epoch > 0:
+            if epoch > 0 or size < count:  # a whole-batch pass needs no order; minibatches are drawn at random
                 order = order[torch.randperm(count, generator=None).to(self.device)]
             for start in range(0, count, size):
                 rows = order[start:start + size]

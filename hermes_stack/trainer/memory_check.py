@@ -1,7 +1,8 @@
 """The dry-run's memory check: one forward and backward of the real model at the worst case the configuration allows,
 measured next to the running inference server, before any optimisation step.
 
-The worst case is `micro_batch_size` sequences (the whole minibatch when it is unset) at the longest width a rollout
+The worst case is `micro_batch_size` sequences (the whole minibatch, trainer.minibatches' share of a batch, when it
+is unset) at the longest width a rollout
 can reach: min([rollout] max_token_length, tinker.max_token_trainer_length, the model's context).
 
 What is measured:
@@ -250,8 +251,10 @@ def check_torch_engine(engine: Any, stack: Any, cap_gib: float | None) -> str:
     policy = engine.policy
     context = getattr(policy.config, "max_position_embeddings", None)
     width = rollout_width(stack, context)
-    micro = engine.micro_batch_size or stack.config.rollout.sequences_per_step
-    micro = min(micro, stack.config.rollout.sequences_per_step)
+    from hermes_stack.trainer.engine_torch import minibatch_rows
+
+    minibatch = minibatch_rows(stack.config.rollout.sequences_per_step, getattr(engine, "minibatches", 1))
+    micro = min(engine.micro_batch_size or minibatch, minibatch)
     vocab = int(policy.config.vocab_size)
     modules = [policy, getattr(engine, "reference", None), engine.critic]
     moments = 0 if engine.optimizer.state else 2 * trainable_bytes([policy, engine.critic])

@@ -56,3 +56,35 @@ def test_requests_arriving_within_the_gather_window_are_sampled_together(model_d
 def test_without_a_window_a_request_arriving_later_is_its_own_batch(model_dir):
     sizes, _ = sampled_batches(model_dir, gather_s=0.0)
     assert sizes[0] == 4 and sum(sizes) == 12
+
+
+def test_the_batch_line_reports_rows_per_batch_and_the_rate_while_sampling():
+    from hermes_stack.inference.builtin import BatchLog
+
+    log = BatchLog(every_s=10.0)
+    assert log.add(8, 0.5, now=100.0) is None
+    assert log.add(24, 0.5, now=105.0) is None
+    line = log.add(16, 1.0, now=110.5)
+    assert line == ("sampled 3 batches in 11 s: 16.0 rows a batch (largest 24), 24 sequences/s while sampling, "
+                    "busy 18%")
+    assert log.add(4, 0.1, now=111.0) is None and log.batches == 1 and log.largest == 4  # counts start again
+
+
+def test_the_sampler_logs_its_batches(model_dir, caplog):
+    import logging
+
+    backend = BuiltinBackend(str(model_dir), seed=0)
+    backend.batch_log.every_s = 0.0
+    body = {"input_ids": backend.tokenizer.encode("12+3="), "sampling_params": {"max_new_tokens": 4, "n": 3}}
+
+    async def run():
+        await backend.start()
+        try:
+            await backend.generate(body)
+        finally:
+            await backend.stop()
+
+    with caplog.at_level(logging.INFO, logger="hermes.inference"):
+        asyncio.run(run())
+    assert any(r.getMessage().startswith("sampled 1 batches in 0 s: 3.0 rows a batch (largest 3)")
+               for r in caplog.records), [r.getMessage() for r in caplog.records]

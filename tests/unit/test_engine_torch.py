@@ -13,7 +13,7 @@ from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.modelcore import embedded
 from hermes_stack.tasks.offline_arith import offline_arith, score
 from hermes_stack.trainer.engine import IGNORE, Sequence
-from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, is_checkpointing, lr_factor
+from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, is_checkpointing, lr_factor, minibatch_rows
 
 GRPO = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, entropy_coef=0.0,
                   value_loss_coef=0.0, kl_coef=0.1)
@@ -220,6 +220,45 @@ def test_micro_batches_are_cut_to_their_own_longest_row_and_train_the_same(model
     assert max(w for _, w in widths) == 45 and min(w for _, w in widths) <= 10, widths
     after_whole, after_micro = params(whole.policy), params(micro.policy)
     assert all(torch.allclose(after_whole[k], after_micro[k], atol=1e-5) for k in after_whole)
+
+
+def test_minibatch_rows_is_the_ceiling_share():
+    assert [minibatch_rows(256, m) for m in (1, 2, 4, 3, 300)] == [256, 128, 64, 86, 1]
+    assert minibatch_rows(6, 4) == 2  # 3 minibatches of 2: never an empty one
+
+
+@pytest.mark.parametrize("minibatches, steps", [(1, 2), (2, 4), (3, 6)])
+def test_minibatches_take_one_optimiser_step_each_per_pass(model_dir, minibatches, steps):
+    """trainer.minibatches: each pass splits the batch (6 sequences here), one optimiser step per part; the sizes
+    seen by the forward passes are the parts' (the reference/behaviour pass over the whole batch aside)."""
+    engine = TorchEngine(model_dir, GRPO, 1e-3, temperature=1.0, seed=4, epochs=2, minibatches=minibatches)
+    rows = []
+    forward = engine.policy.forward
+
+    def spy(*args, **kwargs):
+        if engine.policy.training:
+            rows.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    engine.policy.forward = spy
+    metrics = engine.train_step(uneven_groups(engine))
+    assert metrics["optimizer_steps"] == steps
+    assert sorted(rows) == sorted([minibatch_rows(6, minibatches)] * steps)
+
+
+def test_minibatches_of_one_whole_batch_equal_the_default_and_more_move_further(model_dir):
+    """minibatches 1 is the whole-batch step exactly; 3 minibatches take three steps of the optimiser per pass, so
+    the policy moves further from where it started in the same passes (what the embedded profile uses it for)."""
+    start = params(TorchEngine(model_dir, GRPO, 1e-3, temperature=1.0, seed=4).policy)
+    moved = {}
+    for m in (None, 1, 3):
+        kwargs = {} if m is None else {"minibatches": m}
+        engine = TorchEngine(model_dir, GRPO, 1e-3, temperature=1.0, seed=4, epochs=1, **kwargs)
+        engine.train_step(uneven_groups(engine))
+        after = params(engine.policy)
+        moved[m] = sum(float((after[k] - start[k]).norm()) for k in start)
+    assert moved[None] == pytest.approx(moved[1], rel=1e-6) and moved[1] > 0
+    assert moved[3] > 1.5 * moved[1], moved
 
 
 def test_gradient_checkpointing_on_a_real_checkpoint_gives_the_same_step(model_dir, tmp_path):

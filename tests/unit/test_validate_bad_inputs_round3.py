@@ -43,6 +43,11 @@ def keyfile_with(old: str, new: str) -> str:
 
 
 CASES = [
+    # ---- trainer.minibatches beyond the batch (issue 22's key)
+    Case("minibatches-beyond-the-batch", [("{json}: trainer.minibatches: found 300, expected at most the batch's 256 "
+                                           "sequences (batch_size 32 x group_size 8). Hint: each minibatch is an "
+                                           "optimiser step on a share of one batch; 1 trains on the whole batch")],
+         json={"trainer.minibatches": 300}),
     # ---- secrets where no name says "secret": URLs and keys on the wrong line
     Case("base-url-userinfo", [("{kf}:2: TAOTOKEN_BASE_URL: found https://…@taotoken.net/api, expected the gateway "
                                 "root without a user name or password. Hint: set "
