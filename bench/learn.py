@@ -49,7 +49,6 @@ from hermes_stack.modelcore.embedded import build as build_embedded
 from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, parse_answer, score
 from hermes_stack.trainer.engine import IGNORE, Sequence
 
-MAX_NEW_TOKENS = 8  # "#### 18" + eos
 TASK_SEED = 0  # the split the environment serves by default
 
 
@@ -63,15 +62,24 @@ def load_config(algo: str, overrides: dict[str, object] | None = None):
     return load_stack(algo, ROOT / "configs", profile="embedded")
 
 
-def accuracy(engine, rows: list[dict]) -> float:
+def new_tokens(tokenizer, rows: list[dict], max_token_length: int) -> int:
+    """The environment's budget rule (environment/env.py `_budget`: max_token_length - prompt tokens - 1) for the
+    longest prompt of `rows`, so the bench samples as much room as the stack's rollouts get (the embedded profile's
+    rollout.max_token_length)."""
+    longest = max(len(tokenizer.encode(format_prompt(r["question"]))) for r in rows)
+    return max(1, max_token_length - longest - 1)
+
+
+def accuracy(engine, rows: list[dict], max_new_tokens: int) -> float:
     prompts = [format_prompt(r["question"]) for r in rows]
-    outputs = engine.generate(prompts, n=1, temperature=0.0, max_new_tokens=MAX_NEW_TOKENS)
+    outputs = engine.generate(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens)
     hits = sum(parse_answer(group[0].text) == parse_answer(r["answer"]) for group, r in zip(outputs, rows))
     return hits / len(rows)
 
 
 def collect_groups(engine, train: list[dict], rng: random.Random, batch_size: int, group_size: int,
-                   temperature: float, top_p: float, reward) -> tuple[list[list[Sequence]], int, float]:
+                   temperature: float, top_p: float, reward, max_new_tokens: int
+                   ) -> tuple[list[list[Sequence]], int, float]:
     """One step's batch as the stack forms it: the environment drops a group whose scores are all equal (GRPO: zero
     advantage for every member) and Atropos fills the trainer's batch with kept groups only. Sampling rounds of
     batch_size prompts repeat until batch_size groups are kept, at most MAX_ROUNDS rounds (then the step trains on
@@ -81,7 +89,7 @@ def collect_groups(engine, train: list[dict], rng: random.Random, batch_size: in
     for _ in range(MAX_ROUNDS):
         rows = [rng.choice(train) for _ in range(batch_size)]
         outputs = engine.generate([format_prompt(r["question"]) for r in rows], n=group_size,
-                                  temperature=temperature, top_p=top_p, max_new_tokens=MAX_NEW_TOKENS)
+                                  temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
         drawn += len(rows)
         for row, completions in zip(rows, outputs):
             prompt = engine.tokenizer.encode(format_prompt(row["question"]))
@@ -206,16 +214,17 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
                              epochs=stack.settings.trainer.epochs, minibatches=stack.settings.trainer.minibatches,
                              temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)
+    budget = new_tokens(engine.tokenizer, train + test, rollout.max_token_length)
     rng = random.Random(seed)
     print(f"[{algo} seed {seed}] estimator={params.advantage_estimator} gamma={params.gamma} lam={params.lam} "
           f"clip={params.clip_epsilon} entropy={params.entropy_coef} value={params.value_loss_coef} "
           f"kl={params.kl_coef} ({params.kl_penalty}) | temperature={temperature} top_p={top_p} "
-          f"prompts/step={batch_size} group={group_size} lr={learning_rate} epochs={engine.epochs} "
+          f"prompts/step={batch_size} group={group_size} new-tokens={budget} lr={learning_rate} epochs={engine.epochs} "
           f"minibatches={getattr(engine, 'minibatches', 1)} "
           f"lr-decay={f'cosine->{LR_FLOOR}x' if lr_decay else 'none'} device={device} "
           f"engine={engine_kind}{' (full weights)' if tinker_full else ''}", flush=True)
 
-    start = accuracy(engine, test)
+    start = accuracy(engine, test, budget)
     curve = [(0, 0.0, start)]
     best = (start, 0, 0.0)
     goal = None  # (step, seconds) of the first evaluation at or above GOAL
@@ -228,14 +237,14 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     for step in range(1, steps + 1):
         began = time.perf_counter()
         groups, drawn, sampled_reward = collect_groups(engine, train, rng, batch_size, group_size, temperature,
-                                                       top_p, reward)
+                                                       top_p, reward, budget)
         drawn_total += drawn
         kept_total += len(groups)
         if groups:
             metrics = engine.train_step(groups)
         train_seconds += time.perf_counter() - began
         if step % eval_every == 0 or step == steps:
-            acc = accuracy(engine, test)
+            acc = accuracy(engine, test, budget)
             curve.append((step, train_seconds, acc))
             if acc >= GOAL and goal is None:
                 goal = (step, train_seconds)
@@ -253,7 +262,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     cpu_seconds = time.process_time() - cpu_began
     tail = [a for _, _, a in curve[-TAIL:]]
     engine.policy.load_state_dict(best_policy)  # the kept checkpoint
-    kept = accuracy(engine, test)
+    kept = accuracy(engine, test, budget)
     tinker = {}
     if engine_kind == "tinker":
         per_step = engine.wall_s / steps

@@ -88,7 +88,12 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
         reported = 0
         while time.monotonic() < deadline:
             time.sleep(poll_s)
-            run.records = read_records(algo)
+            # Once the trainer has finished its steps its container exits and `exec` reads nothing: keep what was
+            # read, and stop polling.
+            records = read_records(algo)
+            if not records and run.records:
+                break
+            run.records = records or run.records
             if run.baseline is None:
                 logs = compose(algo, "logs", "--no-log-prefix", "trainer").stdout
                 if m := BASELINE.search(logs):

@@ -37,6 +37,8 @@ from __future__ import annotations
 import torch
 
 EPS = 1e-6
+# The behaviour weights' truncation (behaviour_weights): verl's truncated importance sampling uses 2 by default.
+BEHAVIOUR_WEIGHT_CAP = 2.0
 KL_LOG_RATIO_MAX = 2.5  # k3 <= e^2.5 - 3.5 = 8.7 and its gradient <= e^2.5 - 1 = 11.2 per token
 
 
@@ -138,20 +140,39 @@ def policy_loss(
     mask: torch.Tensor,
     clip_epsilon: float,
     count: torch.Tensor | float | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO clipped surrogate (the same objective serves GRPO with group-relative advantages).
 
         ratio_t = exp(logp_t - logp_old_t)
-        L       = masked_mean( -min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) )
+        L       = masked_mean( -w_t * min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) )
 
-    Returns (loss, clip_fraction) — clip_fraction: share of tokens where the clipped term was the active one.
+    `weights` w_t (constants; 1 when None): the decoupled objective's behaviour weights (`behaviour_weights`), with
+    logp_old the proximal policy's log-probs. Returns (loss, clip_fraction) — clip_fraction: share of tokens where the
+    clipped term was the active one.
     """
     ratio = torch.exp(logprobs - old_logprobs)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantages
-    loss = masked_mean(-torch.minimum(unclipped, clipped), mask, count)
+    surrogate = torch.minimum(unclipped, clipped)
+    if weights is not None:
+        surrogate = weights * surrogate
+    loss = masked_mean(-surrogate, mask, count)
     clip_fraction = masked_mean((clipped < unclipped).to(logprobs.dtype), mask, count)
     return loss, clip_fraction.detach()
+
+
+def behaviour_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, mask: torch.Tensor,
+                      cap: float = BEHAVIOUR_WEIGHT_CAP) -> torch.Tensor:
+    """The decoupled PPO objective's per-token importance weights for rollouts a stale policy sampled (AReaL,
+    "decoupled PPO": the clip is centred on the proximal policy, the trainer's own policy before this step's first
+    update, and the lag to the behaviour policy is corrected by a weight outside the clip):
+
+        w_t = min(exp(logp_prox_t - logp_behav_t), cap)     (0 where mask is 0)
+
+    With fresh rollouts prox == behaviour and every w_t is 1: the plain PPO objective. Truncated at `cap` as
+    truncated importance sampling does, so a token the behaviour policy sampled by luck cannot dominate the step."""
+    return torch.exp(proximal_logprobs - behaviour_logprobs).clamp(max=cap) * mask.to(proximal_logprobs.dtype)
 
 
 def value_loss(

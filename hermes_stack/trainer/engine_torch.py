@@ -161,6 +161,7 @@ class TorchEngine:
         dtype: torch.dtype | None = None,
         micro_batch_size: int | None = None,
         gradient_checkpointing: bool | None = None,
+        decoupled: bool = True,
     ):
         """`temperature`: the rollout temperature ([rollout] temperature), by which logits are divided for the ratio,
         the KL and the entropy; required, because a default of 1 silently mismatched behaviour log-probs sampled at
@@ -187,6 +188,7 @@ class TorchEngine:
             raise ValueError(f"micro_batch_size {micro_batch_size}: expected >= 1 or None")
         self.micro_batch_size = micro_batch_size
         self.temperature = float(temperature)
+        self.decoupled = decoupled
         self.steps_done = 0
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
@@ -341,6 +343,9 @@ class TorchEngine:
             reward_std=float(batch.scores.std(unbiased=False)),
             advantage_mean=float(adv_values.mean()) if adv_values.numel() else 0.0,
             advantage_std=float(adv_values.std(unbiased=False)) if adv_values.numel() else 0.0,
+            # 1.0: rollouts of this very policy; below, the behaviour policy lagged (decoupled objective's weights)
+            behaviour_weight=(float(alg.masked_mean(fixed["behaviour_weights"], mask)) if "behaviour_weights" in fixed
+                              else 1.0),
             tokens=float(mask.sum()),
             sequences=float(count),
             optimizer_steps=float(passes),
@@ -409,12 +414,17 @@ class TorchEngine:
     @torch.no_grad()
     def _fixed(self, batch: _Batch, sequence_adv: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """What every pass of the step compares against, per row [B, T-1], from a no-gradient pass over the whole
-        batch in micro-batches before the first update: behaviour ("old") and reference log-probs, advantages,
-        returns and old values. Behaviour log-probs are the inference service's; recomputed only when it sent none."""
+        batch in micro-batches before the first update: the clip's centre ("old" log-probs), reference log-probs,
+        advantages, returns and old values. Behaviour log-probs are the inference service's; recomputed only when it
+        sent none. `decoupled` (the default): the clip is centred on this policy before the step (the proximal
+        policy) and the behaviour policy's lag enters as alg.behaviour_weights, so a rollout sampled one or more
+        updates ago (trainer.max_staleness) is corrected outside the clip; with fresh rollouts the weights are 1."""
         mask = batch.action_mask
         algo = self.algo
         ref = torch.zeros_like(mask)
-        old = batch.old_logprobs.clone() if batch.old_logprobs is not None else torch.zeros_like(mask)
+        behaviour = batch.old_logprobs
+        old = behaviour.clone() if behaviour is not None else torch.zeros_like(mask)
+        proximal = torch.zeros_like(mask) if self.decoupled and behaviour is not None else None
         values = torch.zeros_like(mask) if self.critic is not None else None
         all_rows = torch.arange(mask.shape[0], device=self.device)
         was_training = self.policy.training
@@ -424,16 +434,20 @@ class TorchEngine:
                 mb = batch.select(micro)
                 cols = slice(0, mb.width - 1)  # the micro-batch's own width; the rest of its rows is padding
                 ref[micro, cols] = self._reference_logprobs(mb).to(ref.dtype)
-                if batch.old_logprobs is None or values is not None:
+                if behaviour is None or values is not None or proximal is not None:
                     logprobs, _, micro_values = self._forward(mb, with_values=values is not None)
-                    if batch.old_logprobs is None:
+                    if behaviour is None:
                         old[micro, cols] = logprobs.to(old.dtype)
+                    if proximal is not None:
+                        proximal[micro, cols] = logprobs.to(proximal.dtype)
                     if values is not None:
                         values[micro, cols] = micro_values.to(values.dtype)
         finally:
             self.policy.train(was_training)
 
         fixed = {"old_logprobs": old, "ref_logprobs": ref}
+        if proximal is not None:
+            fixed.update(old_logprobs=proximal, behaviour_weights=alg.behaviour_weights(proximal, behaviour, mask))
         kl_rewards = (alg.kl_rewards(old, ref, mask, algo.kl_coef) if algo.kl_penalty == "k1_reward"
                       else torch.zeros_like(mask))
         if algo.advantage_estimator == "group_relative":
@@ -455,7 +469,7 @@ class TorchEngine:
         cols = slice(0, mb.width - 1)
         mine = {k: (None if v is None else v[rows, cols]) for k, v in fixed.items()}  # this micro-batch's part
         pg, clip_fraction = alg.policy_loss(logprobs, mine["old_logprobs"], mine["advantages"], mask,
-                                            algo.clip_epsilon, count=tokens)
+                                            algo.clip_epsilon, count=tokens, weights=mine.get("behaviour_weights"))
         entropy_mean = alg.masked_mean(entropy, mask, tokens)
         kl_term, kl = alg.kl_penalty(logprobs, mine["ref_logprobs"], mask, algo.kl_coef, count=tokens)
         loss = pg + alg.entropy_bonus(entropy, mask, algo.entropy_coef, count=tokens)

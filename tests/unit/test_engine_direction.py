@@ -10,6 +10,8 @@ pass at the rollout temperature.
 
 from __future__ import annotations
 
+import math
+
 import asyncio
 
 import pytest
@@ -248,11 +250,11 @@ def test_prompt_tokens_get_no_gradient(model_dir, monkeypatch):
         assert touched[i].nonzero().squeeze(1).tolist() == trained, engine.tokenizer.decode(s.tokens)
 
 
-def test_the_ratio_uses_the_behaviour_logprobs_the_inference_service_sent(model_dir):
-    """Behaviour log-probs 1 nat below the policy's put every ratio at e > 1 + clip with positive advantages: the
-    clipped surrogate has no gradient, so the policy must not move. Recomputed log-probs would give ratio 1 and move
-    it."""
-    engine = engine_for(model_dir, grpo())
+def test_the_coupled_ratio_uses_the_behaviour_logprobs_the_inference_service_sent(model_dir):
+    """decoupled=False (the plain PPO objective): behaviour log-probs 1 nat below the policy's put every ratio at
+    e > 1 + clip with positive advantages: the clipped surrogate has no gradient, so the policy must not move.
+    Recomputed log-probs would give ratio 1 and move it."""
+    engine = engine_for(model_dir, grpo(), decoupled=False)
 
     def shifted(s: Sequence, by: float) -> Sequence:
         return Sequence(s.tokens, s.mask, s.score, [lp + by if m != IGNORE else 0.0 for lp, m in zip(s.logprobs, s.mask)])
@@ -264,6 +266,47 @@ def test_the_ratio_uses_the_behaviour_logprobs_the_inference_service_sent(model_
     metrics = engine.train_step(groups)
     assert metrics["clip_fraction"] == pytest.approx(1.0)
     assert all(torch.equal(before[k], v) for k, v in engine.policy.state_dict().items())
+
+
+def test_the_decoupled_objective_weighs_each_token_by_the_behaviour_lag_outside_the_clip(model_dir, monkeypatch):
+    """The default (decoupled): the same shifted batch trains, its clip centred on the policy itself (first-pass
+    ratio 1, nothing clipped) and each token weighted by min(exp(proximal - behaviour), cap): e^1 capped at 2 for the
+    right answers sampled "less likely", e^-1 for the wrong ones. The right answers gain."""
+    from hermes_stack.trainer import algorithms as alg
+    from hermes_stack.trainer import engine_torch
+
+    engine = engine_for(model_dir, grpo(), sgd=0.01)
+    assert engine.decoupled
+
+    def shifted(s: Sequence, by: float) -> Sequence:
+        return Sequence(s.tokens, s.mask, s.score, [lp + by if m != IGNORE else 0.0 for lp, m in zip(s.logprobs, s.mask)])
+
+    pairs = scored_groups(engine)
+    groups = [[shifted(good, -1.0), shifted(bad, +1.0)] for good, bad in pairs]
+    seen = {}
+    original = alg.policy_loss
+
+    def spy(logprobs, old_logprobs, advantages, mask, *args, weights=None, **kwargs):
+        seen.setdefault("ratio", torch.exp(logprobs - old_logprobs).detach())
+        seen.setdefault("weights", weights.detach().clone())
+        seen.setdefault("advantages", advantages.detach().clone())
+        seen.setdefault("mask", mask.detach().clone())
+        return original(logprobs, old_logprobs, advantages, mask, *args, weights=weights, **kwargs)
+
+    monkeypatch.setattr(engine_torch.alg, "policy_loss", spy)
+    before = sequence_logprob(engine, [s for pair in pairs for s in pair])
+    metrics = engine.train_step(groups)
+    on = seen["mask"] > 0
+    assert torch.allclose(seen["ratio"][on], torch.ones_like(seen["ratio"][on]), atol=1e-5)
+    assert metrics["clip_fraction"] == 0.0
+    weights, adv = seen["weights"][on], seen["advantages"][on]
+    assert torch.allclose(weights[adv > 0], torch.full_like(weights[adv > 0], alg.BEHAVIOUR_WEIGHT_CAP), atol=1e-4)
+    assert torch.allclose(weights[adv < 0], torch.full_like(weights[adv < 0], math.exp(-1.0)), rtol=1e-3)
+    delta = sequence_logprob(engine, [s for pair in pairs for s in pair]) - before
+    # The right answers rise, each more than its wrong twin (which shares the prompt and the "#### " tokens and is
+    # pushed down at 0.37 against 2, so it may rise a little with them).
+    good, bad = delta[0::2], delta[1::2]
+    assert bool((good > 0).all()) and bool((good > bad).all()), delta
 
 
 # ------------------------------------------------------------------ one temperature convention

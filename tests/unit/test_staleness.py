@@ -145,11 +145,14 @@ def model_dir(tmp_path_factory):
     return directory
 
 
-def test_a_stale_batch_is_corrected_with_the_behaviour_logprobs_it_carried(model_dir, monkeypatch):
+@pytest.mark.parametrize("decoupled", [True, False], ids=["decoupled", "coupled"])
+def test_a_stale_batch_is_corrected_with_the_behaviour_logprobs_it_carried(model_dir, monkeypatch, decoupled):
     """Rollouts sampled from the policy, then the policy trained a step (the overlap: the batch is now one update
-    old). Training on that batch, the ratio's denominator is the behaviour log-probs the rollouts carried, not the
-    current policy's: the first pass's ratio differs from 1 by exactly exp(current - behaviour)."""
-    engine = TorchEngine(model_dir, grpo(), 5e-3, temperature=0.8, seed=0, epochs=1)
+    old). Training on that batch, the correction uses the behaviour log-probs the rollouts carried. Coupled (plain
+    PPO): they are the ratio's denominator, so the first pass's ratio differs from 1 by exactly exp(current -
+    behaviour). Decoupled (the default): the ratio is to the current policy (1 in the first pass) and each token's
+    weight is exactly min(exp(current - behaviour), cap)."""
+    engine = TorchEngine(model_dir, grpo(), 5e-3, temperature=0.8, seed=0, epochs=1, decoupled=decoupled)
     prompts = ["12+3=", "40+5=", "7+2=", "31+6="]
     outputs = engine.generate(prompts, n=4, temperature=0.8, max_new_tokens=8)
 
@@ -169,10 +172,11 @@ def test_a_stale_batch_is_corrected_with_the_behaviour_logprobs_it_carried(model
     seen = {}
     original = alg.policy_loss
 
-    def spy(logprobs, old_logprobs, *args, **kwargs):
+    def spy(logprobs, old_logprobs, *args, weights=None, **kwargs):
         seen.setdefault("ratio", torch.exp(logprobs - old_logprobs).detach())
         seen.setdefault("old", old_logprobs.detach().clone())
-        return original(logprobs, old_logprobs, *args, **kwargs)
+        seen.setdefault("weights", None if weights is None else weights.detach().clone())
+        return original(logprobs, old_logprobs, *args, weights=weights, **kwargs)
 
     monkeypatch.setattr(engine_torch.alg, "policy_loss", spy)
     engine.train_step(batch)
@@ -180,6 +184,13 @@ def test_a_stale_batch_is_corrected_with_the_behaviour_logprobs_it_carried(model
     for row, s in enumerate(flat):
         trained = [i for i, m in enumerate(s.mask[1:]) if m != IGNORE]
         old = seen["old"][row, trained].tolist()
-        assert old == pytest.approx([s.logprobs[1:][i] for i in trained], abs=1e-6)
-        expected = [math.exp(current[row][i] - s.logprobs[1:][i]) for i in trained]
-        assert seen["ratio"][row, trained].tolist() == pytest.approx(expected, rel=1e-4)
+        lag = [math.exp(current[row][i] - s.logprobs[1:][i]) for i in trained]
+        if decoupled:
+            assert old == pytest.approx([current[row][i] for i in trained], abs=1e-5)
+            assert seen["ratio"][row, trained].tolist() == pytest.approx([1.0] * len(trained), abs=1e-5)
+            capped = [min(w, alg.BEHAVIOUR_WEIGHT_CAP) for w in lag]
+            assert seen["weights"][row, trained].tolist() == pytest.approx(capped, rel=1e-4)
+        else:
+            assert old == pytest.approx([s.logprobs[1:][i] for i in trained], abs=1e-6)
+            assert seen["ratio"][row, trained].tolist() == pytest.approx(lag, rel=1e-4)
+            assert seen["weights"] is None
