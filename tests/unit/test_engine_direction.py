@@ -10,9 +10,8 @@ pass at the rollout temperature.
 
 from __future__ import annotations
 
-import math
-
 import asyncio
+import math
 
 import pytest
 import torch
