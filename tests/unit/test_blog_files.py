@@ -127,7 +127,7 @@ def test_embedded_cpu_profile_accepts_the_blog_files_as_they_are(algo, project, 
         "would also protect the local inference service and reach its container")]
     assert "profile embedded" in out and f"valid: {algo} (1 warning)" in out
     # The profile's overrides are marked; the blog's own values are kept.
-    assert "max_token_length=32*" in out and "model_path=embedded*" in out and "dataset=offline-arith*" in out
+    assert "max_token_length=16*" in out and "model_path=embedded*" in out and "dataset=offline-arith*" in out
     assert "log_level=info" in out and f"name={algo}-gsm8k-run1" in out
     # The blog's KL coefficient, except where the embedded profile sets its own for PPO (profiles.py: the tiny model
     # learns in ~250 steps with 4 passes a batch and KL 0.02; marked with * as every override is).
