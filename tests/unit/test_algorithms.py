@@ -230,3 +230,24 @@ def test_gather_logprobs():
 def test_half_precision_logits_are_upcast(dtype):
     logits = torch.zeros(1, 1, 4, dtype=dtype)
     assert alg.token_entropy(logits).dtype == torch.float32
+
+
+def test_behaviour_weights_by_hand():
+    """w = min(exp(prox - behaviour), cap), 0 off the mask: lag -0.5 nat -> e^0.5 = 1.6487; +0.5 -> e^-0.5; +2 nats
+    the other way -> e^2 = 7.39, capped at 2; equal -> 1."""
+    prox = torch.tensor([[0.0, -1.0, -1.5, -0.2, -3.0]])
+    behaviour = torch.tensor([[0.0, -1.5, -1.0, -2.2, -3.0]])
+    mask = torch.tensor([[0.0, 1.0, 1.0, 1.0, 1.0]])
+    w = alg.behaviour_weights(prox, behaviour, mask, cap=2.0)
+    assert w.tolist()[0] == pytest.approx([0.0, math.exp(0.5), math.exp(-0.5), 2.0, 1.0])
+
+
+def test_weighted_surrogate_by_hand():
+    """The weights multiply each token's clipped surrogate: ratio 1 (first pass), advantages 1 and -1, weights 2 and
+    0.5 -> loss = -(2 * 1 + 0.5 * -1) / 2 = -0.75; without weights 0."""
+    logprobs = torch.tensor([[-1.0, -2.0]])
+    adv = torch.tensor([[1.0, -1.0]])
+    mask = torch.ones(1, 2)
+    weighted, _ = alg.policy_loss(logprobs, logprobs.clone(), adv, mask, 0.2, weights=torch.tensor([[2.0, 0.5]]))
+    plain, _ = alg.policy_loss(logprobs, logprobs.clone(), adv, mask, 0.2)
+    assert float(weighted) == pytest.approx(-0.75) and float(plain) == pytest.approx(0.0)
