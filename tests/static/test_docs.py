@@ -206,13 +206,21 @@ def test_the_readme_leads_with_the_quickstart_and_keeps_the_troubleshooting_tabl
     assert trouble.count("\n| ") >= 15, "the troubleshooting table left the README"
 
 
+# Issue 22 asks the README to show the CPU run's learning curve; every other picture stays on the benchmarks page.
+README_PICTURES = {"stack-learning.png"}
+
+
 def test_the_figures_live_in_the_benchmarks_page():
-    """The README links to the figures; the pictures are shown on the benchmarks page."""
+    """The README links to the figures; the pictures are shown on the benchmarks page (the README shows only the
+    CPU stack's learning curve)."""
     bench = text(ROOT / "docs" / "benchmarks.md")
     assert bench.index("## Current figures") < bench.index("\n## ", bench.index("## Current figures") + 1)
     for picture in sorted((ROOT / "docs").glob("*.png")):
         assert f"]({picture.name})" in bench, f"docs/benchmarks.md does not show {picture.name}"
-        assert picture.name not in text(README)
+        if picture.name in README_PICTURES:
+            assert f"](docs/{picture.name})" in text(README)
+        else:
+            assert picture.name not in text(README)
 
 
 # ---------------------------------------------------------------- tables that copy a model

@@ -115,7 +115,7 @@ def test_a_micro_batch_over_the_stated_memory_cap_fails_before_any_step(env, cap
     monkeypatch.setenv("HERMES_TRAINER_MEMORY_CAP_GIB", "0.01")  # 10 MiB: less than the process itself
     assert _dry_run(env, "ppo") == 1
     line = _one_line(capsys)
-    assert line.startswith("trainer: memory: micro_batch_size 2 x 32 tokens (one forward and backward, measured) "
+    assert line.startswith("trainer: memory: micro_batch_size 2 x 16 tokens (one forward and backward, measured) "
                            "peaks at ~"), line
     assert "the room is 10.2 MiB (HERMES_TRAINER_MEMORY_CAP_GIB=0.01); even 1 x 16 tokens does not fit" in line
     assert not (env["data"] / "dry-run").exists()  # refused before the weight sync's first push
