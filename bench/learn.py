@@ -47,6 +47,7 @@ from hermes_stack.config.loader import load_stack
 from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.modelcore.embedded import build as build_embedded
 from hermes_stack.tasks.offline_arith import format_prompt, offline_arith, parse_answer, score
+from hermes_stack.tasks.prompting import new_token_budget
 from hermes_stack.trainer.engine import IGNORE, Sequence
 
 TASK_SEED = 0  # the split the environment serves by default
@@ -63,11 +64,10 @@ def load_config(algo: str, overrides: dict[str, object] | None = None):
 
 
 def new_tokens(tokenizer, rows: list[dict], max_token_length: int) -> int:
-    """The environment's budget rule (environment/env.py `_budget`: max_token_length - prompt tokens - 1) for the
-    longest prompt of `rows`, so the bench samples as much room as the stack's rollouts get (the embedded profile's
-    rollout.max_token_length)."""
+    """The environment's budget (tasks.prompting.new_token_budget) for the longest prompt of `rows`, so the bench
+    samples as much room as the stack's rollouts get (the embedded profile's rollout.max_token_length)."""
     longest = max(len(tokenizer.encode(format_prompt(r["question"]))) for r in rows)
-    return max(1, max_token_length - longest - 1)
+    return new_token_budget(max_token_length, longest)
 
 
 def accuracy(engine, rows: list[dict], max_new_tokens: int) -> float:

@@ -601,10 +601,10 @@ def grpo_groups_can_differ(i: Inputs) -> list[Problem]:
 
 def minibatches_fit_the_batch(i: Inputs) -> list[Problem]:
     """A pass cannot take more optimiser steps than the batch has sequences: each minibatch needs one."""
-    n, rows = i.settings.trainer.minibatches, i.config.rollout.sequences_per_step
+    r = i.config.rollout
+    n, rows = i.settings.trainer.minibatches, r.sequences_per_step
     if n <= rows:
         return []
-    r = i.config.rollout
     return [Problem(i.settings_file, "trainer.minibatches", str(n),
                     f"at most the batch's {rows} sequences (batch_size {r.batch_size} x group_size {r.group_size})",
                     "each minibatch is an optimiser step on a share of one batch; 1 trains on the whole batch")]

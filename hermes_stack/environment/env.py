@@ -32,7 +32,7 @@ from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the marke
 )
 from hermes_stack.service_env import ServiceEnv, load_service_stack
 from hermes_stack.tasks.datasets import load_items
-from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, prompt_text
+from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, new_token_budget, prompt_text
 from hermes_stack.tasks.reward import CORRECT_OVERRIDE, RewardResult, RewardWeights, reference_answer, score_completion
 
 log = logging.getLogger("hermes_stack.environment")
@@ -251,9 +251,8 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
                            self.config.enable_thinking)
 
     def _budget(self, prompt: str) -> int:
-        # Atropos drops sequences of >= the trainer's max_token_len tokens: stay one below the configured limit.
         prompt_tokens = len(self.tokenizer.encode(prompt, add_special_tokens=True))
-        return max(1, self.config.max_token_length - prompt_tokens - 1)
+        return new_token_budget(self.config.max_token_length, prompt_tokens)
 
     def policy_step(self) -> int | None:
         """The weights step the inference service serves at least, read before a generation begins (the trainer

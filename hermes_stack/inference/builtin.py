@@ -54,7 +54,8 @@ BATCH_LOG_S = 30.0
 
 @dataclass
 class BatchLog:
-    """Rows per sampled batch since the last line, and the sampler's busy time: `line()` every BATCH_LOG_S."""
+    """Rows per sampled batch since the last line, and the sampler's busy time: `add` returns a line every
+    `every_s` seconds (None in between)."""
 
     every_s: float = BATCH_LOG_S
     batches: int = 0
@@ -175,18 +176,19 @@ class BuiltinBackend:
                     results = self._sample(rows, batch[0].adapter)
                 finally:
                     self._busy_since = None
-            now = time.monotonic()
-            if line := self.batch_log.add(len(rows), now - began, now):
-                log.info("%s", line)
         except Exception as exc:
             log.exception("sampling failed")
             for job in batch:
                 job.future.set_exception(exc)
             return
+        busy_s = time.monotonic() - began
         start = 0
         for job in batch:
             job.future.set_result(results[start:start + len(job.rows)])
             start += len(job.rows)
+        # After the answers went out: the log line never delays a request.
+        if line := self.batch_log.add(len(rows), busy_s, time.monotonic()):
+            log.info("%s", line)
 
     def _sample(self, rows: list[Row], adapter: str | None) -> list[Generated]:
         model = self.model

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_stack.tasks.prompting import fewshot_examples, prompt_text
+from hermes_stack.tasks.prompting import fewshot_examples, new_token_budget, prompt_text
 from hermes_stack.tasks.reward import RewardWeights, score_completion
 
 
@@ -28,7 +28,7 @@ class HeldOut:
         prompts = [tokenizer.encode(prompt_text(tokenizer, r["question"], system_prompt, examples, thinking))
                    for r in rows]
         longest = max((len(p) for p in prompts), default=0)
-        return cls(rows, prompts, max(1, max_token_length - longest - 1), weights or RewardWeights())
+        return cls(rows, prompts, new_token_budget(max_token_length, longest), weights or RewardWeights())
 
     @classmethod
     def from_stack(cls, stack: Any, tokenizer, rows: int, split: str = "test") -> HeldOut:

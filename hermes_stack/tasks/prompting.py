@@ -14,6 +14,13 @@ evaluation and bench/real_model.py all build it here, so they score the same tex
 
 from __future__ import annotations
 
+
+def new_token_budget(max_token_length: int, prompt_tokens: int) -> int:
+    """New tokens a rollout of a `prompt_tokens`-token prompt may generate: Atropos drops a sequence of
+    >= the trainer's max_token_len tokens, so stay one below rollout.max_token_length (at least 1). The environment's
+    rollouts, the trainer's held-out evaluation and bench/learn.py all use it."""
+    return max(1, max_token_length - prompt_tokens - 1)
+
 THINKING_SWITCH = "enable_thinking"  # the chat-template variable Qwen3's templates read
 THINKING_MIN_TOKENS = 4096  # rollout.max_token_length a thinking model needs at least (config/rules.py)
 INSTRUCTION = "Solve the problem step by step. Write the final answer alone on the last line as '#### <number>'."
