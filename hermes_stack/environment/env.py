@@ -24,7 +24,7 @@ from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
 from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer
 from hermes_stack.environment.rollout_clock import RolloutClock, rollout_rate
-from hermes_stack.environment.runtime import HermesEnvConfig, build_configs
+from hermes_stack.environment.runtime import PPO_CHUNK, HermesEnvConfig, build_configs
 from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
     StackBehaviour,
     remove_ready_marker,
@@ -97,6 +97,8 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         self.eval_items: list[dict] = []
         self._next = 0
         self._spares: list[ScoredDataGroup] = []  # GRPO fan-out: groups worth training on, not yet sent
+        self._chunks_in_flight = 0  # PPO chunks: workers sampling now, and their prompts
+        self._prompts_in_flight = 0
         self.gateway_client = gateway_client  # test-inference online: rollouts from the gateway model
         self.judge = None
 
@@ -145,6 +147,8 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         instead of generating only while the inference service still serves the policy step the spare was
         generated with (then it is the same rollout a new generation would be), else the spare is discarded."""
         if not self.config.ensure_scores_are_not_same:
+            if self._chunked():
+                return await self._collect_chunk(item), []
             return await self._collect_group(item), []
         if (spare := self._take_spare()) is not None:
             return spare, [item]  # the item goes back to atroposlib's backlog for a later worker
@@ -175,6 +179,61 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         if not workers or self.config.rollout_source != "inference" or getattr(self, "process_mode", False):
             return 1
         return fan_out(self.config.prompts_per_batch, workers, FAN_MAX)
+
+    def _chunked(self) -> bool:
+        """PPO in atroposlib's serve loop with the inference service's rollouts: a worker samples a chunk of prompts
+        in one batched /generate and returns their groups as one list (one post to Atropos). Not in process mode,
+        not for gateway rollouts, not when the server cannot take a batch (only PooledSGLangServer has
+        generate_many)."""
+        servers = getattr(getattr(self, "server", None), "servers", ())
+        return (self.config.group_size == 1 and self.config.rollout_source == "inference"
+                and bool(getattr(self, "workers", ())) and not getattr(self, "process_mode", False)
+                and len(servers) == 1 and hasattr(servers[0], "generate_many"))
+
+    async def _collect_chunk(self, item: dict) -> list[ScoredDataGroup] | None:
+        """PPO: this worker's share of the groups the queue's bound still allows (chunk_size), sampled at once. The
+        share leaves out the groups Atropos holds and those other workers are sampling, so the workers of a batch
+        together draw about one batch; what overshoots (a worker started after the share ran out draws its one
+        item) waits in Atropos for the next step, as any group does."""
+        cfg = self.config
+        bound = cfg.max_batches_offpolicy * cfg.prompts_per_batch
+        queued = int((getattr(self, "status_dict", None) or {}).get("queue_size", 0) or 0)
+        idle = len(self.workers) - self._chunks_in_flight
+        count = chunk_size(bound - queued - self._prompts_in_flight, idle, PPO_CHUNK)
+        items = [item] + [await self.get_next_item() for _ in range(count - 1)]
+        self._chunks_in_flight += 1
+        self._prompts_in_flight += count
+        self.totals.clock.enter()
+        try:
+            groups = await self._collect_many(items)
+        finally:  # cancelled by atroposlib too (its queue filled): the time counts, the sequences never came
+            self.totals.clock.leave()
+            self._chunks_in_flight -= 1
+            self._prompts_in_flight -= count
+        return groups or None
+
+    async def _collect_many(self, items: list[dict]) -> list[ScoredDataGroup]:
+        """One completion for each item from one batched /generate, each group laid out as ManagedServer lays out a
+        fresh sequence (tokens = prompt + output, the prompt masked -100, logprob 1.0 on prompt positions, the text
+        decoded without special tokens)."""
+        server = self.server.servers[0]
+        prompts = [self.prompt_text(item["question"]) for item in items]
+        ids = [self.tokenizer.encode(prompt, add_special_tokens=True) for prompt in prompts]
+        policy_step = self.policy_step()
+        answers = await server.generate_many([
+            {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(self.config.max_token_length, len(prompt_ids)),
+             "temperature": self.config.temperature, "top_p": self.config.top_p} for prompt_ids in ids])
+        groups = []
+        for item, prompt, (prompt_tokens, output, logprobs, _reason) in zip(items, prompts, answers):
+            text = self.tokenizer.decode(output, skip_special_tokens=True)
+            logprobs = (list(logprobs) + [1.0] * len(output))[:len(output)]  # as ManagedServer pads or cuts them
+            results = await self._score_all(item, [text])
+            group = ScoredDataGroup(tokens=[prompt_tokens + output], masks=[[-100] * len(prompt_tokens) + output],
+                                    scores=[results[0].score], inference_logprobs=[[1.0] * len(prompt_tokens) + logprobs])
+            if policy_step is not None:
+                group["generation_params"] = {"policy_step": policy_step}
+            groups.append(self._finish(group, prompt, [text], results))
+        return groups
 
     def _take_spare(self) -> ScoredDataGroup | None:
         """A spare generated with the policy step served now (None when there is none, or no step is known)."""
@@ -379,6 +438,13 @@ def fan_out(prompts_per_batch: int, live_workers: int, cap: int) -> int:
     """Prompts one GRPO worker draws at once so that about a batch of groups is in flight across the live workers
     (atroposlib's, this one included): ceil(prompts per batch / workers), between 1 and `cap`."""
     return max(1, min(cap, -(-prompts_per_batch // max(1, live_workers))))
+
+
+def chunk_size(needed: int, idle_workers: int, cap: int) -> int:
+    """Prompts one PPO worker samples at once: an even share of the `needed` groups (the queue's bound less what
+    Atropos holds and what is being sampled) over the workers not sampling yet, this one included; between 1 (the
+    item atroposlib gave it) and `cap`."""
+    return max(1, min(cap, -(-max(0, needed) // max(1, idle_workers))))
 
 
 def scores_all_equal(group: ScoredDataGroup) -> bool:

@@ -9,7 +9,8 @@ of the environment's busy time (docs/benchmarks.md, issue 22). The classes here 
 same answers as those functions, through one session per event loop:
 
 - PooledSGLangServer: SGLangServer with `/generate` on a pooled session (no cap on connections: atroposlib's
-  per-request sessions had none either, and PPO runs up to one request per group of a batch at once);
+  per-request sessions had none either), plus `generate_many`, several prompts in one batched `/generate` (the
+  environment's PPO chunks: env.py);
 - PooledAtroposCalls: a BaseEnv mixin with `/scored_data(_list)` and `/status-env` on a pooled session, the
   retries (tenacity, 3 attempts) and the status bookkeeping as upstream.
 
@@ -114,6 +115,39 @@ class PooledSGLangServer(SGLangServer):
             response.raise_for_status()
             results = await response.json()
         return sglang_results(request["input_ids"], results)
+
+    async def generate_many(self, requests: list[dict]) -> list[tuple[list, list, list, object]]:
+        """Several one-completion prompts in ONE `/generate`: SGLang's batched form, a list of input_ids with one
+        sampling_params each, answered by a list in the same order. Each entry of `requests` holds what
+        ManagedServer would pass for its prompt (input_ids, max_tokens, temperature, top_p; n 1); each answer is
+        (prompt tokens, output ids, output logprobs, finish reason), read as upstream reads a single answer."""
+        bodies = [sglang_request(self, {**kwargs, "model": self.config.model_name}) for kwargs in requests]
+        if any(body["sampling_params"].get("n", 1) != 1 for body in bodies):
+            raise ValueError("generate_many takes one completion per prompt (n 1): the order of a batched "
+                             "answer with n > 1 is not one SGLang documents")
+        results = await self._post_generate({"input_ids": [b["input_ids"] for b in bodies],
+                                             "sampling_params": [b["sampling_params"] for b in bodies],
+                                             "return_logprob": True, "return_text_in_logprobs": False})
+        if not isinstance(results, list) or len(results) != len(bodies):
+            raise ValueError(f"/generate answered {len(results) if isinstance(results, list) else 1} result(s) "
+                             f"for {len(bodies)} prompts")
+        answers = []
+        for body, result in zip(bodies, results):
+            prompt, tokens, logprobs, reasons = sglang_results(body["input_ids"], [result])
+            answers.append((prompt, tokens[0], logprobs[0], reasons[0]))
+        return answers
+
+    @retry(stop=stop_after_attempt(3), wait=wait_random_exponential(multiplier=1, max=10))
+    async def _post_generate(self, request: dict):
+        """POST /generate under the server's semaphore, retried as upstream's one-prompt call (server_baseline.py)."""
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        async with self.sem:
+            async with self.pool.session().post(
+                f"{self.config.base_url.replace('/v1', '')}/generate", json=request, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+            ) as response:
+                response.raise_for_status()
+                return await response.json()
 
 
 def uses_upstream_sglang(server_configs) -> bool:

@@ -46,6 +46,17 @@ if TYPE_CHECKING:
     from hermes_stack.config.loader import StackConfig
 
 
+# PPO: prompts one rollout worker samples in one batched /generate at most (env.py chunk_size), and so one atroposlib
+# worker per PPO_CHUNK prompts of a batch. One request and one post to Atropos per prompt cost the inference
+# service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md).
+PPO_CHUNK = 32
+
+
+def rollout_workers(prompts_per_batch: int, group_size: int, chunk: int = PPO_CHUNK) -> int:
+    """atroposlib's max_num_workers: one per group of a batch (GRPO), one per `chunk` prompts (PPO, group size 1)."""
+    return prompts_per_batch if group_size > 1 else max(1, -(-prompts_per_batch // chunk))
+
+
 class HermesEnvConfig(BaseEnvConfig):
     """atroposlib's BaseEnvConfig plus what our environment needs (all from config_<algo>.toml / settings)."""
 
@@ -180,10 +191,12 @@ def build_configs(
         # The queue's bound follows the trainer's staleness bound (trainer/staleness.py): a batch waiting behind k
         # others is about k policy updates old when trained on.
         max_batches_offpolicy=max(1, settings.trainer.max_staleness),
-        # One rollout worker per group of a batch. atroposlib's default is 8 per inference server: a PPO batch of
-        # 256 one-completion groups then filled in 32 rounds of 8 small requests, and SGLang (which batches
-        # whatever is in flight) never saw more than 8 requests at once.
-        max_num_workers=rollout.batch_size,
+        # GRPO: one rollout worker per group of a batch. atroposlib's default is 8 per inference server, one
+        # request each: a PPO batch of 256 one-completion groups then filled in 32 rounds of 8 small requests, and
+        # SGLang (which batches whatever is in flight) never saw more than 8 requests at once. PPO: one worker per
+        # PPO_CHUNK prompts, each sampling its chunk in one batched request (env.py), so the batch is in flight
+        # at once in a few requests.
+        max_num_workers=rollout_workers(rollout.batch_size, rollout.group_size),
         steps_per_eval=0,
         include_messages=False,
         dataset=cfg.environment.dataset,

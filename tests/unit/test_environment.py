@@ -73,6 +73,10 @@ def test_ppo_group_of_one_keeps_equal_scores(tmp_path, tokenizer_dir, dataset):
     stack = stack_for(tmp_path, "ppo", dataset=str(dataset), model_path=str(tokenizer_dir), group_size=1)
     env_config, _ = build_configs(stack, offline_environ(tmp_path))
     assert env_config.group_size == 1 and env_config.ensure_scores_are_not_same is False
+    from hermes_stack.environment.runtime import PPO_CHUNK
+
+    # one rollout worker per chunk of prompts, each sampling its chunk in one request (env.py _collect_chunk)
+    assert env_config.max_num_workers == -(-env_config.prompts_per_batch // PPO_CHUNK)
 
 
 def test_wandb_only_with_key_and_enabled(tmp_path, tokenizer_dir, dataset):

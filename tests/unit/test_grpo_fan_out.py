@@ -81,7 +81,8 @@ def test_no_fan_out_for_gateway_rollouts_or_process_mode():
 
 
 def test_ppo_groups_of_one_are_neither_fanned_out_nor_redrawn():
+    """Without a server that takes batched prompts (test_ppo_chunks.py covers the one that does): one group."""
     env = make_env({"a": [1.0]}, workers=1)
-    env.config.ensure_scores_are_not_same = False
+    env.config.ensure_scores_are_not_same, env.config.group_size = False, 1
     group, backlog = asyncio.run(env.collect_trajectories(env.train_items[0]))
     assert group["question"] == "a" and backlog == [] and env._next == 1

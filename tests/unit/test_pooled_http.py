@@ -144,6 +144,57 @@ def test_a_new_event_loop_gets_a_new_session(recorder, tokenizer_dir):
     assert len(recorder.requests) == 2
 
 
+BATCHED = [{"input_ids": [1, 1, 20, 21], "n": 1, "max_tokens": 7, "temperature": 0.5, "top_p": 0.9},
+           {"input_ids": [1, 22], "n": 1, "max_tokens": 3, "temperature": 0.5, "top_p": 0.9}]
+
+
+def test_generate_many_is_the_single_requests_batched_in_one_and_read_the_same(recorder, tokenizer_dir):
+    """SGLang's batched /generate: the single requests' input_ids and sampling_params as lists, in order; each answer
+    read as atroposlib reads a one-prompt answer (GENERATE_ANSWER has two results: one per prompt here)."""
+    from atroposlib.envs.server_handling.sglang_server import SGLangServer
+
+    from hermes_stack.environment.pooled_http import PooledSGLangServer
+
+    config = server_config(recorder.url, tokenizer_dir)
+
+    async def upstream_singles():
+        server = SGLangServer(config)
+        return [await server.tokens_and_logprobs_completion(**dict(call)) for call in BATCHED]
+
+    asyncio.run(upstream_singles())
+    singles = [r["body"] for r in recorder.requests]
+    recorder.requests.clear()
+
+    async def batched():
+        server = PooledSGLangServer(config)
+        try:
+            return await server.generate_many([dict(call) for call in BATCHED])
+        finally:
+            await server.pool.aclose()
+
+    answers = asyncio.run(batched())
+    assert len(recorder.requests) == 1 and recorder.requests[0]["path"] == "/generate"
+    body = recorder.requests[0]["body"]
+    assert body["input_ids"] == [s["input_ids"] for s in singles] == [[1, 20, 21], [1, 22]]  # doubled BOS gone
+    assert body["sampling_params"] == [s["sampling_params"] for s in singles]
+    assert body["sampling_params"][0] == {"n": 1, "max_new_tokens": 7, "temperature": 0.5, "top_p": 0.9}
+    assert recorder.requests[0]["authorization"] == "Bearer loopback-key"
+    assert answers == [([1, 20, 21], [40, 41], [-0.5, -1.25], {"type": "stop"}),
+                       ([1, 22], [42], [-0.75], {"type": "length", "length": 1})]
+
+
+def test_generate_many_refuses_several_completions_per_prompt_and_a_short_answer(recorder, tokenizer_dir):
+    from hermes_stack.environment.pooled_http import PooledSGLangServer
+
+    server = PooledSGLangServer(server_config(recorder.url, tokenizer_dir))
+    with pytest.raises(ValueError, match="one completion per prompt"):
+        asyncio.run(server.generate_many([{**BATCHED[0], "n": 2}]))
+    assert recorder.requests == []  # refused before anything was sent
+    three = [dict(BATCHED[0]), dict(BATCHED[1]), dict(BATCHED[1])]  # the recorder answers two results
+    with pytest.raises(ValueError, match="2 result"):
+        asyncio.run(server.generate_many(three))
+
+
 class Env:
     """What the Atropos calls read from a BaseEnv: config, env_id, the server manager's weight update."""
 

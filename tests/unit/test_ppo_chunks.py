@@ -1,0 +1,140 @@
+"""PPO chunks in the environment (env.py _collect_chunk): a worker samples its share of the batch in one batched
+/generate (pooled_http.generate_many) and returns one group per prompt, laid out as atroposlib's ManagedServer lays
+out a sequence; the share leaves out what Atropos holds and what other workers sample. The server is a stub that
+records its calls; the wire format of generate_many is covered by test_pooled_http.py, the real serve loop by
+the Docker tier's PPO stack."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("atroposlib")
+
+
+def test_chunk_size_is_an_even_share_of_what_is_still_needed_within_its_bounds():
+    from hermes_stack.environment.env import chunk_size
+
+    assert [chunk_size(256, w, 32) for w in (8, 7, 4, 1)] == [32, 32, 32, 32]
+    assert [chunk_size(n, 3, 32) for n in (64, 10, 1, 0, -5)] == [22, 4, 1, 1, 1]  # never below its own item
+    assert chunk_size(100, 0, 32) == 32  # no idle worker counted: this one
+
+
+def test_rollout_workers_one_per_group_for_grpo_one_per_chunk_for_ppo():
+    from hermes_stack.environment.runtime import PPO_CHUNK, rollout_workers
+
+    assert rollout_workers(32, 8) == 32
+    assert (rollout_workers(256, 1), rollout_workers(257, 1), rollout_workers(4, 1)) == (256 // PPO_CHUNK, 9, 1)
+
+
+class Tokenizer:
+    """Characters as token ids; <bos> is 1 (added as add_special_tokens=True does), <eos> is 2 (a special token)."""
+
+    def encode(self, text, add_special_tokens=True):
+        return ([1] if add_special_tokens else []) + [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids if not (skip_special_tokens and i in (1, 2)))
+
+
+class Server:
+    """generate_many's stub: answers '#### <a+b>' (or a wrong sum for every third prompt) and records each call."""
+
+    def __init__(self):
+        self.calls: list[list[dict]] = []
+
+    async def generate_many(self, requests):
+        self.calls.append(requests)
+        answers = []
+        for i, request in enumerate(requests):
+            question = "".join(chr(t) for t in request["input_ids"][1:])
+            a, b = question.rstrip("=").split("+")
+            total = int(a) + int(b) + (1 if i % 3 == 2 else 0)
+            output = [ord(c) for c in f"#### {total}"] + [2]
+            answers.append((request["input_ids"], output, [-0.5] * (len(output) - 1), {"type": "stop"}))
+        return answers
+
+
+def make_env(questions: list[str], workers: int, queued: int = 0, batch: int = 64):
+    from hermes_stack.environment.env import HermesMathEnv, Totals
+
+    env = object.__new__(HermesMathEnv)
+    env.config = SimpleNamespace(ensure_scores_are_not_same=False, group_size=1, prompts_per_batch=batch,
+                                 max_batches_offpolicy=1, rollout_source="inference", dataset="offline-arith",
+                                 max_token_length=16, temperature=0.7, top_p=0.95, correctness_weight=1.0,
+                                 format_weight=0.1)
+    env.totals, env._spares, env._next = Totals(), [], 1  # atroposlib drew the first item already
+    env._chunks_in_flight = env._prompts_in_flight = 0
+    env.judge = None
+    env.train_items = [{"question": q, "answer": f"#### {sum(map(int, q.rstrip('=').split('+')))}"}
+                       for q in questions]
+    env.workers = set(range(workers))
+    env.status_dict = {"queue_size": queued}
+    env.tokenizer = Tokenizer()
+    env.server = SimpleNamespace(servers=[Server()])
+    env.policy_step = lambda: 9
+    return env
+
+
+QUESTIONS = [f"{a}+{b}=" for a in range(10, 30) for b in range(1, 5)]  # 80 prompts
+
+
+def test_a_worker_samples_its_share_in_one_request_and_returns_one_group_per_prompt():
+    env = make_env(QUESTIONS, workers=4, batch=64)  # 64 needed over 4 idle workers: 16 each
+    groups, backlog = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    server = env.server.servers[0]
+    assert backlog == [] and len(server.calls) == 1 and len(server.calls[0]) == 16 == len(groups)
+    first = server.calls[0][0]
+    assert first["input_ids"] == [1] + [ord(c) for c in "10+1="] and first["n"] == 1
+    assert (first["temperature"], first["top_p"]) == (0.7, 0.95)
+    from hermes_stack.tasks.prompting import new_token_budget
+
+    assert first["max_tokens"] == new_token_budget(16, len(first["input_ids"])) > 0  # the environment's own rule
+    assert [g["generation_params"]["policy_step"] for g in groups] == [9] * 16
+    assert [len(g["tokens"]) for g in groups] == [1] * 16  # a group of one
+    scores = [g["scores"][0] for g in groups]
+    assert scores[:3] == pytest.approx([1.1, 1.1, 0.1])  # every third answer is a wrong sum, still formatted
+    assert env.totals.sequences == 16 and env.totals.correct == 11
+    assert (env._chunks_in_flight, env._prompts_in_flight) == (0, 0)  # released
+
+
+def test_each_group_is_laid_out_as_managed_server_lays_out_a_fresh_sequence():
+    env = make_env(QUESTIONS, workers=64, batch=64)  # one prompt each
+    (group,), _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    prompt = [1] + [ord(c) for c in "10+1="]
+    output = [ord(c) for c in "#### 11"] + [2]
+    assert group["tokens"] == [prompt + output]
+    assert group["masks"] == [[-100] * len(prompt) + output]
+    # 1.0 on prompt positions; a logprob list one short (the stub's) is padded with 1.0 as ManagedServer pads it
+    assert group["inference_logprobs"] == [[1.0] * len(prompt) + [-0.5] * (len(output) - 1) + [1.0]]
+    from hermes_stack.tasks.reward import CORRECT_OVERRIDE
+
+    assert group["overrides"] == [{CORRECT_OVERRIDE: True}]  # the verdict rides with it, as on the one-prompt path
+
+
+def test_the_share_leaves_out_what_atropos_holds_and_what_other_workers_sample():
+    env = make_env(QUESTIONS, workers=4, queued=40, batch=64)  # 24 still needed over 4 idle workers: 6
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(groups) == 6
+    env = make_env(QUESTIONS, workers=4, queued=0, batch=64)
+    env._chunks_in_flight, env._prompts_in_flight = 2, 40  # two workers sample 40 prompts: 24 over 2 idle
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(groups) == 12
+    env = make_env(QUESTIONS, workers=4, queued=64, batch=64)  # nothing needed: its own item only
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(groups) == 1
+
+
+def test_no_chunks_for_gateway_rollouts_process_mode_or_grpo():
+    env = make_env(QUESTIONS, workers=4)
+    assert env._chunked()
+    env.config.rollout_source = "gateway"  # a paid service: one call per prompt, as asked
+    assert not env._chunked()
+    env.config.rollout_source, env.process_mode = "inference", True
+    assert not env._chunked()
+    env.process_mode, env.config.group_size = False, 4
+    assert not env._chunked()
+    env.config.group_size, env.server = 1, SimpleNamespace(servers=[object()])  # a server without generate_many
+    assert not env._chunked()
