@@ -370,7 +370,8 @@ def evaluate_stack(
     config, settings = fill_mirrors(config, settings)
     if model is None and catalog.is_catalog_name(settings.inference.model_path):
         model = settings.inference.model_path
-    overrides = profiles.overrides_for(profile, algo, settings.trainer.engine, model)
+    overrides = {**profiles.defaults_for(profile, model, config, settings),
+                 **profiles.overrides_for(profile, algo, settings.trainer.engine, model)}
     r_config, r_settings = resolve(config, settings, overrides)
     errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,
                                  profile=profile, unlock=unlock, keyfile=keyfile, gpu_memory_gib=gpu_memory_gib)

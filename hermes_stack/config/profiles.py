@@ -5,7 +5,9 @@ task, the built-in inference server, the tiny model baked into the trainer image
 model's tuned hyper-parameters. A catalog model (`--model smollm2-135m`, or that name as inference.model_path)
 replaces the tiny model's overrides with CATALOG_CPU on CPU, and stands for its hub id on GPU.
 
-To tune the tiny model, add keys to EMBEDDED (both algorithms) or EMBEDDED_BY_ALGO[algo] — nothing else.
+To tune the tiny model, add keys to EMBEDDED (both algorithms) or EMBEDDED_BY_ALGO[algo] — nothing else; a key the
+user should still be able to set in the files goes to EMBEDDED_DEFAULTS (applied only where the files keep the
+model's default).
 A key is `<section>.<field>` of either file: it goes to config_<algo>.toml when that file has the field, else to
 settings_<algo>.json; write `settings.<section>.<field>` to force the JSON file. The MIRRORED keys
 (group_size, kl_coef, value_loss_coef) are copied into settings' `algorithm` section so the two files keep agreeing.
@@ -48,6 +50,27 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     # needed 200 / 250 / 300 (138-203 CPU s). 4 passes of 4 minibatches: seed 1 stalled at 0.73 by step 300.
     "grpo": {"trainer.epochs": 2, "trainer.minibatches": 4},
 }
+
+# Keys the embedded profile (tiny model) sets only where the files leave them at the settings model's default, so
+# a value the user wrote wins: how long the run is. GRPO passes held-out 0.8 at steps 140-220 and PPO at 190-290
+# (bench/learn.py, issue 22), so 200 steps stopped PPO before its rise; 400 ends both well above it.
+EMBEDDED_DEFAULTS: dict[str, object] = {"trainer.num_steps": 400}
+
+
+def defaults_for(profile: str, model: str | None, config: AlgoConfig, settings: Settings) -> dict[str, object]:
+    """EMBEDDED_DEFAULTS' keys whose value in the files (as written) is still the model's default; {} on the gpu
+    profile and for a catalog model."""
+    if profile != "embedded" or model:
+        return {}
+    files = {"config": config, "settings": settings}
+    chosen = {}
+    for key, value in EMBEDDED_DEFAULTS.items():
+        where, section, name = target_of(key)
+        part = getattr(files[where], section)
+        if getattr(part, name) == type(part).model_fields[name].default:
+            chosen[key] = value
+    return chosen
+
 
 # A real pretrained model of the catalog (hermes_stack/modelcore/catalog.py) on CPU: `--model smollm2-135m` under the
 # embedded profile. The built-in server and the torch engine as for the tiny model, but the model's own tokenizer and
