@@ -397,8 +397,10 @@ def check_all(algo: str, config: AlgoConfig, settings: Settings, r_config: AlgoC
                      keyfile=keyfile, unlock=unlock, gpu_memory_gib=gpu_memory_gib,
                      base_dir=config_path.parent.parent, profile=profile)
     resolving = (r_config, r_settings) != (config, settings)
-    # The Tinker key matters for the engine actually used, i.e. after the overrides.
-    written_rules = tuple(r for r in rules.RULES if not (resolving and r is rules.tinker_key))
+    # The Tinker key matters for the engine actually used, and the checkpoint interval for the run's actual length
+    # (the profile may set num_steps): both are checked after the overrides only.
+    after_only = (rules.tinker_key, rules.checkpoint_interval_reached)
+    written_rules = tuple(r for r in rules.RULES if not (resolving and r in after_only))
     errors, cautions = rules.check(inputs(config=config, settings=settings), written_rules)
     if resolving:
         e2, c2 = rules.check(inputs(config=r_config, settings=r_settings), RESOLVED_RULES)

@@ -47,11 +47,11 @@ def test_no_old_run_or_the_same_configuration_resumes_silently(project):
 
 
 def test_a_tunable_change_resumes_and_says_what_changed(project):
-    new = {**tiny(), "learning_rate": 1e-4, "num_steps": 400}
+    new = {**tiny(), "learning_rate": 1e-4, "num_steps": 600}
     decision = ri.decide(tiny(), new)
     assert decision.resume and decision.blocking == ()
     assert decision.notice() == ("resuming the run's checkpoints with changed settings: learning_rate 0.0005 -> "
-                                 "0.0001, num_steps 200 -> 400")
+                                 "0.0001, num_steps 400 -> 600")  # 400: the embedded profile's run length
 
 
 def test_another_model_is_refused_with_one_line_naming_the_run_and_the_commands(project):

@@ -237,6 +237,7 @@ def _configs_with_empty_toml(tmp_path):
 
 
 def test_checkpoint_interval_beyond_num_steps_is_a_warning(tmp_path, monkeypatch, capsys):
+    """Checked against the run's actual length, once: the embedded profile's 400 steps (the files keep 200)."""
     case = Case("interval", [], json={"tinker.save_checkpoint_interval": 500})
     argv, fill = build(case, tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -244,7 +245,7 @@ def test_checkpoint_interval_beyond_num_steps_is_a_warning(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith(("warning: ", "error: "))] == [
         (f"warning: {fill['json']}: tinker.save_checkpoint_interval: found 500, expected at most trainer.num_steps "
-        "(200). Hint: the run saves only its final step; a run stopped before it resumes from nothing")]
+        "(400). Hint: the run saves only its final step; a run stopped before it resumes from nothing")]
 
 
 def test_a_key_pasted_into_a_public_setting_is_never_printed(tmp_path, monkeypatch, capsys):
