@@ -220,16 +220,18 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         prompts = [self.prompt_text(item["question"]) for item in items]
         ids = [self.tokenizer.encode(prompt, add_special_tokens=True) for prompt in prompts]
         policy_step = self.policy_step()
+        cfg = self.config
         answers = await server.generate_many([
-            {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(self.config.max_token_length, len(prompt_ids)),
-             "temperature": self.config.temperature, "top_p": self.config.top_p} for prompt_ids in ids])
+            {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids)),
+             "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids])
         groups = []
         for item, prompt, (prompt_tokens, output, logprobs, _reason) in zip(items, prompts, answers):
             text = self.tokenizer.decode(output, skip_special_tokens=True)
             logprobs = (list(logprobs) + [1.0] * len(output))[:len(output)]  # as ManagedServer pads or cuts them
             results = await self._score_all(item, [text])
             group = ScoredDataGroup(tokens=[prompt_tokens + output], masks=[[-100] * len(prompt_tokens) + output],
-                                    scores=[results[0].score], inference_logprobs=[[1.0] * len(prompt_tokens) + logprobs])
+                                    scores=[results[0].score],
+                                    inference_logprobs=[[1.0] * len(prompt_tokens) + logprobs])
             if policy_step is not None:
                 group["generation_params"] = {"policy_step": policy_step}
             groups.append(self._finish(group, prompt, [text], results))

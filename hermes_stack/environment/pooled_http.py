@@ -141,13 +141,12 @@ class PooledSGLangServer(SGLangServer):
     async def _post_generate(self, request: dict):
         """POST /generate under the server's semaphore, retried as upstream's one-prompt call (server_baseline.py)."""
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-        async with self.sem:
-            async with self.pool.session().post(
-                f"{self.config.base_url.replace('/v1', '')}/generate", json=request, headers=headers,
-                timeout=aiohttp.ClientTimeout(total=self.config.timeout),
-            ) as response:
-                response.raise_for_status()
-                return await response.json()
+        async with self.sem, self.pool.session().post(
+            f"{self.config.base_url.replace('/v1', '')}/generate", json=request, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+        ) as response:
+            response.raise_for_status()
+            return await response.json()
 
 
 def uses_upstream_sglang(server_configs) -> bool:
