@@ -63,6 +63,11 @@ def load_config(algo: str, overrides: dict[str, object] | None = None):
     return load_stack(algo, ROOT / "configs", profile="embedded")
 
 
+def shipped_steps(algo: str) -> int:
+    """The run's length the CPU stack trains with the shipped configs (the embedded profile's), --steps' default."""
+    return load_config(algo).settings.trainer.num_steps
+
+
 def new_tokens(tokenizer, rows: list[dict], max_token_length: int) -> int:
     """The environment's budget (tasks.prompting.new_token_budget) for the longest prompt of `rows`, so the bench
     samples as much room as the stack's rollouts get (the embedded profile's rollout.max_token_length)."""
@@ -348,7 +353,7 @@ def summary(algo: str, runs: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", choices=("grpo", "ppo", "both"), default="both")
-    parser.add_argument("--steps", type=int, default=None, help="training steps per run (default per algo)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per run (default: the embedded profile's, as the CPU stack runs)")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (model build, sampling, shuffles)")
     parser.add_argument("--jobs", type=int, default=None, help="runs in parallel, one core each (default: cores)")
     parser.add_argument("--device", default="cpu")
@@ -379,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     # One process per run: each is single-threaded (the tiny model does not gain from threads), so runs in parallel
     # use one core each, and one run's wall time is what it would be alone on that core.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(one_run, a, s, args.steps or DEFAULT_STEPS[a], args.device, args.eval_every,
+        futures = [pool.submit(one_run, a, s, args.steps or shipped_steps(a), args.device, args.eval_every,
                                args.lr_decay, args.model_dir, args.engine, args.tinker_full, args.lr, overrides,
                                args.until_goal)
                    for a, s in jobs]
@@ -420,7 +425,6 @@ def parse_override(item: str) -> tuple[str, object]:
 
 
 MAX_ROUNDS = 4  # sampling rounds per step at most, while too few groups survive the equal-score drop
-DEFAULT_STEPS = {"grpo": 700, "ppo": 700}  # 3 of 3 seeds reached 0.8 by step 410-560
 LR_FLOOR = 0.1
 GOAL = 0.8  # issue 4: held-out accuracy both algorithms must reach
 TAIL = 10  # evaluations in the moving average (10 x --eval-every steps)
