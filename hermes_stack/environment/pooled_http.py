@@ -107,14 +107,17 @@ class PooledSGLangServer(SGLangServer):
 
     async def _tokens_and_logprobs_completion_wrapper(self, **kwargs) -> tuple[list, list, list, list]:
         request = sglang_request(self, kwargs)
+        return sglang_results(request["input_ids"], await self._post_generate(request))
+
+    async def _post_generate(self, request: dict):
+        """POST /generate on the pooled session; its JSON answer. Retries and the semaphore are the caller's."""
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
         async with self.pool.session().post(
             f"{self.config.base_url.replace('/v1', '')}/generate", json=request, headers=headers,
             timeout=aiohttp.ClientTimeout(total=self.config.timeout),
         ) as response:
             response.raise_for_status()
-            results = await response.json()
-        return sglang_results(request["input_ids"], results)
+            return await response.json()
 
     async def generate_many(self, requests: list[dict]) -> list[tuple[list, list, list, object]]:
         """Several one-completion prompts in ONE `/generate`: SGLang's batched form, a list of input_ids with one
@@ -125,9 +128,9 @@ class PooledSGLangServer(SGLangServer):
         if any(body["sampling_params"].get("n", 1) != 1 for body in bodies):
             raise ValueError("generate_many takes one completion per prompt (n 1): the order of a batched "
                              "answer with n > 1 is not one SGLang documents")
-        results = await self._post_generate({"input_ids": [b["input_ids"] for b in bodies],
-                                             "sampling_params": [b["sampling_params"] for b in bodies],
-                                             "return_logprob": True, "return_text_in_logprobs": False})
+        results = await self._post_generate_held({"input_ids": [b["input_ids"] for b in bodies],
+                                                  "sampling_params": [b["sampling_params"] for b in bodies],
+                                                  "return_logprob": True, "return_text_in_logprobs": False})
         if not isinstance(results, list) or len(results) != len(bodies):
             raise ValueError(f"/generate answered {len(results) if isinstance(results, list) else 1} result(s) "
                              f"for {len(bodies)} prompts")
@@ -138,15 +141,11 @@ class PooledSGLangServer(SGLangServer):
         return answers
 
     @retry(stop=stop_after_attempt(3), wait=wait_random_exponential(multiplier=1, max=10))
-    async def _post_generate(self, request: dict):
-        """POST /generate under the server's semaphore, retried as upstream's one-prompt call (server_baseline.py)."""
-        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-        async with self.sem, self.pool.session().post(
-            f"{self.config.base_url.replace('/v1', '')}/generate", json=request, headers=headers,
-            timeout=aiohttp.ClientTimeout(total=self.config.timeout),
-        ) as response:
-            response.raise_for_status()
-            return await response.json()
+    async def _post_generate_held(self, request: dict):
+        """_post_generate under the server's semaphore, retried as upstream's one-prompt call (server_baseline.py
+        _tokens_and_logprobs_comp does both around the wrapper above)."""
+        async with self.sem:
+            return await self._post_generate(request)
 
 
 def uses_upstream_sglang(server_configs) -> bool:
