@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,8 +60,16 @@ def compose(algo: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=False, timeout=300)
 
 
-def read_records(algo: str) -> list[dict]:
-    out = compose(algo, "exec", "-T", "trainer", "cat", "/data/metrics.jsonl").stdout
+def read_records(algo: str, exited: bool = False) -> list[dict]:
+    """The trainer's metrics.jsonl step records; `exited`: copied out of the stopped container (exec needs it
+    running), for the steps written after the last poll."""
+    if exited:
+        with tempfile.TemporaryDirectory() as tmp:
+            compose(algo, "cp", "trainer:/data/metrics.jsonl", tmp)
+            path = Path(tmp) / "metrics.jsonl"
+            out = path.read_text() if path.exists() else ""
+    else:
+        out = compose(algo, "exec", "-T", "trainer", "cat", "/data/metrics.jsonl").stdout
     records = []
     for line in out.splitlines():
         try:
@@ -92,6 +101,7 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
             # read, and stop polling.
             records = read_records(algo)
             if not records and run.records:
+                run.records = read_records(algo, exited=True) or run.records
                 break
             run.records = records or run.records
             if run.baseline is None:
