@@ -3,7 +3,7 @@ read through the trainer's own held-out evaluations (metrics.jsonl `eval_accurac
 
     flock /tmp/hermes-docker.lock .venv/bin/python bench/stack_learning.py [--algo grpo|ppo|both] [--runs 3]
                                                                        [--budget-s 300] [--plot docs/stack-learning.png]
-                                                                       [--to-end]
+                                                                       [--to-end] [--curves runs.jsonl]
 
 Per run: `<algo>: held-out <start> -> <end>, first >= 0.8 after <s> s of training` (<s> counts from the start of
 step 1's training to the evaluation that first reached 0.8; the stack's start and the dry-run are not counted).
@@ -12,11 +12,14 @@ within the budget: the bench can fail. Hold the Docker lock (bench/stack_run.py 
 
 --to-end: the run trains all its shipped steps (the trainer exits at `trainer.num_steps`), so <end> is how the
 default run ends; such a run also fails when its last evaluation is below 0.8.
+--curves FILE: append each run's curve to FILE (JSON lines); --plot then draws every curve in FILE, so runs of
+separate invocations (one algorithm at a time) share one picture.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -48,7 +51,14 @@ def line(run: StackRun) -> str:
     return f"{run.algo}: held-out {start} -> {end}, {when}"
 
 
-def plot(runs: list[StackRun], path: Path) -> None:
+def curve(run: StackRun) -> dict:
+    """(seconds of training, held-out accuracy) of one run, the baseline at 0 s."""
+    points = [(0.0, run.baseline)] if run.baseline is not None else []
+    points += [(r["time"] - run.started, r["eval_accuracy"]) for r in run.records if r.get("eval_accuracy") is not None]
+    return {"algo": run.algo, "points": points}
+
+
+def plot(curves: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,13 +67,11 @@ def plot(runs: list[StackRun], path: Path) -> None:
     colours = {"grpo": "tab:blue", "ppo": "tab:orange"}
     fig, ax = plt.subplots(figsize=(7, 4))
     labelled: set[str] = set()
-    for run in runs:
-        points = [(0.0, run.baseline)] if run.baseline is not None else []
-        points += [(r["time"] - run.started, r["eval_accuracy"]) for r in run.records
-                   if r.get("eval_accuracy") is not None]
-        label = None if run.algo in labelled else f"{run.algo.upper()} (stack)"
-        labelled.add(run.algo)
-        ax.plot([p[0] for p in points], [p[1] for p in points], color=colours[run.algo], alpha=0.8, label=label)
+    for one in curves:
+        algo, points = one["algo"], one["points"]
+        label = None if algo in labelled else f"{algo.upper()} (stack)"
+        labelled.add(algo)
+        ax.plot([p[0] for p in points], [p[1] for p in points], color=colours[algo], alpha=0.8, label=label)
     ax.axhline(GOAL, color="grey", linestyle="--", linewidth=0.8, label=f"goal {GOAL}")
     ax.set_xlabel("seconds of training (from step 1)")
     ax.set_ylabel("held-out greedy accuracy (trainer's own evaluation)")
@@ -82,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per algorithm")
     parser.add_argument("--budget-s", type=float, default=300.0, help=f"seconds of training to reach {GOAL}")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves to this PNG")
+    parser.add_argument("--curves", type=Path, default=None, help="append each run's curve to this JSON-lines file")
     parser.add_argument("--to-end", action="store_true",
                         help=f"train the whole shipped run and fail also when it ends below {GOAL}")
     args = parser.parse_args(argv)
@@ -98,8 +107,13 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run)
             print(line(run), flush=True)
     print(f"{len(runs)} run(s) in {time.monotonic() - began:.0f} s wall", flush=True)
+    curves = [curve(r) for r in runs if r.records and r.started is not None]
+    if args.curves:
+        with args.curves.open("a") as out:
+            out.writelines(json.dumps(c) + "\n" for c in curves)
+        curves = [json.loads(text) for text in args.curves.read_text().splitlines() if text.strip()]
     if args.plot:
-        plot([r for r in runs if r.records and r.started is not None], args.plot)
+        plot(curves, args.plot)
     failed = [r for r in runs if (g := first_goal(r)) is None or g["time"] - r.started > args.budget_s
               or (args.to_end and last_accuracy(r) < GOAL)]
     for run in failed:
