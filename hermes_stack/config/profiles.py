@@ -44,11 +44,7 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     # KL weight 0.02 (issue 22, with 4 passes): 0.8 held-out at step 290 / 200 (seeds 0 / 1) where 0.1 and 2 passes
     # needed 530 / 460. Not for GRPO: at 0.02 its entropy collapsed (0.05-0.08) and seeds 1 and 2 stalled at held-out
     # 0.69 and 0.32 by step 460-500 (seed 0: 0.8 at 310); GRPO keeps the shipped 0.1.
-    # Sampling at temperature 1.0 with no entropy bonus (issue 22, 400 steps, seeds 0-2): 0.8 held-out at steps
-    # 300 / 240 / 310 and the run ends at 0.99 / 0.87 / 0.89, where 0.7 with the bonus 0.01 reached it at 180 / 330 /
-    # never and seed 2 ended at 0.72 (the bonus kept entropy up while held-out plateaued near 0.75).
-    "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0, "algorithm.kl_coef": 0.02,
-            "rollout.temperature": 1.0, "algorithm.entropy_coef": 0.0},
+    "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0, "algorithm.kl_coef": 0.02},
     # GRPO: 2 passes of 4 minibatches (8 optimiser steps of 64 sequences per batch, half the compute of 4 whole-batch
     # passes): 0.8 held-out at step 170 / 140 / 220 (seeds 0-2; 84 / 66 / 112 CPU s) where 4 whole-batch passes
     # needed 200 / 250 / 300 (138-203 CPU s). 4 passes of 4 minibatches: seed 1 stalled at 0.73 by step 300.
