@@ -31,9 +31,14 @@ GOAL = 0.8
 END_S = 1800.0  # --to-end: seconds of training after which a run that has not finished is stopped
 
 
+def evaluations(run: StackRun) -> list[dict]:
+    """The step records that carry a held-out evaluation."""
+    return [r for r in run.records if r.get("eval_accuracy") is not None]
+
+
 def last_accuracy(run: StackRun) -> float:
-    evaluated = [r["eval_accuracy"] for r in run.records if r.get("eval_accuracy") is not None]
-    return evaluated[-1] if evaluated else 0.0
+    evaluated = evaluations(run)
+    return evaluated[-1]["eval_accuracy"] if evaluated else 0.0
 
 
 def first_goal(run: StackRun) -> dict | None:
@@ -41,7 +46,7 @@ def first_goal(run: StackRun) -> dict | None:
 
 
 def line(run: StackRun) -> str:
-    evaluated = [r for r in run.records if r.get("eval_accuracy") is not None]
+    evaluated = evaluations(run)
     start = f"{run.baseline:.2f}" if run.baseline is not None else "?"
     end = f"{evaluated[-1]['eval_accuracy']:.2f} at step {evaluated[-1]['step']}" if evaluated else "no evaluation"
     goal = first_goal(run)
@@ -54,7 +59,7 @@ def line(run: StackRun) -> str:
 def curve(run: StackRun) -> dict:
     """(seconds of training, held-out accuracy) of one run, the baseline at 0 s."""
     points = [(0.0, run.baseline)] if run.baseline is not None else []
-    points += [(r["time"] - run.started, r["eval_accuracy"]) for r in run.records if r.get("eval_accuracy") is not None]
+    points += [(r["time"] - run.started, r["eval_accuracy"]) for r in evaluations(run)]
     return {"algo": run.algo, "points": points}
 
 

@@ -97,8 +97,8 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
         reported = 0
         while time.monotonic() < deadline:
             time.sleep(poll_s)
-            # Once the trainer has finished its steps its container exits and `exec` reads nothing: keep what was
-            # read, and stop polling.
+            # Once the trainer has finished its steps its container exits and `exec` reads nothing: copy the file out
+            # of the stopped container once more (the steps since the last poll), and stop polling.
             records = read_records(algo)
             if not records and run.records:
                 run.records = read_records(algo, exited=True) or run.records
