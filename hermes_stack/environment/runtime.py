@@ -48,8 +48,11 @@ if TYPE_CHECKING:
 
 # PPO: prompts one rollout worker samples in one batched /generate at most (env.py chunk_size), and so one atroposlib
 # worker per PPO_CHUNK prompts of a batch. One request and one post to Atropos per prompt cost the inference
-# service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md).
-PPO_CHUNK = 32
+# service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md). 256, the shipped batch in
+# one request: the built-in server samples 256 rows at ~4.5x the rate of 32 (its batches are what bounds it), and
+# the environment's rate went from 0.24 to ~0.6 of the raw rate with it; SGLang batches a long list as it batches
+# concurrent requests.
+PPO_CHUNK = 256
 
 
 def rollout_workers(prompts_per_batch: int, group_size: int, chunk: int = PPO_CHUNK) -> int:
@@ -194,8 +197,8 @@ def build_configs(
         # GRPO: one rollout worker per group of a batch. atroposlib's default is 8 per inference server, one
         # request each: a PPO batch of 256 one-completion groups then filled in 32 rounds of 8 small requests, and
         # SGLang (which batches whatever is in flight) never saw more than 8 requests at once. PPO: one worker per
-        # PPO_CHUNK prompts, each sampling its chunk in one batched request (env.py), so the batch is in flight
-        # at once in a few requests.
+        # PPO_CHUNK prompts, each sampling its chunk in one batched request (env.py): the shipped batch is one
+        # request.
         max_num_workers=rollout_workers(rollout.batch_size, rollout.group_size),
         steps_per_eval=0,
         include_messages=False,

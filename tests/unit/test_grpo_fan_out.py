@@ -24,6 +24,7 @@ def make_env(scores_by_question: dict[str, list[float]], workers: int, prompts: 
     from hermes_stack.environment.env import HermesMathEnv, Totals
 
     env = object.__new__(HermesMathEnv)
+    env._encoded = {}  # __init__'s prompt-ids cache
     env.config = SimpleNamespace(ensure_scores_are_not_same=True, prompts_per_batch=prompts,
                                  rollout_source="inference")
     env.totals, env._spares, env._next = Totals(), [], 1  # atroposlib drew the first item already

@@ -26,7 +26,9 @@ def test_rollout_workers_one_per_group_for_grpo_one_per_chunk_for_ppo():
     from hermes_stack.environment.runtime import PPO_CHUNK, rollout_workers
 
     assert rollout_workers(32, 8) == 32
-    assert (rollout_workers(256, 1), rollout_workers(257, 1), rollout_workers(4, 1)) == (256 // PPO_CHUNK, 9, 1)
+    assert (rollout_workers(256, 1, 32), rollout_workers(257, 1, 32), rollout_workers(4, 1, 32)) == (8, 9, 1)
+    # the shipped PPO batch (256 prompts) is one chunk: one worker, one request
+    assert PPO_CHUNK == 256 and rollout_workers(256, 1) == 1 and rollout_workers(257, 1) == 2
 
 
 class Tokenizer:
@@ -61,6 +63,7 @@ def make_env(questions: list[str], workers: int, queued: int = 0, batch: int = 6
     from hermes_stack.environment.env import HermesMathEnv, Totals
 
     env = object.__new__(HermesMathEnv)
+    env._encoded = {}  # __init__'s prompt-ids cache
     env.config = SimpleNamespace(ensure_scores_are_not_same=False, group_size=1, prompts_per_batch=batch,
                                  max_batches_offpolicy=1, rollout_source="inference", dataset="offline-arith",
                                  max_token_length=16, temperature=0.7, top_p=0.95, correctness_weight=1.0,
@@ -138,3 +141,15 @@ def test_no_chunks_for_gateway_rollouts_process_mode_or_grpo():
     assert not env._chunked()
     env.config.group_size, env.server = 1, SimpleNamespace(servers=[object()])  # a server without generate_many
     assert not env._chunked()
+
+
+def test_a_prompt_is_tokenised_once_and_callers_get_their_own_copy():
+    env = make_env(QUESTIONS, workers=1)
+    calls = []
+    encode = env.tokenizer.encode
+    env.tokenizer.encode = lambda text, add_special_tokens=True: calls.append(text) or encode(text, add_special_tokens)
+    first = env._prompt_ids("12+3=")
+    first.append(99)  # a caller's edit stays its own
+    assert env._prompt_ids("12+3=") == encode("12+3=") and calls == ["12+3="]
+    env._prompt_ids("12+4=")
+    assert calls == ["12+3=", "12+4="]

@@ -46,6 +46,7 @@ def test_the_batch_line_reads_back_as_total_sequences_over_total_in_flight_time(
 
     now = Ticks()
     env = object.__new__(HermesMathEnv)
+    env._encoded = {}  # __init__'s prompt-ids cache
     env.totals, env.judge = Totals(clock=RolloutClock(now)), None
     caplog.set_level(logging.INFO, logger="hermes_stack.environment")
     for sequences, busy in ((400, 2.0), (300, 1.0), (100, 1.0)):  # per batch: 200, 300, 100 sequences/s
