@@ -30,8 +30,13 @@ EMBEDDED: dict[str, object] = {
     # The tiny model's tuned hyper-parameters go here (trainer owner), measured with bench/learn.py.
     # GRPO: lr 5e-4 (1e-3 destabilised one seed of two: KL 0.7, held-out 0.00 at step 170).
     "tinker.learning_rate": 5e-4,
-    # bench/learn.py (issue 22): 4 passes over each batch instead of 2 (PPO's epochs; figures in docs/benchmarks.md).
-    "trainer.epochs": 4,
+    # bench/learn.py (issue 22): 2 passes of 4 minibatches (8 optimiser steps of 64 sequences a batch) for both.
+    # GRPO: 0.8 held-out at step 170 / 140 / 220 (seeds 0-2; 84 / 66 / 112 CPU s) where 4 whole-batch passes needed
+    # 200 / 250 / 300 (138-203 CPU s); 4 passes of 4 minibatches: seed 1 stalled at 0.73 by step 300. PPO: at step
+    # 260 / 160 / 250 (100 / 62 / 94 s), ending its 400 steps at 0.88 / 0.99 / 0.98, where 4 whole-batch passes
+    # reached it at 180 / 330 / never (best 0.73) and swung late in the stack's runs (0.98 -> 0.66 in ten steps).
+    "trainer.epochs": 2,
+    "trainer.minibatches": 4,
     # prompt (<bos> + "47+2=": 6 tokens) + "#### 49" + eos (8) fits, with a token to spare: the environment's budget
     # is 9-10 new tokens. At 32 (25 new tokens) PPO's entropy bonus fed on the room: entropy 0.5 -> 0.9 and KL
     # 1.1-1.5 by step 20-100, held-out 0.00-0.13 at step 100-180 in the stack (issue 22), as in-process with 25.
@@ -41,14 +46,10 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     # PPO: lr 1e-3 reached 0.8 held-out at step 390 where 5e-4 needed ~600 (seed 0, same task).
     # value_loss_coef 1.0: the critic's learning rate is value_loss_coef x lr (trainer/algorithms.py), and this run
     # was tuned with the critic at the policy's rate, 1e-3.
-    # KL weight 0.02 (issue 22, with 4 passes): 0.8 held-out at step 290 / 200 (seeds 0 / 1) where 0.1 and 2 passes
-    # needed 530 / 460. Not for GRPO: at 0.02 its entropy collapsed (0.05-0.08) and seeds 1 and 2 stalled at held-out
+    # KL weight 0.02 (issue 22, with 4 whole-batch passes): 0.8 held-out at step 290 / 200 (seeds 0 / 1) where 0.1
+    # and 2 passes needed 530 / 460. Not for GRPO: at 0.02 its entropy collapsed (0.05-0.08) and seeds 1 and 2 stalled at held-out
     # 0.69 and 0.32 by step 460-500 (seed 0: 0.8 at 310); GRPO keeps the shipped 0.1.
     "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0, "algorithm.kl_coef": 0.02},
-    # GRPO: 2 passes of 4 minibatches (8 optimiser steps of 64 sequences per batch, half the compute of 4 whole-batch
-    # passes): 0.8 held-out at step 170 / 140 / 220 (seeds 0-2; 84 / 66 / 112 CPU s) where 4 whole-batch passes
-    # needed 200 / 250 / 300 (138-203 CPU s). 4 passes of 4 minibatches: seed 1 stalled at 0.73 by step 300.
-    "grpo": {"trainer.epochs": 2, "trainer.minibatches": 4},
 }
 
 # Keys the embedded profile (tiny model) sets only where the files leave them at the settings model's default, so
