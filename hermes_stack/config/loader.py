@@ -372,6 +372,7 @@ def evaluate_stack(
         model = settings.inference.model_path
     overrides = {**profiles.defaults_for(profile, model, config, settings),
                  **profiles.overrides_for(profile, algo, settings.trainer.engine, model)}
+    overrides = profiles.fitted_to_batch(overrides, *resolve(config, settings, overrides))
     r_config, r_settings = resolve(config, settings, overrides)
     errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,
                                  profile=profile, unlock=unlock, keyfile=keyfile, gpu_memory_gib=gpu_memory_gib)

@@ -129,6 +129,18 @@ def overrides_for(profile: str, algo: str, engine: str | None = None, model: str
     return overrides
 
 
+def fitted_to_batch(overrides: dict[str, object], config: AlgoConfig, settings: Settings) -> dict[str, object]:
+    """The overrides with the profile's trainer.minibatches cut to the batch's sequences (config and settings: the
+    files with these overrides applied). The tuned 4 is for the shipped batch; a batch of 2 the user wrote gets 2
+    minibatches, not a refusal of a value the user never wrote (rules.minibatches_fit_the_batch still refuses a
+    written one)."""
+    value = overrides.get("trainer.minibatches")
+    rows = config.rollout.sequences_per_step
+    if not isinstance(value, int) or value <= rows or settings.trainer.minibatches != value:
+        return overrides
+    return {**overrides, "trainer.minibatches": max(1, rows)}
+
+
 def target_of(key: str) -> tuple[str, str, str]:
     """`section.field` -> ("config"|"settings", section, field). Raises KeyError for a key neither file has."""
     parts = key.split(".")

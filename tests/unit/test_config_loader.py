@@ -114,6 +114,16 @@ def test_embedded_profile_keeps_an_explicit_tinker_engine(cdir):
     assert stack.settings.inference.server == "builtin"  # the rest of the profile still applies
 
 
+def test_embedded_profile_cuts_its_minibatches_to_a_small_batch_but_a_written_value_is_still_refused(cdir):
+    edit(cdir / "config_ppo.toml", "batch_size = 256 ", "batch_size = 2   ")
+    stack = load_stack("ppo", cdir, profile="embedded")
+    assert profiles.EMBEDDED["trainer.minibatches"] == 4 and stack.settings.trainer.minibatches == 2
+    assert stack.overrides["trainer.minibatches"] == 2
+    edit(cdir / "settings_ppo.json", '"num_steps": 200', '"num_steps": 200, "minibatches": 4')
+    (line,) = problems("ppo", cdir, profile="embedded")
+    assert "trainer.minibatches: found 4, expected at most the batch's 2 sequences" in line
+
+
 def test_gpu_profile_uses_files_as_written():
     stack = load_stack("grpo", CONFIGS, profile="gpu")
     assert stack.overrides == {} and stack.config.environment.dataset == "gsm8k"
