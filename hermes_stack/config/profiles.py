@@ -53,8 +53,8 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
 }
 
 # Keys the embedded profile (tiny model) sets only where the files leave them at the settings model's default, so
-# a value the user wrote wins: how long the run is. GRPO passes held-out 0.8 at steps 140-220 and PPO at 190-290
-# (bench/learn.py, issue 22), so 200 steps stopped PPO before its rise; 400 ends both well above it.
+# a value the user wrote wins: how long the run is. Through the stack GRPO passes held-out 0.8 at steps 120-160 and
+# PPO at 220-360 (bench/stack_learning.py, issue 22), so 200 steps stopped PPO before its rise.
 EMBEDDED_DEFAULTS: dict[str, object] = {"trainer.num_steps": 400}
 
 
