@@ -372,8 +372,11 @@ def evaluate_stack(
         model = settings.inference.model_path
     overrides = {**profiles.defaults_for(profile, model, config, settings),
                  **profiles.overrides_for(profile, algo, settings.trainer.engine, model)}
-    overrides = profiles.fitted_to_batch(overrides, *resolve(config, settings, overrides))
     r_config, r_settings = resolve(config, settings, overrides)
+    fitted = profiles.fitted_to_batch(overrides, r_config.rollout.sequences_per_step)
+    if fitted is not overrides:  # resolved once more only when the batch is smaller than the profile's minibatches
+        overrides = fitted
+        r_config, r_settings = resolve(config, settings, overrides)
     errors, cautions = check_all(algo, config, settings, r_config, r_settings, config_path, settings_path,
                                  profile=profile, unlock=unlock, keyfile=keyfile, gpu_memory_gib=gpu_memory_gib)
     notices = list(keyfile.notices if keyfile else ())

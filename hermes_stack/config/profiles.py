@@ -47,8 +47,8 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     # value_loss_coef 1.0: the critic's learning rate is value_loss_coef x lr (trainer/algorithms.py), and this run
     # was tuned with the critic at the policy's rate, 1e-3.
     # KL weight 0.02 (issue 22, with 4 whole-batch passes): 0.8 held-out at step 290 / 200 (seeds 0 / 1) where 0.1
-    # and 2 passes needed 530 / 460. Not for GRPO: at 0.02 its entropy collapsed (0.05-0.08) and seeds 1 and 2 stalled at held-out
-    # 0.69 and 0.32 by step 460-500 (seed 0: 0.8 at 310); GRPO keeps the shipped 0.1.
+    # and 2 passes needed 530 / 460. Not for GRPO: at 0.02 its entropy collapsed (0.05-0.08) and seeds 1 and 2
+    # stalled at held-out 0.69 and 0.32 by step 460-500 (seed 0: 0.8 at 310); GRPO keeps the shipped 0.1.
     "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0, "algorithm.kl_coef": 0.02},
 }
 
@@ -129,14 +129,13 @@ def overrides_for(profile: str, algo: str, engine: str | None = None, model: str
     return overrides
 
 
-def fitted_to_batch(overrides: dict[str, object], config: AlgoConfig, settings: Settings) -> dict[str, object]:
-    """The overrides with the profile's trainer.minibatches cut to the batch's sequences (config and settings: the
-    files with these overrides applied). The tuned 4 is for the shipped batch; a batch of 2 the user wrote gets 2
-    minibatches, not a refusal of a value the user never wrote (rules.minibatches_fit_the_batch still refuses a
-    written one)."""
+def fitted_to_batch(overrides: dict[str, object], rows: int) -> dict[str, object]:
+    """The overrides with the profile's trainer.minibatches cut to `rows`, the sequences of the batch the files (with
+    these overrides) ask for; the same dict when nothing is cut. The tuned 4 is for the shipped batch; a batch of 2
+    the user wrote gets 2 minibatches, not a refusal of a value the user never wrote (rules.minibatches_fit_the_batch
+    still refuses a written one)."""
     value = overrides.get("trainer.minibatches")
-    rows = config.rollout.sequences_per_step
-    if not isinstance(value, int) or value <= rows or settings.trainer.minibatches != value:
+    if not isinstance(value, int) or value <= rows:
         return overrides
     return {**overrides, "trainer.minibatches": max(1, rows)}
 
