@@ -202,6 +202,23 @@ def test_streamable_http_with_a_token_refuses_requests_without_it(project, elsew
         server.wait(timeout=30)
 
 
+def _inference_nobody_serves(project: Path) -> str:
+    """Points the project's inference port at one nothing listens on: 8001 may be another stack's on a shared test
+    machine (a bench's), which would answer the probe."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://localhost:{port}/v1"
+    for algo in ("grpo", "ppo"):
+        path = project / "configs" / f"settings_{algo}.json"
+        settings = json.loads(path.read_text())
+        settings["inference"].update(port=port, base_url=url)
+        path.write_text(json.dumps(settings, indent=2) + "\n")
+    return url
+
+
 def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_line(project, elsewhere):
     """The state a detached `up` leaves when validation passed but the stack did not come up (its exit code and its
     output), read by a server that did not start it; nothing running, so no Docker is needed."""
@@ -212,6 +229,7 @@ def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_
     (run_dir / "up.log").write_text("[1/6] validate grpo configs\n[2/6] preflight: Docker engine\n"
                                     "error: Docker engine not reachable: is dockerd running?\n")
     (run_dir / "exit_code").write_text("1\n")
+    url = _inference_nobody_serves(project)
 
     async def scenario():
         async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
@@ -226,9 +244,8 @@ def test_runs_on_disk_are_listed_and_a_failed_up_is_reported_with_its_own_error_
             assert results["final_metrics"]["last_step"] is None and results["history"] == []
             assert (project / results["report_png"]).is_file()  # an empty run still has a report, saying so
             # test-inference offline needs this stack's inference service, which is not up: the controller's own line
-            # (port 8001 is shared on a test machine: unreachable, or another stack's service refusing our key)
             probe = await call(s, "rl_test_inference", num_steps=1)
-            assert "inference service at http://localhost:8001/v1" in probe["error"], probe
+            assert f"inference service at {url} is not reachable" in probe["error"], probe
             assert "rl_start_training" in probe["hint"], probe
             other = await call(s, "rl_test_inference", models=["some-other-model"])
             assert "not configured" in other["error"], other
