@@ -207,7 +207,10 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     temperature, top_p = rollout.temperature, rollout.top_p
 
     torch.manual_seed(seed)
-    # --lr-decay: cosine decay over the run to LR_FLOOR x the base rate (off by default, as in the stack).
+    # The schedule of [trainer] lr_schedule over this run's steps, as the stack's over num_steps; --lr-decay forces
+    # the cosine.
+    schedule = stack.settings.trainer
+    cosine = lr_decay or schedule.lr_schedule == "cosine"
     workdir = tempfile.TemporaryDirectory(prefix="learn-tinker-")
     if engine_kind == "tinker":
         torch.set_num_threads(1)
@@ -215,7 +218,8 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
                             Path(workdir.name), temperature)
     else:
         engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
-                             lr_decay_steps=steps if lr_decay else None, min_lr_ratio=LR_FLOOR,
+                             lr_decay_steps=steps if cosine else None, min_lr_ratio=schedule.min_lr_ratio,
+                             lr_hold_steps=int(schedule.lr_decay_start * steps),
                              epochs=stack.settings.trainer.epochs, minibatches=stack.settings.trainer.minibatches,
                              temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)
@@ -226,7 +230,8 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
           f"kl={params.kl_coef} ({params.kl_penalty}) | temperature={temperature} top_p={top_p} "
           f"prompts/step={batch_size} group={group_size} new-tokens={budget} lr={learning_rate} epochs={engine.epochs} "
           f"minibatches={getattr(engine, 'minibatches', 1)} "
-          f"lr-decay={f'cosine->{LR_FLOOR}x' if lr_decay else 'none'} device={device} "
+          f"lr-decay={f'cosine from {schedule.lr_decay_start:g} to {schedule.min_lr_ratio:g}x' if cosine else 'none'} "
+          f"device={device} "
           f"engine={engine_kind}{' (full weights)' if tinker_full else ''}", flush=True)
 
     start = accuracy(engine, test, budget)
@@ -359,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--model-dir", type=Path, default=None, help="an embedded model dir (default: build one)")
-    parser.add_argument("--lr-decay", action="store_true", help="cosine learning-rate decay over the run")
+    parser.add_argument("--lr-decay", action="store_true",
+                        help="cosine learning-rate decay over the run, whatever [trainer] lr_schedule says")
     parser.add_argument("--plot", type=Path, default=None, help="write the curves to this PNG")
     parser.add_argument("--engine", choices=("torch", "tinker"), default="torch",
                         help="tinker: through the tinker SDK and the local Tinker service (over loopback HTTP)")
@@ -425,7 +431,6 @@ def parse_override(item: str) -> tuple[str, object]:
 
 
 MAX_ROUNDS = 4  # sampling rounds per step at most, while too few groups survive the equal-score drop
-LR_FLOOR = 0.1
 GOAL = 0.8  # issue 4: held-out accuracy both algorithms must reach
 TAIL = 10  # evaluations in the moving average (10 x --eval-every steps)
 

@@ -191,6 +191,13 @@ class TrainerSection(Strict):
                                                           "into (batch_size x group_size sequences, drawn at "
                                                           "random), one optimiser step each; 1: the whole batch. The "
                                                           "Tinker engine takes one step per batch")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="the learning rate over the run: constant, or cosine from tinker.learning_rate "
+                                "down to min_lr_ratio of it at num_steps (both engines; a resumed run continues it)")
+    min_lr_ratio: float = Field(0.1, ge=0.0, le=1.0, description="cosine: the learning rate at num_steps, as a share "
+                                                                 "of tinker.learning_rate")
+    lr_decay_start: float = Field(0.0, ge=0.0, lt=1.0, description="cosine: the share of num_steps trained at the full "
+                                                                   "rate before the decay begins (0: from step 1)")
     max_staleness: int = Field(
         1, ge=0, le=64, description="policy updates a rollout group may lag the policy it trains (overlap of "
                                     "rollouts with training); a staler group is not trained on, and Atropos queues "

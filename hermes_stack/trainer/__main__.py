@@ -140,7 +140,7 @@ def build_engine(stack: StackConfig, env: ServiceEnv) -> Engine:
                            lora_rank=stack.settings.tinker.lora_rank,
                            temperature=stack.config.rollout.temperature,
                            epochs=stack.settings.trainer.epochs, minibatches=stack.settings.trainer.minibatches,
-                           micro_batch_size=micro_batch_size(stack, env))
+                           micro_batch_size=micro_batch_size(stack, env), **lr_schedule(stack))
     except HermesError as exc:
         raise LayerFailure("model", "; ".join(exc.lines()), exit_code=exc.exit_code) from exc
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
@@ -177,7 +177,15 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
                              learning_rate=critic_learning_rate(learning_rate, algo.value_loss_coef),
                              temperature=temperature, micro_batch_size=micro_batch_size(stack, env))
     return TinkerEngine(base_model=base_model, algo=algo, lora_rank=stack.settings.tinker.lora_rank,
-                        learning_rate=learning_rate, critic=critic, timeout_s=env.tinker_timeout_s)
+                        learning_rate=learning_rate, critic=critic, timeout_s=env.tinker_timeout_s,
+                        **lr_schedule(stack))
+
+
+def lr_schedule(stack: StackConfig) -> dict[str, object]:
+    """The engines' schedule arguments from [trainer] lr_schedule: a cosine spans the run's num_steps."""
+    t = stack.settings.trainer
+    return {"lr_decay_steps": t.num_steps if t.lr_schedule == "cosine" else None, "min_lr_ratio": t.min_lr_ratio,
+            "lr_hold_steps": int(t.lr_decay_start * t.num_steps)}
 
 
 def inference_client(stack: StackConfig, env: ServiceEnv) -> InferenceClient:

@@ -34,6 +34,8 @@ would change nothing; it is trained on the unweighted `value_loss` with `critic_
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 EPS = 1e-6
@@ -202,6 +204,16 @@ def value_loss(
 def critic_learning_rate(learning_rate: float, value_loss_coef: float) -> float:
     """The critic's Adam learning rate: value_loss_coef * learning_rate (module docstring: why not a loss weight)."""
     return value_loss_coef * learning_rate
+
+
+def lr_factor(step: int, decay_steps: int | None, min_ratio: float, hold_steps: int = 0) -> float:
+    """The learning-rate multiplier at `step` (0-based): 1 without decay; else 1 for the first `hold_steps`, then
+    cosine from 1 down to min_ratio at `decay_steps`, then flat ([trainer] lr_schedule; both engines)."""
+    if not decay_steps:
+        return 1.0
+    span = max(1, decay_steps - hold_steps)
+    progress = min(max(step - hold_steps, 0) / span, 1.0)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def scale_logits(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -344,10 +344,12 @@ class TinkerEngine:
                  critic: LocalCritic | None = None, service_client: Any = None, rest_client: Any = None,
                  probe_timeout_s: float = 5.0, probe_transport: httpx.BaseTransport | None = None,
                  download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, lr_decay_steps: int | None = None, min_lr_ratio: float = 0.1,
+                 lr_hold_steps: int = 0):
         self.algo = algo
         self.lora_rank = lora_rank
         self.learning_rate = learning_rate
+        self.lr_decay_steps, self.min_lr_ratio, self.lr_hold_steps = lr_decay_steps, min_lr_ratio, lr_hold_steps
         self.loss_fn, self.loss_fn_config = loss_config(loss, algo.clip_epsilon)
         if (algo.uses_critic or algo.kl_coef > 0) and critic is None:
             need = "a critic (gae)" if algo.uses_critic else f"reference log-probs (kl_coef {algo.kl_coef})"
@@ -462,6 +464,14 @@ class TinkerEngine:
             k += len(g)
         return arrays, out, metrics
 
+    def current_learning_rate(self) -> float:
+        """The rate of the next optimiser step: the schedule on the steps done (restored on resume, as the torch
+        engine's)."""
+        from hermes_stack.trainer import algorithms as alg
+
+        return self.learning_rate * alg.lr_factor(self.step, self.lr_decay_steps, self.min_lr_ratio,
+                                                       self.lr_hold_steps)
+
     def train_step(self, groups: list[list[Sequence]]) -> dict[str, float]:
         from tinker import AdamParams
 
@@ -469,7 +479,8 @@ class TinkerEngine:
         data = [build_datum(a, adv) for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)]
         # Submit both before waiting: Tinker pipelines them.
         fb_future = self.training_client.forward_backward(data, self.loss_fn, self.loss_fn_config)
-        optim_future = self.training_client.optim_step(AdamParams(learning_rate=self.learning_rate))
+        learning_rate = self.current_learning_rate()
+        optim_future = self.training_client.optim_step(AdamParams(learning_rate=learning_rate))
         fb = self._sdk("forward_backward", lambda: fb_future.result(timeout=self.timeout_s))
         optim = self._sdk("optim_step", lambda: optim_future.result(timeout=self.timeout_s))
         self.step += 1
@@ -488,6 +499,7 @@ class TinkerEngine:
             "advantage_mean": mean,
             "advantage_std": math.sqrt(sum((v - mean) ** 2 for v in token_advs) / max(len(token_advs), 1)),
             "trained_tokens": float(len(trained)),
+            "learning_rate": learning_rate,
         })
         for key, value in {**(fb.metrics or {}), **(getattr(optim, "metrics", None) or {})}.items():
             if isinstance(value, (int, float)):

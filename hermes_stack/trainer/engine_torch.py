@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,6 +156,7 @@ class TorchEngine:
         weight_decay: float = 0.0,
         lr_decay_steps: int | None = None,
         min_lr_ratio: float = 0.1,
+        lr_hold_steps: int = 0,
         seed: int = 0,
         dtype: torch.dtype | None = None,
         micro_batch_size: int | None = None,
@@ -184,6 +184,7 @@ class TorchEngine:
         self.value_clip = value_clip
         self.lr_decay_steps = lr_decay_steps
         self.min_lr_ratio = min_lr_ratio
+        self.lr_hold_steps = lr_hold_steps
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size {micro_batch_size}: expected >= 1 or None")
         self.micro_batch_size = micro_batch_size
@@ -402,12 +403,13 @@ class TorchEngine:
         return out
 
     def _set_learning_rate(self) -> None:
-        """Cosine decay from the base rate to min_lr_ratio of it over lr_decay_steps (then flat), when set.
+        """When set, the base rate for lr_hold_steps, then cosine decay to min_lr_ratio of it at lr_decay_steps
+        (then flat).
 
         Derived from steps_done, so a resumed run continues the same schedule. Why: once the train prompts are
         solved, full-rate updates kept moving the policy and held-out accuracy drifted (docs: rl-on-cpu-notes.md).
         """
-        factor = lr_factor(self.steps_done, self.lr_decay_steps, self.min_lr_ratio)
+        factor = alg.lr_factor(self.steps_done, self.lr_decay_steps, self.min_lr_ratio, self.lr_hold_steps)
         for group, base in zip(self.optimizer.param_groups, self.base_lrs):
             group["lr"] = base * factor
 
@@ -542,11 +544,3 @@ def is_checkpointing(model) -> bool:
     name = "is_activation_checkpointing" if hasattr(type(model), "is_activation_checkpointing") else \
         "is_gradient_checkpointing"
     return bool(getattr(model, name))
-
-
-def lr_factor(step: int, decay_steps: int | None, min_ratio: float) -> float:
-    """The learning-rate multiplier at `step` (0-based): 1 without decay, else cosine from 1 to min_ratio."""
-    if not decay_steps:
-        return 1.0
-    progress = min(step / decay_steps, 1.0)
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))

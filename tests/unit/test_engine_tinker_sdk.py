@@ -137,6 +137,19 @@ def test_importance_sampling_sends_no_clip_config(fake, engines):
     assert fb["loss_fn"] == "importance_sampling" and fb["loss_fn_config"] == {}
 
 
+def test_optim_steps_follow_the_learning_rate_schedule(fake, engines):
+    """[trainer] lr_schedule cosine: each optim_step sends the scheduled rate (algorithms.lr_factor on the steps
+    done), and the step metrics carry it."""
+    from hermes_stack.trainer.algorithms import lr_factor
+
+    engine = make_engine(fake, engines, learning_rate=1e-3, lr_decay_steps=4, min_lr_ratio=0.1, lr_hold_steps=1)
+    metrics = [bounded(lambda: engine.train_step(GROUPS[:1]))["learning_rate"] for _ in range(3)]
+    sent = [body.optim_params.learning_rate for body in fake.bodies(f"{API}/optim_step")]
+    expected = [1e-3 * lr_factor(step, 4, 0.1, 1) for step in range(3)]
+    assert sent == pytest.approx(expected) == metrics
+    assert sent[0] == sent[1] == pytest.approx(1e-3) and sent[2] < 1e-3  # held for one step, then decaying
+
+
 def test_transient_503_is_retried_and_the_step_succeeds(fake, engines):
     engine = make_engine(fake, engines)
     fake.statuses[f"{API}/forward_backward"] = [503]

@@ -12,8 +12,9 @@ import torch
 from hermes_stack.config.models import AlgorithmSection
 from hermes_stack.modelcore import embedded
 from hermes_stack.tasks.offline_arith import offline_arith, score
+from hermes_stack.trainer.algorithms import lr_factor
 from hermes_stack.trainer.engine import IGNORE, Sequence
-from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, is_checkpointing, lr_factor, minibatch_rows
+from hermes_stack.trainer.engine_torch import TorchEngine, build_batch, is_checkpointing, minibatch_rows
 
 GRPO = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2, entropy_coef=0.0,
                   value_loss_coef=0.0, kl_coef=0.1)
@@ -161,6 +162,10 @@ def test_lr_factor_is_cosine_from_one_to_the_floor():
     assert lr_factor(10, 10, 0.1) == pytest.approx(0.1)
     assert lr_factor(25, 10, 0.1) == pytest.approx(0.1)  # flat after the decay
     assert lr_factor(3, 10, 0.0) > lr_factor(4, 10, 0.0)  # strictly decreasing inside
+    # held at the full rate first ([trainer] lr_decay_start), then the same cosine over the steps left
+    assert [lr_factor(s, 10, 0.1, hold_steps=4) for s in (0, 4)] == [1.0, 1.0]
+    assert lr_factor(7, 10, 0.1, hold_steps=4) == pytest.approx(0.1 + 0.9 * 0.5)  # half way through 4..10
+    assert lr_factor(10, 10, 0.1, hold_steps=4) == pytest.approx(0.1) == lr_factor(99, 10, 0.1, hold_steps=4)
 
 
 def test_learning_rate_decays_per_step_and_resumes_on_schedule(model_dir):
