@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
 from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer
 from hermes_stack.environment.rollout_clock import RolloutClock, rollout_rate
-from hermes_stack.environment.runtime import PPO_CHUNK, HermesEnvConfig, build_configs
+from hermes_stack.environment.runtime import CHUNK_ROWS, HermesEnvConfig, build_configs
 from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
     StackBehaviour,
     remove_ready_marker,
@@ -39,8 +40,11 @@ log = logging.getLogger("hermes_stack.environment")
 
 FORMAT_FAILURES_SHOWN = 3
 EVAL_ITEMS = 32
-DRAWS_PER_WORKER = 8  # GRPO: rounds one rollout worker tries for a group whose scores differ (see collect_trajectories)
-FAN_MAX = 8  # GRPO: prompts one worker draws at once at most (fan_out)
+DRAWS_PER_WORKER = 8  # GRPO outside the serve loop: prompts tried for a group whose scores differ (collect_trajectories)
+# GRPO chunks (chunk_prompts): the newest chunk's weight in the running share of groups kept, and the share's floor (a
+# chunk then draws at most 20x what is still needed, within CHUNK_ROWS).
+KEEP_RATE_WEIGHT = 0.5
+MIN_KEEP_RATE = 0.05
 
 
 @dataclass
@@ -58,8 +62,6 @@ class Totals:
     recent: list[float] = field(default_factory=list)  # scores of groups sent since the last batch line
     batches_logged: int = 0
     clock: RolloutClock = field(default_factory=RolloutClock)  # wall time with groups in flight
-    spares_used: int = 0  # GRPO fan-out (collect_trajectories)
-    spares_discarded: int = 0
     logged_sequences: int = 0  # sequences and in-flight seconds at the last batch line
     logged_busy_s: float = 0.0
 
@@ -79,8 +81,7 @@ class Totals:
         return {"groups": self.groups, "sequences": self.sequences, "accuracy": self.accuracy,
                 "format_rate": self.format_rate, "mean_reward": self.mean_reward,
                 "dropped_equal_score_groups": self.dropped_equal_scores, "format_failures": self.format_failures,
-                "judge_overturned": self.judge_overturned, "spare_groups_used": self.spares_used,
-                "spare_groups_discarded": self.spares_discarded}
+                "judge_overturned": self.judge_overturned}
 
 
 class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
@@ -96,10 +97,10 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         self.train_items: list[dict] = []
         self.eval_items: list[dict] = []
         self._next = 0
-        self._spares: list[ScoredDataGroup] = []  # GRPO fan-out: groups worth training on, not yet sent
-        self._chunks_in_flight = 0  # PPO chunks: workers sampling now, and their prompts
+        self._chunks_in_flight = 0  # rollout chunks: workers sampling now, and their prompts
         self._prompts_in_flight = 0
         self._encoded: dict[str, list[int]] = {}  # prompt text -> token ids (_prompt_ids)
+        self._keep_rate = 1.0  # GRPO chunks: running share of groups whose scores differ (chunk_prompts)
         self.gateway_client = gateway_client  # test-inference online: rollouts from the gateway model
         self.judge = None
 
@@ -133,74 +134,52 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         self._next += 1
         return item
 
-    async def collect_trajectories(self, item: dict) -> tuple[ScoredDataGroup | None, list]:
-        """One group for `item`; for GRPO, a group whose scores all agree is dropped here and the worker draws the
-        next prompt, up to DRAWS_PER_WORKER rounds. atroposlib starts one worker per group still missing from the
-        batch, so when most groups are dropped (a weak or a strong policy) the batch used to fill in many short,
-        shrinking rounds; retrying inside the worker keeps every worker busy until it has a group worth training
-        on. A group that still agrees after the last draw goes to atroposlib, which drops it as before.
-
-        Fan-out: atroposlib keeps only (batch groups - groups queued) workers, so as a batch fills, fewer groups
-        are in flight and the inference server's batches shrink (the built-in server generates ~500 sequences/s
-        for a batch of 8 and ~4500/s for 256: docs/benchmarks.md). A GRPO worker therefore draws `fan_out(...)`
-        prompts at once, keeping about one batch of groups in flight. It returns one group (atroposlib's queue
-        bound stays exact); the others worth training on are kept as spares, and a later worker takes a spare
-        instead of generating only while the inference service still serves the policy step the spare was
-        generated with (then it is the same rollout a new generation would be), else the spare is discarded."""
+    async def collect_trajectories(self, item: dict) -> tuple[ScoredDataGroup | list[ScoredDataGroup] | None, list]:
+        """In atroposlib's serve loop, a chunk of groups sampled in one request (_collect_chunk). Otherwise (process
+        mode, gateway rollouts) one group for `item`; for GRPO a group whose scores all agree is dropped and counted
+        here and the worker draws the next prompt, up to DRAWS_PER_WORKER rounds. A group that still agrees after
+        the last draw goes to atroposlib, which drops it."""
+        if self._chunked():
+            return await self._collect_chunk(item), []
         if not self.config.ensure_scores_are_not_same:
-            if self._chunked():
-                return await self._collect_chunk(item), []
             return await self._collect_group(item), []
-        if (spare := self._take_spare()) is not None:
-            return spare, [item]  # the item goes back to atroposlib's backlog for a later worker
         group = None
         for draw in range(DRAWS_PER_WORKER):
             if draw:
                 item = await self.get_next_item()
-            items = [item] + [await self.get_next_item() for _ in range(self._fan() - 1)]
-            groups = [g for g in await asyncio.gather(*[self._collect_group(i) for i in items]) if g is not None]
-            worth = [g for g in groups if not scores_all_equal(g)]
-            if worth:
-                for g in groups:
-                    if scores_all_equal(g):
-                        self._count_dropped(g)
-                self._spares.extend(worth[1:])
-                del self._spares[:-self.config.prompts_per_batch]  # bounded: at most one batch of spares
-                return worth[0], []
-            last = draw == DRAWS_PER_WORKER - 1
-            for g in groups[:-1] if last else groups:
-                self._count_dropped(g)
-            group = groups[-1] if last and groups else None
+            group = await self._collect_group(item)
+            if group is None:
+                continue
+            if not scores_all_equal(group) or draw == DRAWS_PER_WORKER - 1:
+                return group, []
+            self._count_dropped(group)
         return group, []
 
-    def _fan(self) -> int:
-        """1 outside atroposlib's serve loop (process mode runs one group at a time: no workers) and for gateway
-        rollouts (a paid service: never more calls than asked for)."""
-        workers = len(getattr(self, "workers", ()))
-        if not workers or self.config.rollout_source != "inference" or getattr(self, "process_mode", False):
-            return 1
-        return fan_out(self.config.prompts_per_batch, workers, FAN_MAX)
-
     def _chunked(self) -> bool:
-        """PPO in atroposlib's serve loop with the inference service's rollouts: a worker samples a chunk of prompts
-        in one batched /generate and returns their groups as one list (one post to Atropos). Not in process mode,
-        not for gateway rollouts, not when the server cannot take a batch (only PooledSGLangServer has
-        generate_many)."""
+        """In atroposlib's serve loop with the inference service's rollouts, a worker samples a chunk of prompts in
+        one batched /generate (group_size rows each) and returns their groups as one list (one post to Atropos).
+        Not in process mode, not for gateway rollouts, not when the server cannot take a batch (only
+        PooledSGLangServer has generate_many)."""
         servers = getattr(getattr(self, "server", None), "servers", ())
-        return (self.config.group_size == 1 and self.config.rollout_source == "inference"
+        return (self.config.rollout_source == "inference"
                 and bool(getattr(self, "workers", ())) and not getattr(self, "process_mode", False)
                 and len(servers) == 1 and hasattr(servers[0], "generate_many"))
 
     async def _collect_chunk(self, item: dict) -> list[ScoredDataGroup] | None:
-        """PPO: this worker's share of the groups the queue's bound still allows (chunk_size), sampled at once. The
-        share leaves out the groups Atropos holds and those other workers are sampling, so the workers of a batch
-        together draw about one batch; what overshoots (a worker started after the share ran out draws its one
-        item) waits in Atropos for the next step, as any group does."""
+        """This worker's share of the groups the queue's bound still allows (chunk_prompts), sampled at once. The
+        share leaves out the groups Atropos holds and those other workers are sampling (as many as the share of
+        groups kept says will survive), so the workers of a batch together draw about one batch; what overshoots
+        waits in Atropos for the next step, as any group does. GRPO: a group whose scores all agree is dropped and
+        counted here, and the share of groups kept scales the next draws up (a strong or a weak policy leaves few
+        groups worth training on)."""
         cfg = self.config
+        drops = cfg.ensure_scores_are_not_same
+        keep = self._keep_rate if drops else 1.0
         bound = cfg.max_batches_offpolicy * cfg.prompts_per_batch
         queued = int((getattr(self, "status_dict", None) or {}).get("queue_size", 0) or 0)
         idle = len(self.workers) - self._chunks_in_flight
-        count = chunk_size(bound - queued - self._prompts_in_flight, idle, PPO_CHUNK)
+        needed = bound - queued - round(self._prompts_in_flight * keep)
+        count = chunk_prompts(needed, idle, keep, max(1, CHUNK_ROWS // cfg.group_size))
         items = [item] + [await self.get_next_item() for _ in range(count - 1)]
         self._chunks_in_flight += 1
         self._prompts_in_flight += count
@@ -211,46 +190,45 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
             self.totals.clock.leave()
             self._chunks_in_flight -= 1
             self._prompts_in_flight -= count
+        if drops and groups:
+            worth = [g for g in groups if not scores_all_equal(g)]
+            for g in groups:
+                if scores_all_equal(g):
+                    self._count_dropped(g)
+            self._keep_rate = ((1 - KEEP_RATE_WEIGHT) * self._keep_rate
+                               + KEEP_RATE_WEIGHT * max(len(worth) / len(groups), MIN_KEEP_RATE))
+            groups = worth
         return groups or None
 
     async def _collect_many(self, items: list[dict]) -> list[ScoredDataGroup]:
-        """One completion for each item from one batched /generate, each group laid out as ManagedServer lays out a
-        fresh sequence (tokens = prompt + output, the prompt masked -100, logprob 1.0 on prompt positions, the text
-        decoded without special tokens)."""
+        """`group_size` completions for each item from one batched /generate (one row per completion), each group
+        laid out as ManagedServer lays out fresh sequences (tokens = prompt + output, the prompt masked -100,
+        logprob 1.0 on prompt positions, the text decoded without special tokens)."""
         server = self.server.servers[0]
+        cfg = self.config
+        size = cfg.group_size
         prompts = [self.prompt_text(item["question"]) for item in items]
         ids = [self._prompt_ids(prompt) for prompt in prompts]
         policy_step = self.policy_step()
-        cfg = self.config
         answers = await server.generate_many([
             {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids)),
-             "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids])
+             "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids for _ in range(size)])
         groups = []
-        for item, prompt, (prompt_tokens, output, logprobs, _reason) in zip(items, prompts, answers):
-            text = self.tokenizer.decode(output, skip_special_tokens=True)
-            logprobs = (list(logprobs) + [1.0] * len(output))[:len(output)]  # as ManagedServer pads or cuts them
-            results = await self._score_all(item, [text])
-            group = ScoredDataGroup(tokens=[prompt_tokens + output], masks=[[-100] * len(prompt_tokens) + output],
-                                    scores=[results[0].score],
-                                    inference_logprobs=[[1.0] * len(prompt_tokens) + logprobs])
+        for k, (item, prompt) in enumerate(zip(items, prompts)):
+            rows = answers[k * size:(k + 1) * size]
+            texts = [self.tokenizer.decode(output, skip_special_tokens=True) for _, output, _, _ in rows]
+            results = await self._score_all(item, texts)
+            group = ScoredDataGroup(
+                tokens=[prompt_tokens + output for prompt_tokens, output, _, _ in rows],
+                masks=[[-100] * len(prompt_tokens) + output for prompt_tokens, output, _, _ in rows],
+                scores=[r.score for r in results],
+                # as ManagedServer pads or cuts the output's logprobs to its length
+                inference_logprobs=[[1.0] * len(prompt_tokens) + (list(logprobs) + [1.0] * len(output))[:len(output)]
+                                    for prompt_tokens, output, logprobs, _ in rows])
             if policy_step is not None:
                 group["generation_params"] = {"policy_step": policy_step}
-            groups.append(self._finish(group, prompt, [text], results))
+            groups.append(self._finish(group, prompt, texts, results))
         return groups
-
-    def _take_spare(self) -> ScoredDataGroup | None:
-        """A spare generated with the policy step served now (None when there is none, or no step is known)."""
-        if not self._spares:
-            return None
-        served = self.policy_step()
-        fresh = [g for g in self._spares if served is not None
-                 and (g.get("generation_params") or {}).get("policy_step") == served]
-        self.totals.spares_discarded += len(self._spares) - len(fresh)
-        self._spares = fresh
-        if not fresh:
-            return None
-        self.totals.spares_used += 1
-        return self._spares.pop(0)
 
     async def _collect_group(self, item: dict) -> ScoredDataGroup | None:
         self.totals.clock.enter()
@@ -445,17 +423,13 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
 # ---------------------------------------------------------------- helpers
 
 
-def fan_out(prompts_per_batch: int, live_workers: int, cap: int) -> int:
-    """Prompts one GRPO worker draws at once so that about a batch of groups is in flight across the live workers
-    (atroposlib's, this one included): ceil(prompts per batch / workers), between 1 and `cap`."""
-    return max(1, min(cap, -(-prompts_per_batch // max(1, live_workers))))
-
-
-def chunk_size(needed: int, idle_workers: int, cap: int) -> int:
-    """Prompts one PPO worker samples at once: an even share of the `needed` groups (the queue's bound less what
-    Atropos holds and what is being sampled) over the workers not sampling yet, this one included; between 1 (the
-    item atroposlib gave it) and `cap`."""
-    return max(1, min(cap, -(-max(0, needed) // max(1, idle_workers))))
+def chunk_prompts(needed: int, idle_workers: int, keep_rate: float, cap: int) -> int:
+    """Prompts one worker samples at once: an even share of the `needed` groups (the queue's bound less what Atropos
+    holds and what is being sampled) over the workers not sampling yet, this one included, divided by the share of
+    groups kept (1 for PPO; GRPO drops groups whose scores agree; floored at MIN_KEEP_RATE); between 1 (the item
+    atroposlib gave it) and `cap`."""
+    share = max(0, needed) / max(1, idle_workers)
+    return max(1, min(cap, math.ceil(share / max(keep_rate, MIN_KEEP_RATE))))
 
 
 def scores_all_equal(group: ScoredDataGroup) -> bool:

@@ -46,18 +46,21 @@ if TYPE_CHECKING:
     from hermes_stack.config.loader import StackConfig
 
 
-# PPO: prompts one rollout worker samples in one batched /generate at most (env.py chunk_size), and so one atroposlib
-# worker per PPO_CHUNK prompts of a batch. One request and one post to Atropos per prompt cost the inference
-# service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md). 256, the shipped batch in
-# one request: the built-in server samples 256 rows at ~4.5x the rate of 32 (its batches are what bounds it), and
-# the environment's rate went from 0.24 to ~0.6 of the raw rate with it; SGLang batches a long list as it batches
-# concurrent requests.
-PPO_CHUNK = 256
+# Sequences (rows: a prompt once per completion) one rollout worker samples in one batched /generate at most
+# (env.py chunk_prompts): PPO 256 prompts, GRPO 32 prompts x 8. One request and one post to Atropos per prompt cost
+# the inference service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md). 256, the
+# shipped batch in one request: the built-in server samples 256 rows at ~4.5x the rate of 32 (its batches are what
+# bounds it), and the environment's rate went from 0.24 to ~0.6 of the raw rate with it; SGLang batches a long list
+# as it batches concurrent requests.
+CHUNK_ROWS = 256
 
 
-def rollout_workers(prompts_per_batch: int, group_size: int, chunk: int = PPO_CHUNK) -> int:
-    """atroposlib's max_num_workers: one per group of a batch (GRPO), one per `chunk` prompts (PPO, group size 1)."""
-    return prompts_per_batch if group_size > 1 else max(1, -(-prompts_per_batch // chunk))
+def rollout_workers(prompts_per_batch: int, group_size: int, rows: int = CHUNK_ROWS) -> int:
+    """atroposlib's max_num_workers: one per `rows` sequences of a batch; GRPO one more, because the groups it drops
+    for equal scores leave a chunk short of its share, and a second chunk in flight keeps the server sampling while
+    the first is scored and posted."""
+    needed = max(1, -(-prompts_per_batch * group_size // rows))
+    return needed + 1 if group_size > 1 else needed
 
 
 class HermesEnvConfig(BaseEnvConfig):
@@ -194,11 +197,10 @@ def build_configs(
         # The queue's bound follows the trainer's staleness bound (trainer/staleness.py): a batch waiting behind k
         # others is about k policy updates old when trained on.
         max_batches_offpolicy=max(1, settings.trainer.max_staleness),
-        # GRPO: one rollout worker per group of a batch. atroposlib's default is 8 per inference server, one
-        # request each: a PPO batch of 256 one-completion groups then filled in 32 rounds of 8 small requests, and
-        # SGLang (which batches whatever is in flight) never saw more than 8 requests at once. PPO: one worker per
-        # PPO_CHUNK prompts, each sampling its chunk in one batched request (env.py): the shipped batch is one
-        # request.
+        # One rollout worker per CHUNK_ROWS sequences of a batch (GRPO one more), each sampling its chunk in one
+        # batched request (env.py). atroposlib's default is 8 per inference server, one request each: a PPO batch of
+        # 256 one-completion groups then filled in 32 rounds of 8 small requests, and SGLang (which batches whatever
+        # is in flight) never saw more than 8 requests at once.
         max_num_workers=rollout_workers(rollout.batch_size, rollout.group_size),
         steps_per_eval=0,
         include_messages=False,

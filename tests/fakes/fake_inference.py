@@ -1,8 +1,10 @@
 """A fake SGLang-style inference server on loopback: POST /generate with input_ids, answering token ids and
-`meta_info.output_token_logprobs` ([logprob, token_id, text]) like SGLang, a list when sampling_params.n > 1.
+`meta_info.output_token_logprobs` ([logprob, token_id, text]) like SGLang, a list when sampling_params.n > 1, and
+SGLang's batched form: a list of input_ids with a list of sampling_params, answered by a list in the same order.
 
-`policy(prompt_text, index) -> completion text` decides what completion `index` of a request says; the default
-answers "a+b" questions right for even indexes and wrong (by one) for odd ones, so GRPO groups have a spread.
+`policy(prompt_text, index) -> completion text` decides what completion `index` of a request says (in the batched
+form: how many rows of that request asked the same prompt before it); the default answers "a+b" questions right
+for even indexes and wrong (by one) for odd ones, so GRPO groups have a spread.
 """
 
 from __future__ import annotations
@@ -49,24 +51,36 @@ class FakeInference(LoopbackServer):
                     return self.send_json(401, {"error": "bad key"})
                 if self.path != "/generate":
                     return self.send_json(404, {"error": f"no route {self.path}"})
+                if body["input_ids"] and isinstance(body["input_ids"][0], list):  # the batched form
+                    rows, params = body["input_ids"], body.get("sampling_params") or [{}] * len(body["input_ids"])
+                    seen: dict[tuple, int] = {}
+                    results = []
+                    for row, row_params in zip(rows, params):
+                        index = seen[tuple(row)] = seen.get(tuple(row), -1) + 1
+                        results += answer(row, row_params, [index])
+                    return self.send_json(200, results)
                 params = body.get("sampling_params") or {}
                 n = int(params.get("n", 1))
-                limit = int(params.get("max_new_tokens", 64))
-                prompt = tokenizer.decode(body["input_ids"], skip_special_tokens=True)
-                results = []
-                for i in range(n):
-                    ids = tokenizer.encode(fake.policy(prompt, i), add_special_tokens=False)
-                    ids = (ids + [tokenizer.eos_token_id])[:limit]
-                    results.append({
-                        "text": tokenizer.decode(ids, skip_special_tokens=True),
-                        "meta_info": {
-                            "prompt_tokens": len(body["input_ids"]),
-                            "completion_tokens": len(ids),
-                            "output_token_logprobs": [[LOGPROB, t, None] for t in ids],
-                            "finish_reason": {"type": "stop" if len(ids) < limit else "length"},
-                        },
-                    })
+                results = answer(body["input_ids"], params, range(n))
                 return self.send_json(200, results if n > 1 else results[0])
+
+        def answer(input_ids: list[int], params: dict, indexes) -> list[dict]:
+            limit = int(params.get("max_new_tokens", 64))
+            prompt = tokenizer.decode(input_ids, skip_special_tokens=True)
+            results = []
+            for i in indexes:
+                ids = tokenizer.encode(fake.policy(prompt, i), add_special_tokens=False)
+                ids = (ids + [tokenizer.eos_token_id])[:limit]
+                results.append({
+                    "text": tokenizer.decode(ids, skip_special_tokens=True),
+                    "meta_info": {
+                        "prompt_tokens": len(input_ids),
+                        "completion_tokens": len(ids),
+                        "output_token_logprobs": [[LOGPROB, t, None] for t in ids],
+                        "finish_reason": {"type": "stop" if len(ids) < limit else "length"},
+                    },
+                })
+            return results
 
         return Handler
 

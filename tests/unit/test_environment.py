@@ -63,7 +63,8 @@ def test_configs_map_rollout_and_urls(tmp_path, tokenizer_dir, dataset):
     assert env_config.tokenizer_name == str(tokenizer_dir)
     assert env_config.wandb_name and env_config.use_wandb is False
     assert env_config.ensure_scores_are_not_same is True
-    assert env_config.max_num_workers == 3  # one rollout worker per group of a batch, not atroposlib's 8
+    # 12 sequences: one chunk's rows, and one more worker for GRPO (runtime.rollout_workers), not atroposlib's 8
+    assert env_config.max_num_workers == 2
     assert env_config.offline is True and os.environ["HF_HUB_OFFLINE"] == "1"
     assert server.server_type == "sglang" and server.base_url == "http://inference:8001/v1"
     assert server.api_key == "k-internal" and server.health_check is False
@@ -73,10 +74,10 @@ def test_ppo_group_of_one_keeps_equal_scores(tmp_path, tokenizer_dir, dataset):
     stack = stack_for(tmp_path, "ppo", dataset=str(dataset), model_path=str(tokenizer_dir), group_size=1)
     env_config, _ = build_configs(stack, offline_environ(tmp_path))
     assert env_config.group_size == 1 and env_config.ensure_scores_are_not_same is False
-    from hermes_stack.environment.runtime import PPO_CHUNK
+    from hermes_stack.environment.runtime import CHUNK_ROWS
 
     # one rollout worker per chunk of prompts, each sampling its chunk in one request (env.py _collect_chunk)
-    assert env_config.max_num_workers == -(-env_config.prompts_per_batch // PPO_CHUNK)
+    assert env_config.max_num_workers == -(-env_config.prompts_per_batch // CHUNK_ROWS)
 
 
 def test_wandb_only_with_key_and_enabled(tmp_path, tokenizer_dir, dataset):
@@ -211,7 +212,7 @@ def test_a_worker_gives_up_after_its_last_draw_and_ppo_never_redraws(tmp_path, t
                       max_token_length=200)
     with FakeInference(tokenizer_dir, policy=lambda prompt, i: "#### 0") as fake:  # always wrong: all equal
         env, group = _first_group(tmp_path, stack, fake)
-    assert env._fan() == 1  # no atroposlib workers (not its serve loop): no fan-out
+    assert not env._chunked()  # no atroposlib workers (not its serve loop): one group at a time
     assert len(fake.requests) == expected_requests
     assert len(set(group["scores"])) == 1  # handed to atroposlib, which drops it for GRPO (counted there)
     assert env.totals.dropped_equal_scores == expected_requests - 1

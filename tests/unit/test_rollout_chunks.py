@@ -1,8 +1,9 @@
-"""PPO chunks in the environment (env.py _collect_chunk): a worker samples its share of the batch in one batched
-/generate (pooled_http.generate_many) and returns one group per prompt, laid out as atroposlib's ManagedServer lays
-out a sequence; the share leaves out what Atropos holds and what other workers sample. The server is a stub that
+"""Rollout chunks in the environment (env.py _collect_chunk): a worker samples its share of the batch in one batched
+/generate (pooled_http.generate_many, group_size rows a prompt) and returns one group per prompt, laid out as
+atroposlib's ManagedServer lays out sequences; the share leaves out what Atropos holds and what other workers
+sample; GRPO drops and counts equal-score groups and draws more as fewer are kept. The server is a stub that
 records its calls; the wire format of generate_many is covered by test_pooled_http.py, the real serve loop by
-the Docker tier's PPO stack."""
+test_env_atropos.py and the Docker tier's stacks."""
 
 from __future__ import annotations
 
@@ -14,21 +15,27 @@ import pytest
 pytest.importorskip("atroposlib")
 
 
-def test_chunk_size_is_an_even_share_of_what_is_still_needed_within_its_bounds():
-    from hermes_stack.environment.env import chunk_size
+def test_chunk_prompts_is_an_even_share_of_what_is_still_needed_over_the_share_kept_within_its_bounds():
+    from hermes_stack.environment.env import MIN_KEEP_RATE, chunk_prompts
 
-    assert [chunk_size(256, w, 32) for w in (8, 7, 4, 1)] == [32, 32, 32, 32]
-    assert [chunk_size(n, 3, 32) for n in (64, 10, 1, 0, -5)] == [22, 4, 1, 1, 1]  # never below its own item
-    assert chunk_size(100, 0, 32) == 32  # no idle worker counted: this one
+    assert [chunk_prompts(256, w, 1.0, 32) for w in (8, 7, 4, 1)] == [32, 32, 32, 32]
+    assert [chunk_prompts(n, 3, 1.0, 32) for n in (64, 10, 1, 0, -5)] == [22, 4, 1, 1, 1]  # never below its own item
+    assert chunk_prompts(100, 0, 1.0, 32) == 32  # no idle worker counted: this one
+    # GRPO: half the groups kept -> twice the prompts; the floor bounds a share that fell to nothing
+    assert [chunk_prompts(16, 2, k, 32) for k in (1.0, 0.5, 0.3)] == [8, 16, 27]
+    assert chunk_prompts(4, 1, 0.0, 1000) == chunk_prompts(4, 1, MIN_KEEP_RATE, 1000) == 80
+    assert chunk_prompts(32, 2, 0.01, 32) == 32  # within the cap
 
 
-def test_rollout_workers_one_per_group_for_grpo_one_per_chunk_for_ppo():
-    from hermes_stack.environment.runtime import PPO_CHUNK, rollout_workers
+def test_rollout_workers_one_per_chunk_of_rows_and_one_more_for_grpo():
+    from hermes_stack.environment.runtime import CHUNK_ROWS, rollout_workers
 
-    assert rollout_workers(32, 8) == 32
-    assert (rollout_workers(256, 1, 32), rollout_workers(257, 1, 32), rollout_workers(4, 1, 32)) == (8, 9, 1)
+    assert CHUNK_ROWS == 256
     # the shipped PPO batch (256 prompts) is one chunk: one worker, one request
-    assert PPO_CHUNK == 256 and rollout_workers(256, 1) == 1 and rollout_workers(257, 1) == 2
+    assert (rollout_workers(256, 1), rollout_workers(257, 1), rollout_workers(4, 1)) == (1, 2, 1)
+    assert (rollout_workers(256, 1, 32), rollout_workers(257, 1, 32)) == (8, 9)
+    # the shipped GRPO batch (32 prompts x 8) is one chunk's rows; a second worker samples while it is scored
+    assert (rollout_workers(32, 8), rollout_workers(33, 8), rollout_workers(1, 4)) == (2, 3, 2)
 
 
 class Tokenizer:
@@ -68,7 +75,7 @@ def make_env(questions: list[str], workers: int, queued: int = 0, batch: int = 6
                                  max_batches_offpolicy=1, rollout_source="inference", dataset="offline-arith",
                                  max_token_length=16, temperature=0.7, top_p=0.95, correctness_weight=1.0,
                                  format_weight=0.1)
-    env.totals, env._spares, env._next = Totals(), [], 1  # atroposlib drew the first item already
+    env.totals, env._next = Totals(), 1  # atroposlib drew the first item already
     env._chunks_in_flight = env._prompts_in_flight = 0
     env.judge = None
     env.train_items = [{"question": q, "answer": f"#### {sum(map(int, q.rstrip('=').split('+')))}"}
@@ -130,7 +137,7 @@ def test_the_share_leaves_out_what_atropos_holds_and_what_other_workers_sample()
     assert len(groups) == 1
 
 
-def test_no_chunks_for_gateway_rollouts_process_mode_or_grpo():
+def test_no_chunks_for_gateway_rollouts_process_mode_or_a_server_without_batches():
     env = make_env(QUESTIONS, workers=4)
     assert env._chunked()
     env.config.rollout_source = "gateway"  # a paid service: one call per prompt, as asked
@@ -138,8 +145,8 @@ def test_no_chunks_for_gateway_rollouts_process_mode_or_grpo():
     env.config.rollout_source, env.process_mode = "inference", True
     assert not env._chunked()
     env.process_mode, env.config.group_size = False, 4
-    assert not env._chunked()
-    env.config.group_size, env.server = 1, SimpleNamespace(servers=[object()])  # a server without generate_many
+    assert env._chunked()  # GRPO too
+    env.server = SimpleNamespace(servers=[object()])  # a server without generate_many
     assert not env._chunked()
 
 
@@ -153,3 +160,47 @@ def test_a_prompt_is_tokenised_once_and_callers_get_their_own_copy():
     assert env._prompt_ids("12+3=") == encode("12+3=") and calls == ["12+3="]
     env._prompt_ids("12+4=")
     assert calls == ["12+3=", "12+4="]
+
+
+def grpo_env(questions: list[str], workers: int, group_size: int = 2, batch: int = 12):
+    env = make_env(questions, workers, batch=batch)
+    env.config.group_size, env.config.ensure_scores_are_not_same = group_size, True
+    env._keep_rate = 1.0
+    return env
+
+
+def test_a_grpo_chunk_asks_each_prompt_group_size_times_and_drops_the_groups_that_score_alike():
+    # The stub answers every third row of a request wrong: with 2 rows a prompt, prompts 0 and 3 of 6 get two right
+    # answers (equal scores: dropped), the others one right and one wrong.
+    env = grpo_env(QUESTIONS, workers=2)  # 12 groups needed over 2 idle workers, all kept so far: 6 prompts
+    groups, backlog = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    (call,) = env.server.servers[0].calls
+    assert backlog == [] and len(call) == 12 and [r["n"] for r in call] == [1] * 12
+    assert [r["input_ids"] for r in call[:2]] == [[1] + [ord(c) for c in "10+1="]] * 2  # one prompt, twice
+    assert len(groups) == 4 and env.totals.dropped_equal_scores == 2
+    for group in groups:
+        assert len(group["tokens"]) == len(group["masks"]) == len(group["inference_logprobs"]) == 2
+        assert sorted(group["scores"]) == pytest.approx([0.1, 1.1])
+        assert group["generation_params"] == {"policy_step": 9}
+    assert env.totals.sequences == 12  # the dropped groups were generated and scored too
+    assert env._keep_rate == pytest.approx(0.5 * 1.0 + 0.5 * 4 / 6)
+
+
+def test_a_grpo_chunk_draws_more_prompts_as_fewer_groups_are_kept():
+    env = grpo_env(QUESTIONS, workers=2)
+    env._keep_rate = 0.25  # 6 groups a worker's share, a quarter kept: 24 prompts
+    asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(env.server.servers[0].calls[0]) == 24 * 2
+    env = grpo_env(QUESTIONS, workers=2)
+    env._chunks_in_flight, env._prompts_in_flight = 1, 8  # the other worker samples 8 prompts, of which 4 will stay
+    env._keep_rate = 0.5
+    asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(env.server.servers[0].calls[0]) == 16 * 2  # (12 - 4) groups over 1 idle worker at half kept
+
+
+def test_a_grpo_chunk_of_groups_that_all_score_alike_returns_nothing_and_lowers_the_share_kept():
+    env = grpo_env(QUESTIONS, workers=1, group_size=1, batch=4)
+    env.config.ensure_scores_are_not_same = True  # a group of one always scores alike
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert groups is None and env.totals.dropped_equal_scores == 4
+    assert env._keep_rate == pytest.approx(0.5 + 0.5 * 0.05)  # the floor, not zero: the next draw stays bounded
