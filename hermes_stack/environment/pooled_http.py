@@ -9,8 +9,8 @@ of the environment's busy time (docs/benchmarks.md, issue 22). The classes here 
 same answers as those functions, through one session per event loop:
 
 - PooledSGLangServer: SGLangServer with `/generate` on a pooled session (no cap on connections: atroposlib's
-  per-request sessions had none either), plus `generate_many`, several prompts in one batched `/generate` (the
-  environment's PPO chunks: env.py);
+  per-request sessions had none either), plus `generate_many`, several prompts in batched `/generate`s (the
+  environment's rollout chunks: env.py);
 - PooledAtroposCalls: a BaseEnv mixin with `/scored_data(_list)` and `/status-env` on a pooled session, the
   retries (tenacity, 3 attempts) and the status bookkeeping as upstream.
 
@@ -21,6 +21,7 @@ service, SGLang and run-api all serve with uvicorn), so the client does not reus
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import aiohttp
@@ -120,24 +121,32 @@ class PooledSGLangServer(SGLangServer):
             return await response.json()
 
     async def generate_many(self, requests: list[dict]) -> list[tuple[list, list, list, object]]:
-        """Several one-completion prompts in ONE `/generate`: SGLang's batched form, a list of input_ids with one
-        sampling_params each, answered by a list in the same order. Each entry of `requests` holds what
-        ManagedServer would pass for its prompt (input_ids, max_tokens, temperature, top_p; n 1); each answer is
-        (prompt tokens, output ids, output logprobs, finish reason), read as upstream reads a single answer."""
+        """Several one-completion prompts in few `/generate`s: SGLang's batched form, a list of input_ids with ONE
+        sampling_params object, answered by a list in the same order. Prompts whose sampling parameters agree go in
+        one request, the requests concurrently. One object, not SGLang's list of them: SGLang's router (sgl-router,
+        `make up REPLICAS=N`) reads sampling_params as one object and refuses a list, and the one object is what its
+        batched examples send. Each entry of `requests` holds what ManagedServer would pass for its prompt
+        (input_ids, max_tokens, temperature, top_p; n 1); each answer is (prompt tokens, output ids, output
+        logprobs, finish reason), read as upstream reads a single answer."""
         bodies = [sglang_request(self, {**kwargs, "model": self.config.model_name}) for kwargs in requests]
         if any(body["sampling_params"].get("n", 1) != 1 for body in bodies):
             raise ValueError("generate_many takes one completion per prompt (n 1): the order of a batched "
                              "answer with n > 1 is not one SGLang documents")
-        results = await self._post_generate_held({"input_ids": [b["input_ids"] for b in bodies],
-                                                  "sampling_params": [b["sampling_params"] for b in bodies],
-                                                  "return_logprob": True, "return_text_in_logprobs": False})
-        if not isinstance(results, list) or len(results) != len(bodies):
-            raise ValueError(f"/generate answered {len(results) if isinstance(results, list) else 1} result(s) "
-                             f"for {len(bodies)} prompts")
-        answers = []
-        for body, result in zip(bodies, results):
-            prompt, tokens, logprobs, reasons = sglang_results(body["input_ids"], [result])
-            answers.append((prompt, tokens[0], logprobs[0], reasons[0]))
+        shared: dict[str, list[int]] = {}  # sampling parameters (as JSON) -> the positions of their prompts
+        for i, body in enumerate(bodies):
+            shared.setdefault(json.dumps(body["sampling_params"], sort_keys=True), []).append(i)
+        batches = list(shared.values())
+        answered = await asyncio.gather(*[self._post_generate_held({
+            "input_ids": [bodies[i]["input_ids"] for i in rows], "sampling_params": bodies[rows[0]]["sampling_params"],
+            "return_logprob": True, "return_text_in_logprobs": False}) for rows in batches])
+        answers: list = [None] * len(bodies)
+        for rows, results in zip(batches, answered):
+            if not isinstance(results, list) or len(results) != len(rows):
+                raise ValueError(f"/generate answered {len(results) if isinstance(results, list) else 1} result(s) "
+                                 f"for {len(rows)} prompts")
+            for i, result in zip(rows, results):
+                prompt, tokens, logprobs, reasons = sglang_results(bodies[i]["input_ids"], [result])
+                answers[i] = (prompt, tokens[0], logprobs[0], reasons[0])
         return answers
 
     @retry(stop=stop_after_attempt(3), wait=wait_random_exponential(multiplier=1, max=10))

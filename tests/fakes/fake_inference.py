@@ -1,6 +1,7 @@
 """A fake SGLang-style inference server on loopback: POST /generate with input_ids, answering token ids and
 `meta_info.output_token_logprobs` ([logprob, token_id, text]) like SGLang, a list when sampling_params.n > 1, and
-SGLang's batched form: a list of input_ids with a list of sampling_params, answered by a list in the same order.
+SGLang's batched form: a list of input_ids with one sampling_params object (or a list of them), answered by a list
+in the same order.
 
 `policy(prompt_text, index) -> completion text` decides what completion `index` of a request says (in the batched
 form: how many rows of that request asked the same prompt before it); the default answers "a+b" questions right
@@ -52,7 +53,8 @@ class FakeInference(LoopbackServer):
                 if self.path != "/generate":
                     return self.send_json(404, {"error": f"no route {self.path}"})
                 if body["input_ids"] and isinstance(body["input_ids"][0], list):  # the batched form
-                    rows, params = body["input_ids"], body.get("sampling_params") or [{}] * len(body["input_ids"])
+                    rows, params = body["input_ids"], body.get("sampling_params") or {}
+                    params = params if isinstance(params, list) else [params] * len(rows)  # one object for all
                     seen: dict[tuple, int] = {}
                     results = []
                     for row, row_params in zip(rows, params):

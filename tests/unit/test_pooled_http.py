@@ -35,6 +35,7 @@ class Recorder(ThreadingHTTPServer):
     def __init__(self):
         self.requests: list[dict] = []
         self.connections = 0
+        self.short_by = 0  # results a batched /generate answers short of its prompts
         super().__init__(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -61,6 +62,9 @@ class Handler(BaseHTTPRequestHandler):
                                      "authorization": self.headers.get("authorization"),
                                      "encoding": self.headers.get("content-encoding")})
         answer = {"/generate": GENERATE_ANSWER, "/status-env": STATUS}.get(self.path, {"status": "received"})
+        rows = (self.server.requests[-1]["body"] or {}).get("input_ids") if self.path == "/generate" else None
+        if rows and isinstance(rows[0], list):  # the batched form: one result per prompt (fewer when told to)
+            answer = [GENERATE_ANSWER[i % 2] for i in range(len(rows) - self.server.short_by)]
         data = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -145,12 +149,15 @@ def test_a_new_event_loop_gets_a_new_session(recorder, tokenizer_dir):
 
 
 BATCHED = [{"input_ids": [1, 1, 20, 21], "n": 1, "max_tokens": 7, "temperature": 0.5, "top_p": 0.9},
-           {"input_ids": [1, 22], "n": 1, "max_tokens": 3, "temperature": 0.5, "top_p": 0.9}]
+           {"input_ids": [1, 22], "n": 1, "max_tokens": 3, "temperature": 0.5, "top_p": 0.9},
+           {"input_ids": [1, 23, 24], "n": 1, "max_tokens": 7, "temperature": 0.5, "top_p": 0.9}]
 
 
-def test_generate_many_is_the_single_requests_batched_in_one_and_read_the_same(recorder, tokenizer_dir):
-    """SGLang's batched /generate: the single requests' input_ids and sampling_params as lists, in order; each answer
-    read as atroposlib reads a one-prompt answer (GENERATE_ANSWER has two results: one per prompt here)."""
+def test_generate_many_batches_the_prompts_that_share_sampling_parameters_and_reads_them_the_same(recorder,
+                                                                                                  tokenizer_dir):
+    """SGLang's batched /generate: the single requests' input_ids as a list, in order, with the one sampling_params
+    object they share (prompts 1 and 3 here; prompt 2 asks for another budget: a request of its own); each answer
+    read as atroposlib reads a one-prompt answer and put back in the callers' order."""
     from atroposlib.envs.server_handling.sglang_server import SGLangServer
 
     from hermes_stack.environment.pooled_http import PooledSGLangServer
@@ -159,7 +166,7 @@ def test_generate_many_is_the_single_requests_batched_in_one_and_read_the_same(r
 
     async def upstream_singles():
         server = SGLangServer(config)
-        return [await server.tokens_and_logprobs_completion(**dict(call)) for call in BATCHED]
+        return [await server.tokens_and_logprobs_completion(**dict(call)) for call in BATCHED[:2]]
 
     asyncio.run(upstream_singles())
     singles = [r["body"] for r in recorder.requests]
@@ -173,14 +180,17 @@ def test_generate_many_is_the_single_requests_batched_in_one_and_read_the_same(r
             await server.pool.aclose()
 
     answers = asyncio.run(batched())
-    assert len(recorder.requests) == 1 and recorder.requests[0]["path"] == "/generate"
-    body = recorder.requests[0]["body"]
-    assert body["input_ids"] == [s["input_ids"] for s in singles] == [[1, 20, 21], [1, 22]]  # doubled BOS gone
-    assert body["sampling_params"] == [s["sampling_params"] for s in singles]
-    assert body["sampling_params"][0] == {"n": 1, "max_new_tokens": 7, "temperature": 0.5, "top_p": 0.9}
-    assert recorder.requests[0]["authorization"] == "Bearer loopback-key"
+    assert [r["path"] for r in recorder.requests] == ["/generate", "/generate"]
+    bodies = sorted((r["body"] for r in recorder.requests), key=lambda b: len(b["input_ids"]), reverse=True)
+    assert bodies[0]["input_ids"] == [[1, 20, 21], [1, 23, 24]]  # doubled BOS gone, as upstream
+    assert bodies[0]["sampling_params"] == singles[0]["sampling_params"] == {"n": 1, "max_new_tokens": 7,
+                                                                             "temperature": 0.5, "top_p": 0.9}
+    assert bodies[1]["input_ids"] == [singles[1]["input_ids"]] == [[1, 22]]
+    assert bodies[1]["sampling_params"] == singles[1]["sampling_params"]  # one object, as the router reads it
+    assert all(r["authorization"] == "Bearer loopback-key" for r in recorder.requests)
     assert answers == [([1, 20, 21], [40, 41], [-0.5, -1.25], {"type": "stop"}),
-                       ([1, 22], [42], [-0.75], {"type": "length", "length": 1})]
+                       ([1, 22], [40, 41], [-0.5, -1.25], {"type": "stop"}),
+                       ([1, 23, 24], [42], [-0.75], {"type": "length", "length": 1})]
 
 
 def test_generate_many_refuses_several_completions_per_prompt_and_a_short_answer(recorder, tokenizer_dir):
@@ -190,9 +200,9 @@ def test_generate_many_refuses_several_completions_per_prompt_and_a_short_answer
     with pytest.raises(ValueError, match="one completion per prompt"):
         asyncio.run(server.generate_many([{**BATCHED[0], "n": 2}]))
     assert recorder.requests == []  # refused before anything was sent
-    three = [dict(BATCHED[0]), dict(BATCHED[1]), dict(BATCHED[1])]  # the recorder answers two results
-    with pytest.raises(ValueError, match="2 result"):
-        asyncio.run(server.generate_many(three))
+    recorder.short_by = 1
+    with pytest.raises(ValueError, match="1 result"):
+        asyncio.run(server.generate_many([dict(BATCHED[0]), dict(BATCHED[2])]))
 
 
 class Env:
