@@ -370,7 +370,7 @@ def evaluate_stack(
     config, settings = fill_mirrors(config, settings)
     if model is None and catalog.is_catalog_name(settings.inference.model_path):
         model = settings.inference.model_path
-    overrides = {**profiles.defaults_for(profile, model, config, settings),
+    overrides = {**profiles.defaults_for(profile, algo, model, config, settings),
                  **profiles.overrides_for(profile, algo, settings.trainer.engine, model)}
     r_config, r_settings = resolve(config, settings, overrides)
     fitted = profiles.fitted_to_batch(overrides, r_config.rollout.sequences_per_step)

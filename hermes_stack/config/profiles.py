@@ -59,19 +59,27 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
 }
 
 # Keys the embedded profile (tiny model) sets only where the files leave them at the settings model's default, so
-# a value the user wrote wins: how long the run is. Through the stack GRPO passes held-out 0.8 at steps 120-160 and
-# PPO at 220-360 (bench/stack_learning.py, issue 22), so 200 steps stopped PPO before its rise.
+# a value the user wrote wins: how long the run is. Through the stack GRPO passes held-out 0.8 at steps 120-190 and
+# PPO at 220-380 (bench/stack_learning.py, issue 22), so 200 steps stopped PPO before its rise. PPO runs 500, so that
+# a late riser still has ~100 full-rate steps after 0.8 before its schedule lowers the rate: through the stack its
+# 3 runs ended at 0.96 / 0.95 / 0.94 (at 400 steps: 0.83 / 0.83 / 0.94).
 EMBEDDED_DEFAULTS: dict[str, object] = {"trainer.num_steps": 400}
+EMBEDDED_DEFAULTS_BY_ALGO: dict[str, dict[str, object]] = {"ppo": {"trainer.num_steps": 500}}
 
 
-def defaults_for(profile: str, model: str | None, config: AlgoConfig, settings: Settings) -> dict[str, object]:
-    """EMBEDDED_DEFAULTS' keys whose value in the files (as written) is still the model's default; {} on the gpu
+def embedded_defaults(algo: str) -> dict[str, object]:
+    return {**EMBEDDED_DEFAULTS, **EMBEDDED_DEFAULTS_BY_ALGO.get(algo, {})}
+
+
+def defaults_for(profile: str, algo: str, model: str | None, config: AlgoConfig,
+                 settings: Settings) -> dict[str, object]:
+    """embedded_defaults' keys whose value in the files (as written) is still the model's default; {} on the gpu
     profile and for a catalog model."""
     if profile != "embedded" or model:
         return {}
     files = {"config": config, "settings": settings}
     chosen = {}
-    for key, value in EMBEDDED_DEFAULTS.items():
+    for key, value in embedded_defaults(algo).items():
         where, section, name = target_of(key)
         part = getattr(files[where], section)
         if getattr(part, name) == type(part).model_fields[name].default:

@@ -99,7 +99,7 @@ def test_embedded_profile_overrides_and_lists_them():
     assert stack.config.environment.dataset == "offline-arith"
     assert stack.settings.inference.server == "builtin"
     assert stack.settings.trainer.engine == "torch"
-    assert stack.overrides == {**profiles.EMBEDDED_DEFAULTS, **profiles.overrides_for("embedded", "grpo")}
+    assert stack.overrides == {**profiles.embedded_defaults("grpo"), **profiles.overrides_for("embedded", "grpo")}
     # The files as written are kept beside the resolved configuration.
     assert stack.config_as_written.environment.dataset == "gsm8k"
 
@@ -143,14 +143,15 @@ def test_embedded_profile_skips_memory_budget(cdir):
 
 def test_profile_keys_all_resolve_to_a_field():
     for algo in ("ppo", "grpo"):
-        for key in [*profiles.overrides_for("embedded", algo), *profiles.EMBEDDED_DEFAULTS]:
+        for key in [*profiles.overrides_for("embedded", algo), *profiles.embedded_defaults(algo)]:
             profiles.target_of(key)  # raises KeyError for a key neither file has
 
 
 def test_embedded_run_length_applies_only_where_the_files_keep_the_default(cdir):
-    """The shipped 200 steps become the tiny model's 400 on CPU; a number the user wrote is kept; the gpu profile
-    and a catalog model keep the files' value."""
-    assert load_stack("ppo", cdir, profile="embedded").settings.trainer.num_steps == 400
+    """The shipped 200 steps become the tiny model's 400 on CPU (PPO's 500); a number the user wrote is kept; the gpu
+    profile and a catalog model keep the files' value."""
+    assert load_stack("ppo", cdir, profile="embedded").settings.trainer.num_steps == 500
+    assert load_stack("grpo", cdir, profile="embedded").settings.trainer.num_steps == 400
     assert load_stack("ppo", cdir, profile="gpu").settings.trainer.num_steps == 200
     assert load_stack("ppo", cdir, profile="embedded", model="smollm2-135m").settings.trainer.num_steps == 200
     edit(cdir / "settings_ppo.json", '"num_steps": 200', '"num_steps": 120')
