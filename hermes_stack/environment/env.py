@@ -213,11 +213,14 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         answers = await server.generate_many([
             {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids)),
              "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids for _ in range(size)])
+        rows_of = [answers[k * size:(k + 1) * size] for k in range(len(items))]
+        texts_of = [[self.tokenizer.decode(output, skip_special_tokens=True) for _, output, _, _ in rows]
+                    for rows in rows_of]
+        # All items' scoring at once: with the judge on, each item's second opinions are gateway calls, which the
+        # items of a chunk would otherwise wait for one after another.
+        results_of = await asyncio.gather(*[self._score_all(item, texts) for item, texts in zip(items, texts_of)])
         groups = []
-        for k, (item, prompt) in enumerate(zip(items, prompts)):
-            rows = answers[k * size:(k + 1) * size]
-            texts = [self.tokenizer.decode(output, skip_special_tokens=True) for _, output, _, _ in rows]
-            results = await self._score_all(item, texts)
+        for prompt, rows, texts, results in zip(prompts, rows_of, texts_of, results_of):
             group = ScoredDataGroup(
                 tokens=[prompt_tokens + output for prompt_tokens, output, _, _ in rows],
                 masks=[[-100] * len(prompt_tokens) + output for prompt_tokens, output, _, _ in rows],

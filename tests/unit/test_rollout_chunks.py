@@ -204,3 +204,23 @@ def test_a_grpo_chunk_of_groups_that_all_score_alike_returns_nothing_and_lowers_
     groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
     assert groups is None and env.totals.dropped_equal_scores == 4
     assert env._keep_rate == pytest.approx(0.5 + 0.5 * 0.05)  # the floor, not zero: the next draw stays bounded
+
+
+def test_the_judges_second_opinions_for_a_chunk_run_at_once_not_one_item_after_another():
+    env = make_env(QUESTIONS, workers=1, batch=12)  # 12 prompts, every third answer a wrong sum: 4 for the judge
+    seen = {"now": 0, "most": 0, "calls": 0}
+
+    class Judge:
+        async def agrade(self, question, reference, text):
+            seen["now"] += 1
+            seen["calls"] += 1
+            seen["most"] = max(seen["most"], seen["now"])
+            await asyncio.sleep(0)  # a gateway call: the other items' calls start meanwhile
+            seen["now"] -= 1
+            return False  # the rule's verdict stands
+
+    env.judge = Judge()
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(groups) == 12 and seen["calls"] == 4
+    assert seen["most"] == 4  # all four in flight together
+    assert [g["scores"][0] for g in groups].count(pytest.approx(0.1)) == 4  # still wrong, judged so
