@@ -30,6 +30,7 @@ from atroposlib.utils.io import parse_http_response
 from tenacity import retry, stop_after_attempt, wait_random_exponential
 
 upstream_log = logging.getLogger("atroposlib.envs.base")  # the lines upstream logs, under its name
+log = logging.getLogger("hermes_stack.environment")
 
 KEEPALIVE_S = 4.0
 
@@ -99,12 +100,17 @@ def sglang_results(prompt_tokens: list, results) -> tuple[list, list, list, list
     return prompt_tokens, tokens, logprobs, reasons
 
 
+class ListFormRefused(Exception):
+    """The inference URL answered 422 to sampling_params as a list (SGLang's router)."""
+
+
 class PooledSGLangServer(SGLangServer):
     """atroposlib's SGLangServer; `/generate` goes over one kept-alive session per event loop."""
 
     def __init__(self, config, reasoning_config=None):
         super().__init__(config, reasoning_config=reasoning_config)
         self.pool = SessionPool()
+        self.list_form = True  # generate_many: SGLang's list of sampling_params until the URL refuses it
 
     async def _tokens_and_logprobs_completion_wrapper(self, **kwargs) -> tuple[list, list, list, list]:
         request = sglang_request(self, kwargs)
@@ -121,17 +127,28 @@ class PooledSGLangServer(SGLangServer):
             return await response.json()
 
     async def generate_many(self, requests: list[dict]) -> list[tuple[list, list, list, object]]:
-        """Several one-completion prompts in few `/generate`s: SGLang's batched form, a list of input_ids with ONE
-        sampling_params object, answered by a list in the same order. Prompts whose sampling parameters agree go in
-        one request, the requests concurrently. One object, not SGLang's list of them: SGLang's router (sgl-router,
-        `make up REPLICAS=N`) reads sampling_params as one object and refuses a list, and the one object is what its
-        batched examples send. Each entry of `requests` holds what ManagedServer would pass for its prompt
-        (input_ids, max_tokens, temperature, top_p; n 1); each answer is (prompt tokens, output ids, output
-        logprobs, finish reason), read as upstream reads a single answer."""
+        """Several one-completion prompts in one `/generate`: SGLang's batched form, a list of input_ids with one
+        sampling_params each, answered by a list in the same order. SGLang's router (sgl-router, `make up
+        REPLICAS=N`) reads sampling_params as ONE object and refuses the list (422): from the first refusal on, the
+        prompts whose sampling parameters agree go in one request with one object, the requests at once (prompts of
+        other lengths have other new-token budgets, so these are more requests). Each entry of `requests` holds what
+        ManagedServer would pass for its prompt (input_ids, max_tokens, temperature, top_p; n 1); each answer is
+        (prompt tokens, output ids, output logprobs, finish reason), read as upstream reads a single answer."""
         bodies = [sglang_request(self, {**kwargs, "model": self.config.model_name}) for kwargs in requests]
         if any(body["sampling_params"].get("n", 1) != 1 for body in bodies):
             raise ValueError("generate_many takes one completion per prompt (n 1): the order of a batched "
                              "answer with n > 1 is not one SGLang documents")
+        answers: list = [None] * len(bodies)
+        if self.list_form:
+            try:
+                results = await self._post_list_form(bodies)
+            except ListFormRefused:
+                self.list_form = False
+                log.info("the inference URL refused sampling_params as a list (422, as SGLang's router does): "
+                         "batched prompts now share one sampling_params object per request")
+            else:
+                self._read_batch(bodies, list(range(len(bodies))), results, answers)
+                return answers
         shared: dict[str, list[int]] = {}  # sampling parameters (as JSON) -> the positions of their prompts
         for i, body in enumerate(bodies):
             shared.setdefault(json.dumps(body["sampling_params"], sort_keys=True), []).append(i)
@@ -139,15 +156,34 @@ class PooledSGLangServer(SGLangServer):
         answered = await asyncio.gather(*[self._post_generate_held({
             "input_ids": [bodies[i]["input_ids"] for i in rows], "sampling_params": bodies[rows[0]]["sampling_params"],
             "return_logprob": True, "return_text_in_logprobs": False}) for rows in batches])
-        answers: list = [None] * len(bodies)
         for rows, results in zip(batches, answered):
-            if not isinstance(results, list) or len(results) != len(rows):
-                raise ValueError(f"/generate answered {len(results) if isinstance(results, list) else 1} result(s) "
-                                 f"for {len(rows)} prompts")
-            for i, result in zip(rows, results):
-                prompt, tokens, logprobs, reasons = sglang_results(bodies[i]["input_ids"], [result])
-                answers[i] = (prompt, tokens[0], logprobs[0], reasons[0])
+            self._read_batch(bodies, rows, results, answers)
         return answers
+
+    async def _post_list_form(self, bodies: list[dict]):
+        """The batched /generate with one sampling_params per prompt. A 422 is the list form refused
+        (ListFormRefused); any other failure is retried as every request is (_post_generate_held)."""
+        request = {"input_ids": [b["input_ids"] for b in bodies], "sampling_params": [b["sampling_params"] for b in
+                   bodies], "return_logprob": True, "return_text_in_logprobs": False}
+        try:
+            async with self.sem:
+                return await self._post_generate(request)
+        except aiohttp.ClientResponseError as exc:
+            if exc.status == 422:
+                raise ListFormRefused from exc
+        except aiohttp.ClientError:
+            pass
+        return await self._post_generate_held(request)
+
+    @staticmethod
+    def _read_batch(bodies: list[dict], rows: list[int], results, answers: list) -> None:
+        """A batched answer (one result per prompt of `rows`, in order) read into answers[row]."""
+        if not isinstance(results, list) or len(results) != len(rows):
+            raise ValueError(f"/generate answered {len(results) if isinstance(results, list) else 1} result(s) "
+                             f"for {len(rows)} prompts")
+        for i, result in zip(rows, results):
+            prompt, tokens, logprobs, reasons = sglang_results(bodies[i]["input_ids"], [result])
+            answers[i] = (prompt, tokens[0], logprobs[0], reasons[0])
 
     @retry(stop=stop_after_attempt(3), wait=wait_random_exponential(multiplier=1, max=10))
     async def _post_generate_held(self, request: dict):

@@ -50,16 +50,17 @@ if TYPE_CHECKING:
 # (env.py chunk_prompts): PPO 256 prompts, GRPO 32 prompts x 8. One request and one post to Atropos per prompt cost
 # the inference service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md). 256, the
 # shipped batch in one request: the built-in server samples 256 rows at ~4.5x the rate of 32 (its batches are what
-# bounds it), and the environment's rate went from 0.24 to ~0.6 of the raw rate with it; SGLang batches a long list
-# as it batches concurrent requests.
+# bounds it), and the environment's rate went from 0.24 to ~0.6 of the raw rate with it in loopback; SGLang batches a
+# long list as it batches concurrent requests.
 CHUNK_ROWS = 256
 
 
-def rollout_workers(prompts_per_batch: int, group_size: int, rows: int = CHUNK_ROWS) -> int:
-    """atroposlib's max_num_workers: one per `rows` sequences of a batch; GRPO one more, because the groups it drops
+def rollout_workers(prompts_per_batch: int, group_size: int, rows: int = CHUNK_ROWS, replicas: int = 1) -> int:
+    """atroposlib's max_num_workers: one per `rows` sequences of a batch, and at least one per inference replica (a
+    chunk is one request, which SGLang's router gives to one replica); GRPO one more, because the groups it drops
     for equal scores leave a chunk short of its share, and a second chunk in flight keeps the server sampling while
     the first is scored and posted."""
-    needed = max(1, -(-prompts_per_batch * group_size // rows))
+    needed = max(1, -(-prompts_per_batch * group_size // rows), replicas)
     return needed + 1 if group_size > 1 else needed
 
 
@@ -201,7 +202,8 @@ def build_configs(
         # batched request (env.py). atroposlib's default is 8 per inference server, one request each: a PPO batch of
         # 256 one-completion groups then filled in 32 rounds of 8 small requests, and SGLang (which batches whatever
         # is in flight) never saw more than 8 requests at once.
-        max_num_workers=rollout_workers(rollout.batch_size, rollout.group_size),
+        max_num_workers=rollout_workers(rollout.batch_size, rollout.group_size,
+                                        replicas=max(1, len(env.replica_urls))),  # REPLICAS=N: the router's workers
         steps_per_eval=0,
         include_messages=False,
         dataset=cfg.environment.dataset,

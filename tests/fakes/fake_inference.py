@@ -32,6 +32,7 @@ class FakeInference(LoopbackServer):
     api_key: str = "internal-inference-key-123"
     policy: Callable[[str, int], str] = alternate_policy
     requests: list[dict] = field(default_factory=list)
+    refuse_list_form: bool = False  # 422 for a batched request with a list of sampling_params, as SGLang's router
 
     def handler(self) -> type[JsonHandler]:
         from transformers import AutoTokenizer
@@ -52,6 +53,8 @@ class FakeInference(LoopbackServer):
                     return self.send_json(401, {"error": "bad key"})
                 if self.path != "/generate":
                     return self.send_json(404, {"error": f"no route {self.path}"})
+                if fake.refuse_list_form and isinstance(body.get("sampling_params"), list):
+                    return self.send_json(422, {"error": "Failed to deserialize the JSON body"})
                 if body["input_ids"] and isinstance(body["input_ids"][0], list):  # the batched form
                     rows, params = body["input_ids"], body.get("sampling_params") or {}
                     params = params if isinstance(params, list) else [params] * len(rows)  # one object for all

@@ -69,7 +69,8 @@ def atropos(tmp_path):
 
 
 @pytest.mark.slow
-def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
+@pytest.mark.parametrize("behind_router", [False, True], ids=["inference", "router-refuses-list-form"])
+def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos, behind_router):
     tokenizer_dir = build_tiny_tokenizer(tmp_path / "tok")
     rows = [{"question": f"What is {a}+{b}?", "answer": f"#### {a + b}"} for a in range(10) for b in range(6)]
     (tmp_path / "sums.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
@@ -78,7 +79,7 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
     data_dir = tmp_path / "data"
     marker = data_dir / "ready" / "environment"
 
-    with FakeInference(tokenizer_dir) as inference:
+    with FakeInference(tokenizer_dir, refuse_list_form=behind_router) as inference:
         # Stub trainer: register (Atropos counts sequences), then one GET /batch so environments may register.
         registration = {"wandb_group": "g", "wandb_project": "p", "batch_size": PROMPTS * GROUP, "max_token_len": 256,
                         "checkpoint_dir": str(tmp_path / "ckpt"), "save_checkpoint_interval": -1,
@@ -133,6 +134,8 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos):
                 assert start > 0 and mask[start:] == tokens[start:]
                 assert logprobs[start:] == [LOGPROB] * (len(tokens) - start)
     assert "registered with Atropos" in log_text
+    # behind SGLang's router the chunks' list form is refused once, then each request carries one object
+    assert ("refused sampling_params as a list" in log_text) is behind_router
     assert "registering again" in log_text and log_text.count("registered with Atropos") == 2  # same process
     assert "batch 1:" in log_text and "mean score 0.600" in log_text
     assert "rollout rate" in log_text and "with groups in flight" in log_text  # the environment's own rate

@@ -78,6 +78,10 @@ def test_ppo_group_of_one_keeps_equal_scores(tmp_path, tokenizer_dir, dataset):
 
     # one rollout worker per chunk of prompts, each sampling its chunk in one request (env.py _collect_chunk)
     assert env_config.max_num_workers == -(-env_config.prompts_per_batch // CHUNK_ROWS)
+    # REPLICAS=3: the router gives each request to one replica, so one worker (one chunk) per replica
+    urls = "http://inference:8001,http://inference-2:8001,http://inference-3:8001"
+    behind_router, _ = build_configs(stack, offline_environ(tmp_path, HERMES_INFERENCE_REPLICA_URLS=urls))
+    assert behind_router.max_num_workers == 3
 
 
 def test_wandb_only_with_key_and_enabled(tmp_path, tokenizer_dir, dataset):

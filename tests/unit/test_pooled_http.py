@@ -36,6 +36,7 @@ class Recorder(ThreadingHTTPServer):
         self.requests: list[dict] = []
         self.connections = 0
         self.short_by = 0  # results a batched /generate answers short of its prompts
+        self.refuse_list = False  # answer 422 to sampling_params as a list, as SGLang's router does
         super().__init__(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -62,11 +63,15 @@ class Handler(BaseHTTPRequestHandler):
                                      "authorization": self.headers.get("authorization"),
                                      "encoding": self.headers.get("content-encoding")})
         answer = {"/generate": GENERATE_ANSWER, "/status-env": STATUS}.get(self.path, {"status": "received"})
-        rows = (self.server.requests[-1]["body"] or {}).get("input_ids") if self.path == "/generate" else None
+        status = 200
+        body = self.server.requests[-1]["body"] or {}
+        rows = body.get("input_ids") if self.path == "/generate" else None
         if rows and isinstance(rows[0], list):  # the batched form: one result per prompt (fewer when told to)
             answer = [GENERATE_ANSWER[i % 2] for i in range(len(rows) - self.server.short_by)]
+            if self.server.refuse_list and isinstance(body.get("sampling_params"), list):  # as SGLang's router
+                answer, status = {"error": "Failed to deserialize the JSON body"}, 422
         data = json.dumps(answer).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -153,44 +158,61 @@ BATCHED = [{"input_ids": [1, 1, 20, 21], "n": 1, "max_tokens": 7, "temperature":
            {"input_ids": [1, 23, 24], "n": 1, "max_tokens": 7, "temperature": 0.5, "top_p": 0.9}]
 
 
-def test_generate_many_batches_the_prompts_that_share_sampling_parameters_and_reads_them_the_same(recorder,
-                                                                                                  tokenizer_dir):
-    """SGLang's batched /generate: the single requests' input_ids as a list, in order, with the one sampling_params
-    object they share (prompts 1 and 3 here; prompt 2 asks for another budget: a request of its own); each answer
-    read as atroposlib reads a one-prompt answer and put back in the callers' order."""
+def test_generate_many_is_the_single_requests_batched_in_one_and_read_the_same(recorder, tokenizer_dir):
+    """SGLang's batched /generate: the single requests' input_ids and sampling_params as lists, in order; each answer
+    read as atroposlib reads a one-prompt answer."""
     from atroposlib.envs.server_handling.sglang_server import SGLangServer
 
-    from hermes_stack.environment.pooled_http import PooledSGLangServer
 
     config = server_config(recorder.url, tokenizer_dir)
 
     async def upstream_singles():
         server = SGLangServer(config)
-        return [await server.tokens_and_logprobs_completion(**dict(call)) for call in BATCHED[:2]]
+        return [await server.tokens_and_logprobs_completion(**dict(call)) for call in BATCHED]
 
     asyncio.run(upstream_singles())
     singles = [r["body"] for r in recorder.requests]
     recorder.requests.clear()
-
-    async def batched():
-        server = PooledSGLangServer(config)
-        try:
-            return await server.generate_many([dict(call) for call in BATCHED])
-        finally:
-            await server.pool.aclose()
-
-    answers = asyncio.run(batched())
-    assert [r["path"] for r in recorder.requests] == ["/generate", "/generate"]
-    bodies = sorted((r["body"] for r in recorder.requests), key=lambda b: len(b["input_ids"]), reverse=True)
-    assert bodies[0]["input_ids"] == [[1, 20, 21], [1, 23, 24]]  # doubled BOS gone, as upstream
-    assert bodies[0]["sampling_params"] == singles[0]["sampling_params"] == {"n": 1, "max_new_tokens": 7,
-                                                                             "temperature": 0.5, "top_p": 0.9}
-    assert bodies[1]["input_ids"] == [singles[1]["input_ids"]] == [[1, 22]]
-    assert bodies[1]["sampling_params"] == singles[1]["sampling_params"]  # one object, as the router reads it
-    assert all(r["authorization"] == "Bearer loopback-key" for r in recorder.requests)
+    answers = asyncio.run(batched(config, [BATCHED]))[0]
+    assert len(recorder.requests) == 1 and recorder.requests[0]["path"] == "/generate"
+    body = recorder.requests[0]["body"]
+    assert body["input_ids"] == [s["input_ids"] for s in singles] == [[1, 20, 21], [1, 22], [1, 23, 24]]
+    assert body["sampling_params"] == [s["sampling_params"] for s in singles]  # the doubled BOS went, as upstream
+    assert body["sampling_params"][0] == {"n": 1, "max_new_tokens": 7, "temperature": 0.5, "top_p": 0.9}
+    assert recorder.requests[0]["authorization"] == "Bearer loopback-key"
     assert answers == [([1, 20, 21], [40, 41], [-0.5, -1.25], {"type": "stop"}),
-                       ([1, 22], [40, 41], [-0.5, -1.25], {"type": "stop"}),
-                       ([1, 23, 24], [42], [-0.75], {"type": "length", "length": 1})]
+                       ([1, 22], [42], [-0.75], {"type": "length", "length": 1}),
+                       ([1, 23, 24], [40, 41], [-0.5, -1.25], {"type": "stop"})]
+
+
+async def batched(config, calls: list[list[dict]]) -> list:
+    """generate_many once per entry of `calls`, on one server (what it learnt of the URL is kept between calls)."""
+    from hermes_stack.environment.pooled_http import PooledSGLangServer
+
+    server = PooledSGLangServer(config)
+    try:
+        return [await server.generate_many([dict(call) for call in batch]) for batch in calls]
+    finally:
+        await server.pool.aclose()
+
+
+def test_behind_a_router_that_refuses_the_list_form_prompts_sharing_their_parameters_share_one_object(
+        recorder, tokenizer_dir):
+    """SGLang's router reads sampling_params as one object (422 for a list): after its first refusal, prompts 1 and
+    3 (the same budget) go in one request with their one object, prompt 2 in another, at once; the answers come back
+    in the callers' order, and the next call does not try the list again."""
+    recorder.refuse_list = True
+    first, again = asyncio.run(batched(server_config(recorder.url, tokenizer_dir), [BATCHED, BATCHED[1:2]]))
+    lists = [r for r in recorder.requests if isinstance(r["body"]["sampling_params"], list)]
+    assert len(lists) == 1  # refused once, never asked again
+    objects = [r["body"] for r in recorder.requests if isinstance(r["body"]["sampling_params"], dict)]
+    assert sorted(b["input_ids"] for b in objects) == [[[1, 20, 21], [1, 23, 24]], [[1, 22]], [[1, 22]]]
+    shared = next(b for b in objects if len(b["input_ids"]) == 2)
+    assert shared["sampling_params"] == {"n": 1, "max_new_tokens": 7, "temperature": 0.5, "top_p": 0.9}
+    assert first == [([1, 20, 21], [40, 41], [-0.5, -1.25], {"type": "stop"}),
+                     ([1, 22], [40, 41], [-0.5, -1.25], {"type": "stop"}),
+                     ([1, 23, 24], [42], [-0.75], {"type": "length", "length": 1})]
+    assert again == [([1, 22], [40, 41], [-0.5, -1.25], {"type": "stop"})]
 
 
 def test_generate_many_refuses_several_completions_per_prompt_and_a_short_answer(recorder, tokenizer_dir):
@@ -201,8 +223,8 @@ def test_generate_many_refuses_several_completions_per_prompt_and_a_short_answer
         asyncio.run(server.generate_many([{**BATCHED[0], "n": 2}]))
     assert recorder.requests == []  # refused before anything was sent
     recorder.short_by = 1
-    with pytest.raises(ValueError, match="1 result"):
-        asyncio.run(server.generate_many([dict(BATCHED[0]), dict(BATCHED[2])]))
+    with pytest.raises(ValueError, match="2 result"):
+        asyncio.run(server.generate_many([dict(call) for call in BATCHED]))
 
 
 class Env:

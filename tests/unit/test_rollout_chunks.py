@@ -36,6 +36,9 @@ def test_rollout_workers_one_per_chunk_of_rows_and_one_more_for_grpo():
     assert (rollout_workers(256, 1, 32), rollout_workers(257, 1, 32)) == (8, 9)
     # the shipped GRPO batch (32 prompts x 8) is one chunk's rows; a second worker samples while it is scored
     assert (rollout_workers(32, 8), rollout_workers(33, 8), rollout_workers(1, 4)) == (2, 3, 2)
+    # behind the router each chunk (a request) goes to one replica: at least one worker per replica
+    assert (rollout_workers(256, 1, replicas=4), rollout_workers(32, 8, replicas=2)) == (4, 3)
+    assert rollout_workers(1024, 1, replicas=2) == 4  # the rows' own count when it is larger
 
 
 class Tokenizer:
