@@ -197,6 +197,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
         until_goal: bool = False) -> dict:
     import torch
 
+    from hermes_stack.trainer.__main__ import lr_schedule
     from hermes_stack.trainer.engine_torch import TorchEngine
 
     stack = load_config(algo, overrides)
@@ -218,8 +219,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
                             Path(workdir.name), temperature)
     else:
         engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
-                             lr_decay_steps=steps if cosine else None, min_lr_ratio=schedule.min_lr_ratio,
-                             lr_hold_steps=int(schedule.lr_decay_start * steps),
+                             **lr_schedule(stack, steps, cosine=lr_decay),
                              epochs=stack.settings.trainer.epochs, minibatches=stack.settings.trainer.minibatches,
                              temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)

@@ -181,11 +181,13 @@ def _tinker_engine(stack: StackConfig, algo: AlgorithmSection, directory: Path, 
                         **lr_schedule(stack))
 
 
-def lr_schedule(stack: StackConfig) -> dict[str, object]:
-    """The engines' schedule arguments from [trainer] lr_schedule: a cosine spans the run's num_steps."""
+def lr_schedule(stack: StackConfig, steps: int | None = None, cosine: bool = False) -> dict[str, object]:
+    """The engines' schedule arguments from [trainer] lr_schedule: a cosine spans the run, `steps` (default
+    num_steps; bench/learn.py passes its own run length, and `cosine` to force the decay)."""
     t = stack.settings.trainer
-    return {"lr_decay_steps": t.num_steps if t.lr_schedule == "cosine" else None, "min_lr_ratio": t.min_lr_ratio,
-            "lr_hold_steps": int(t.lr_decay_start * t.num_steps)}
+    steps = t.num_steps if steps is None else steps
+    return {"lr_decay_steps": steps if cosine or t.lr_schedule == "cosine" else None, "min_lr_ratio": t.min_lr_ratio,
+            "lr_hold_steps": int(t.lr_decay_start * steps)}
 
 
 def inference_client(stack: StackConfig, env: ServiceEnv) -> InferenceClient:
