@@ -33,6 +33,7 @@ class StackRun:
     up_s: float = float("nan")
     log_tail: str = ""
     env_log: str = ""  # the environment's log (its batch lines carry its own rollout rate)
+    inference_log: str = ""  # the inference server's log (its "sampled ... batches" lines: rows a batch, busy share)
 
     @property
     def started(self) -> float | None:
@@ -120,6 +121,7 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
                 break
         run.log_tail = compose(algo, "logs", "--tail", "30", "trainer").stdout
         run.env_log = compose(algo, "logs", "--no-log-prefix", "environment").stdout
+        run.inference_log = compose(algo, "logs", "--no-log-prefix", "inference").stdout
     finally:
         down = hs(algo, "down", "--algo", algo, "--volumes")
         if down.returncode != 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -75,7 +76,7 @@ def raw_rate(algo: str, model_dir: Path, repeats: int) -> float:
     return prompts_n * group / best
 
 
-def stack_figures(algo: str, steps: int, skip: int) -> dict[str, float]:
+def stack_figures(algo: str, steps: int, skip: int) -> dict:
     from stack_run import run_stack
 
     prompts_n, group, _ = batch_shape(algo)
@@ -95,7 +96,16 @@ def stack_figures(algo: str, steps: int, skip: int) -> dict[str, float]:
             "wait_s": mean("wait_s"), "step_s": mean("step_s"), "sync_s": mean("sync_s"), "eval_s": mean("eval_s"),
             "staleness_max": max((r.get("staleness_max") or 0.0) for r in records[1:]),
             "stale_dropped": sum((r.get("stale_groups_dropped") or 0.0) for r in records[1:]),
-            "steps": float(len(spans))}
+            "steps": float(len(spans)), "sampler_lines": sampler_lines(run.inference_log)}
+
+
+SAMPLED = re.compile(r"sampled \d+ batches in \d+ s: .*busy \d+%")
+
+
+def sampler_lines(log: str) -> list[str]:
+    """The built-in server's own batch lines (builtin.BatchLog): rows a batch, its rate while sampling, and its busy
+    share, which split the environment's gap into the server's own slowdown and its idle time."""
+    return SAMPLED.findall(log)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f}", flush=True)
         else:
             print(f"{algo}: the environment's log has no rollout rate (an environment without it)", flush=True)
+        for line in f["sampler_lines"]:
+            print(f"{algo}: inference server: {line}", flush=True)
         print(f"{algo}: load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
