@@ -116,7 +116,7 @@ class TinkerSide:
     sampler that loads each exported step the way the inference service does (adapter or full weights)."""
 
     def __init__(self, model_dir: Path, algo: AlgorithmSection, learning_rate: float, lora_rank: int, seed: int,
-                 full: bool, workdir: Path, temperature: float = 1.0):
+                 full: bool, workdir: Path, temperature: float = 1.0, schedule: dict[str, object] | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -129,7 +129,8 @@ class TinkerSide:
         critic = (LocalCritic(str(model_dir), with_value_head=algo.uses_critic, temperature=temperature)
                   if algo.uses_critic or algo.kl_coef > 0 else None)
         self.engine = TinkerEngine(base_model="embedded", algo=algo, lora_rank=lora_rank, learning_rate=learning_rate,
-                                   api_key=self.service.api_key, base_url=self.service.base_url, critic=critic)
+                                   api_key=self.service.api_key, base_url=self.service.base_url, critic=critic,
+                                   **(schedule or {}))
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         self.policy = self.base
@@ -216,7 +217,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     if engine_kind == "tinker":
         torch.set_num_threads(1)
         engine = TinkerSide(model_dir, params, learning_rate, stack.settings.tinker.lora_rank, seed, tinker_full,
-                            Path(workdir.name), temperature)
+                            Path(workdir.name), temperature, schedule=lr_schedule(stack, steps, cosine=lr_decay))
     else:
         engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
                              **lr_schedule(stack, steps, cosine=lr_decay),
