@@ -47,12 +47,13 @@ if TYPE_CHECKING:
 
 
 # Sequences (rows: a prompt once per completion) one rollout worker samples in one batched /generate at most
-# (env.py chunk_prompts): PPO 256 prompts, GRPO 32 prompts x 8. One request and one post to Atropos per prompt cost
-# the inference service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md). 256, the
-# shipped batch in one request: the built-in server samples 256 rows at ~4.5x the rate of 32 (its batches are what
-# bounds it), and the environment's rate went from 0.24 to ~0.6 of the raw rate with it in loopback; SGLang batches a
+# (env.py chunk_prompts): the shipped PPO batch (256 prompts) and GRPO's (32 prompts x 8) are one chunk, and a GRPO
+# chunk may draw up to 64 prompts while the share of groups kept is low. One request and one post to Atropos per
+# prompt cost the inference service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md).
+# The built-in server's rate grows with its batch (tiny model: 64 rows ~1800/s, 128 ~2500, 256 ~3000, 512 ~3500):
+# at 512 (was 256) GRPO's rollout rate in loopback rose from 2243 / 2427 to 2547 / 2827 sequences/s. SGLang batches a
 # long list as it batches concurrent requests.
-CHUNK_ROWS = 256
+CHUNK_ROWS = 512
 
 
 def rollout_workers(prompts_per_batch: int, group_size: int, rows: int = CHUNK_ROWS, replicas: int = 1) -> int:

@@ -30,15 +30,17 @@ def test_chunk_prompts_is_an_even_share_of_what_is_still_needed_over_the_share_k
 def test_rollout_workers_one_per_chunk_of_rows_and_one_more_for_grpo():
     from hermes_stack.environment.runtime import CHUNK_ROWS, rollout_workers
 
-    assert CHUNK_ROWS == 256
+    assert CHUNK_ROWS == 512
     # the shipped PPO batch (256 prompts) is one chunk: one worker, one request
-    assert (rollout_workers(256, 1), rollout_workers(257, 1), rollout_workers(4, 1)) == (1, 2, 1)
+    assert (rollout_workers(256, 1), rollout_workers(512, 1), rollout_workers(513, 1), rollout_workers(4, 1)) == (
+        1, 1, 2, 1)
     assert (rollout_workers(256, 1, 32), rollout_workers(257, 1, 32)) == (8, 9)
     # the shipped GRPO batch (32 prompts x 8) is one chunk's rows; a second worker samples while it is scored
-    assert (rollout_workers(32, 8), rollout_workers(33, 8), rollout_workers(1, 4)) == (2, 3, 2)
+    assert (rollout_workers(32, 8), rollout_workers(64, 8), rollout_workers(65, 8), rollout_workers(1, 4)) == (
+        2, 2, 3, 2)
     # behind the router each chunk (a request) goes to one replica: at least one worker per replica
     assert (rollout_workers(256, 1, replicas=4), rollout_workers(32, 8, replicas=2)) == (4, 3)
-    assert rollout_workers(1024, 1, replicas=2) == 4  # the rows' own count when it is larger
+    assert rollout_workers(2048, 1, replicas=2) == 4  # the rows' own count when it is larger
 
 
 class Tokenizer:
