@@ -49,13 +49,7 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
     # KL weight 0.02 (issue 22, with 4 whole-batch passes): 0.8 held-out at step 290 / 200 (seeds 0 / 1) where 0.1
     # and 2 passes needed 530 / 460. Not for GRPO: at 0.02 its entropy collapsed (0.05-0.08) and seeds 1 and 2
     # stalled at held-out 0.69 and 0.32 by step 460-500 (seed 0: 0.8 at 310); GRPO keeps the shipped 0.1.
-    # The full rate for 3/4 of the run, then a cosine to 0.1x (issue 22; docs/benchmarks.md): in-process (seeds 0-2)
-    # held-out 0.8 at step 260 / 160 / 250 as at the constant rate, ending 0.94 / 1.00 / 1.00 (constant: 0.88 / 0.99
-    # / 0.98); through the stack 3 of 3 ended above 0.8 (0.83 / 0.83 / 0.94; constant: 0.99 / 0.72 / 0.88, its
-    # full-rate updates kept moving a solved policy). A cosine from step 1 rose later in-process (210 / 200 / 280);
-    # from half-way, the stack's runs that were still rising ended at 0.85 / 0.86.
-    "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0, "algorithm.kl_coef": 0.02,
-            "trainer.lr_schedule": "cosine", "trainer.lr_decay_start": 0.75},
+    "ppo": {"tinker.learning_rate": 1e-3, "algorithm.value_loss_coef": 1.0, "algorithm.kl_coef": 0.02},
 }
 
 # Keys the embedded profile (tiny model) sets only where the files leave them at the settings model's default, so
@@ -63,8 +57,15 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
 # PPO at 220-380 (bench/stack_learning.py, issue 22), so 200 steps stopped PPO before its rise. PPO runs 500, so that
 # a late riser still has ~100 full-rate steps after 0.8 before its schedule lowers the rate: through the stack its
 # 3 runs ended at 0.96 / 0.95 / 0.94 (at 400 steps: 0.83 / 0.83 / 0.94).
+# PPO's schedule: the full rate for 3/4 of the run, then a cosine to 0.1x (issue 22; docs/benchmarks.md): in-process
+# (seeds 0-2) held-out 0.8 at step 260 / 160 / 250 as at the constant rate, ending 0.94 / 1.00 / 1.00 (constant: 0.88
+# / 0.99 / 0.98); through the stack 3 of 3 ended above 0.8 (0.83 / 0.83 / 0.94; constant: 0.99 / 0.72 / 0.88, its
+# full-rate updates kept moving a solved policy). A cosine from step 1 rose later in-process (210 / 200 / 280); from
+# half-way, the stack's runs that were still rising ended at 0.85 / 0.86. A defaults key, so a decay start the user
+# writes is kept (a rate kept constant: "min_lr_ratio": 1.0, since "constant" is the default and reads as unset).
 EMBEDDED_DEFAULTS: dict[str, object] = {"trainer.num_steps": 400}
-EMBEDDED_DEFAULTS_BY_ALGO: dict[str, dict[str, object]] = {"ppo": {"trainer.num_steps": 500}}
+EMBEDDED_DEFAULTS_BY_ALGO: dict[str, dict[str, object]] = {
+    "ppo": {"trainer.num_steps": 500, "trainer.lr_schedule": "cosine", "trainer.lr_decay_start": 0.75}}
 
 
 def embedded_defaults(algo: str) -> dict[str, object]:

@@ -159,6 +159,24 @@ def test_embedded_run_length_applies_only_where_the_files_keep_the_default(cdir)
     assert stack.settings.trainer.num_steps == 120 and "trainer.num_steps" not in stack.overrides
 
 
+def test_embedded_ppo_schedule_is_a_default_the_user_can_change(cdir):
+    """The tiny model's PPO decays its rate from 3/4 of the run; a decay start or floor the user writes is kept, and
+    a floor of 1.0 keeps the rate constant (lr_factor is then 1 throughout)."""
+    from hermes_stack.trainer import algorithms as alg
+
+    trainer = load_stack("ppo", cdir, profile="embedded").settings.trainer
+    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.75, 0.1)
+    assert load_stack("grpo", cdir, profile="embedded").settings.trainer.lr_schedule == "constant"
+    assert load_stack("ppo", cdir, profile="gpu").settings.trainer.lr_schedule == "constant"
+    edit(cdir / "settings_ppo.json", '"num_steps": 200', '"num_steps": 200, "lr_decay_start": 0.5, "min_lr_ratio": 1.0')
+    stack = load_stack("ppo", cdir, profile="embedded")
+    trainer = stack.settings.trainer
+    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.5, 1.0)
+    assert "trainer.lr_decay_start" not in stack.overrides and stack.overrides["trainer.lr_schedule"] == "cosine"
+    assert {alg.lr_factor(s, trainer.num_steps, trainer.min_lr_ratio, trainer.num_steps // 2)
+            for s in range(trainer.num_steps + 1)} == {1.0}
+
+
 def test_profile_group_size_is_mirrored_into_settings(monkeypatch):
     monkeypatch.setitem(profiles.EMBEDDED_BY_ALGO, "grpo", {"rollout.group_size": 4, "algorithm.kl_coef": 0.05})
     stack = load_stack("grpo", CONFIGS, profile="embedded")
