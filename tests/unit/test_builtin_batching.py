@@ -88,3 +88,26 @@ def test_the_sampler_logs_its_batches(model_dir, caplog):
         asyncio.run(run())
     assert any(r.getMessage().startswith("sampled 1 batches in 0 s: 3.0 rows a batch (largest 3)")
                for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def test_a_list_of_sampling_params_is_parsed_per_prompt_and_a_bad_entry_refused(model_dir):
+    """SGLang's list form: one sampling_params per prompt. A chunk repeats a few dicts for many prompts (parsed once
+    each, builtin._parse_each); every prompt still gets its own, and one bad entry refuses the request."""
+    from hermes_stack.inference.sampling import RequestError
+
+    backend = BuiltinBackend(str(model_dir), seed=0)
+    ids = backend.tokenizer.encode("12+3=")
+    params = [{"max_new_tokens": n, "temperature": 0.8, "ignore_eos": True} for n in (1, 3, 1, 2)]
+
+    async def run(sampling_params):
+        await backend.start()
+        try:
+            return await backend.generate({"input_ids": [ids] * len(sampling_params),
+                                           "sampling_params": sampling_params, "return_logprob": True})
+        finally:
+            await backend.stop()
+
+    answers = asyncio.run(run(params))
+    assert [a["meta_info"]["completion_tokens"] for a in answers] == [1, 3, 1, 2]
+    with pytest.raises(RequestError, match="max_new_tokens"):
+        asyncio.run(run([*params[:2], {"max_new_tokens": -1}]))
