@@ -212,15 +212,15 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     # The schedule of [trainer] lr_schedule over this run's steps, as the stack's over num_steps; --lr-decay forces
     # the cosine.
     schedule = stack.settings.trainer
-    cosine = lr_decay or schedule.lr_schedule == "cosine"
+    arguments = lr_schedule(stack, steps, cosine=lr_decay)
+    cosine = arguments["lr_decay_steps"] is not None
     workdir = tempfile.TemporaryDirectory(prefix="learn-tinker-")
     if engine_kind == "tinker":
         torch.set_num_threads(1)
         engine = TinkerSide(model_dir, params, learning_rate, stack.settings.tinker.lora_rank, seed, tinker_full,
-                            Path(workdir.name), temperature, schedule=lr_schedule(stack, steps, cosine=lr_decay))
+                            Path(workdir.name), temperature, schedule=arguments)
     else:
-        engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed,
-                             **lr_schedule(stack, steps, cosine=lr_decay),
+        engine = TorchEngine(model_dir, params, learning_rate, device=device, seed=seed, **arguments,
                              epochs=stack.settings.trainer.epochs, minibatches=stack.settings.trainer.minibatches,
                              temperature=temperature, micro_batch_size=stack.settings.trainer.micro_batch_size)
     train, test = offline_arith("train", TASK_SEED), offline_arith("test", TASK_SEED)

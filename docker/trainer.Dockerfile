@@ -78,7 +78,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1
 COPY pyproject.toml requirements.lock docker/requirements.py /src/
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=bind,source=.cache/wheelhouse,target=/wheels \
     python3 /src/requirements.py /src/pyproject.toml base trainer \
-        --exclude torch transformers tokenizers safetensors fastapi uvicorn > /src/trainer.txt \
+        --exclude torch transformers tokenizers safetensors fastapi uvicorn orjson > /src/trainer.txt \
  && python3 -m pip install -q --find-links /wheels -r /src/trainer.txt
 # The cache folders exist, owned by uid 10001, BEFORE the hermes-models volume is mounted on the first: Docker then
 # gives a new volume the folder's owner; a folder the image lacks is created root-owned (no model download, no

@@ -62,7 +62,8 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
 # / 0.99 / 0.98); through the stack 3 of 3 ended above 0.8 (0.83 / 0.83 / 0.94; constant: 0.99 / 0.72 / 0.88, its
 # full-rate updates kept moving a solved policy). A cosine from step 1 rose later in-process (210 / 200 / 280); from
 # half-way, the stack's runs that were still rising ended at 0.85 / 0.86. A defaults key, so a decay start the user
-# writes is kept (a rate kept constant: "min_lr_ratio": 1.0, since "constant" is the default and reads as unset).
+# writes is kept, unless it is the settings' own default (0.0, "constant"), which reads as unset as 200 steps does:
+# the shipped settings write num_steps 200. A constant rate: "min_lr_ratio": 1.0 (docs/configuration.md).
 EMBEDDED_DEFAULTS: dict[str, object] = {"trainer.num_steps": 400}
 EMBEDDED_DEFAULTS_BY_ALGO: dict[str, dict[str, object]] = {
     "ppo": {"trainer.num_steps": 500, "trainer.lr_schedule": "cosine", "trainer.lr_decay_start": 0.75}}

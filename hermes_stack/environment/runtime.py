@@ -48,8 +48,9 @@ if TYPE_CHECKING:
 
 # Sequences (rows: a prompt once per completion) one rollout worker samples in one batched /generate at most
 # (env.py chunk_prompts): the shipped PPO batch (256 prompts) and GRPO's (32 prompts x 8) are one chunk, and a GRPO
-# chunk may draw up to 64 prompts while the share of groups kept is low. One request and one post to Atropos per
-# prompt cost the inference service's HTTP layer more CPU than its sampling (py-spy, issue 22: docs/benchmarks.md).
+# chunk may draw up to 512 / group_size prompts (64 for 8) while the share of groups kept is low. One request and one
+# post to Atropos per prompt cost the inference service's HTTP layer more CPU than its sampling (py-spy, issue 22:
+# docs/benchmarks.md).
 # The built-in server's rate grows with its batch (tiny model: 64 rows ~1800/s, 128 ~2500, 256 ~3000, 512 ~3500):
 # at 512 (was 256) GRPO's rollout rate in loopback rose from 2243 / 2427 to 2547 / 2827 sequences/s. SGLang batches a
 # long list as it batches concurrent requests.

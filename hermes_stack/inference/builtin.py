@@ -87,12 +87,16 @@ def _parse_each(raw_list: list[Any]) -> list[SamplingParams]:
     """parse_sampling_params for each prompt's params, once per distinct dict: a chunk's list form repeats a few
     dicts for hundreds of prompts, and parsing each was 4 % of the server's samples (py-spy, issue 22)."""
     parsed: dict[str, SamplingParams] = {}
+    by_id: dict[int, SamplingParams] = {}  # the one-object form repeats the same dict: no key to build
     out = []
     for raw in raw_list:
-        key = json.dumps(raw, sort_keys=True, default=repr)
-        if key not in parsed:
-            parsed[key] = parse_sampling_params(raw)
-        out.append(parsed[key])
+        if id(raw) not in by_id:
+            # JSON text as the key: 1, 1.0 and true stay apart (parse refuses a boolean n)
+            key = json.dumps(raw, sort_keys=True, default=repr)
+            if key not in parsed:
+                parsed[key] = parse_sampling_params(raw)
+            by_id[id(raw)] = parsed[key]
+        out.append(by_id[id(raw)])
     return out
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from typing import Any
 
-from hermes_stack.inference.backend import Generated
+from hermes_stack.inference.backend import BackendReply, Generated
 
 FALLBACK_ROLE_FORMAT = "{role}: {content}\n"
 
@@ -46,6 +47,10 @@ def generate_response(results: list[Generated], return_logprob: bool, text_in_lo
             "weight_version": str(weight_version),
         }
         if return_logprob:
+            if not math.isfinite(sum(r.logprobs)):
+                # json.dumps refused NaN (a 500); orjson would write null, which the environment cannot score
+                raise BackendReply(500, {"error": {"message": "the model produced a non-finite log-prob (NaN or "
+                                                              "inf): its weights are broken", "type": "internal"}})
             texts = _token_texts(tokenizer, r.output_ids) if text_in_logprobs else [None] * len(r.output_ids)
             meta["output_token_logprobs"] = [[lp, t, s] for lp, t, s in zip(r.logprobs, r.output_ids, texts)]
         answers.append({"text": r.text, "output_ids": list(r.output_ids), "meta_info": meta})

@@ -270,8 +270,8 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
 
     @app.post("/generate")
     async def generate(request: Request):
-        # A JSONResponse as it is: FastAPI's jsonable_encoder walked every log-prob of the answer and was ~40% of
-        # the front's time under rollouts (py-spy, issue 22). The answer is plain JSON types already.
+        # Rendered as it is (GenerateResponse): FastAPI's jsonable_encoder walked every log-prob of the answer and was
+        # ~40% of the front's time under rollouts (py-spy, issue 22). The answer is plain JSON types already.
         return GenerateResponse(await backend.generate(await body_of(request)))
 
     @app.post("/v1/completions")

@@ -111,3 +111,18 @@ def test_a_list_of_sampling_params_is_parsed_per_prompt_and_a_bad_entry_refused(
     assert [a["meta_info"]["completion_tokens"] for a in answers] == [1, 3, 1, 2]
     with pytest.raises(RequestError, match="max_new_tokens"):
         asyncio.run(run([*params[:2], {"max_new_tokens": -1}]))
+
+
+def test_a_non_finite_log_prob_is_a_server_error_not_a_null():
+    """json.dumps refused NaN (a 500); orjson, which renders /generate now, would write null: the answer builder
+    refuses it with a message instead."""
+    from hermes_stack.inference.backend import BackendReply, Generated
+    from hermes_stack.inference.openai_shapes import generate_response
+
+    good = {"prompt_ids": (1, 2), "output_ids": (3, 4), "logprobs": (-0.5, -1.0), "text": "34",
+            "finish_reason": {"type": "stop"}}
+    assert generate_response([Generated(**good)], True, False, None, 0)[0]["meta_info"]["output_token_logprobs"] == [
+        [-0.5, 3, None], [-1.0, 4, None]]
+    for bad in (float("nan"), float("-inf")):
+        with pytest.raises(BackendReply, match="500"):
+            generate_response([Generated(**{**good, "logprobs": (-0.5, bad)})], True, False, None, 0)

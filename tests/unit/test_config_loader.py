@@ -163,6 +163,7 @@ def test_embedded_ppo_schedule_is_a_default_the_user_can_change(cdir):
     """The tiny model's PPO decays its rate from 3/4 of the run; a decay start or floor the user writes is kept, and
     a floor of 1.0 keeps the rate constant (lr_factor is then 1 throughout)."""
     from hermes_stack.trainer import algorithms as alg
+    from hermes_stack.trainer.__main__ import lr_schedule
 
     trainer = load_stack("ppo", cdir, profile="embedded").settings.trainer
     assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.75, 0.1)
@@ -173,8 +174,13 @@ def test_embedded_ppo_schedule_is_a_default_the_user_can_change(cdir):
     trainer = stack.settings.trainer
     assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.5, 1.0)
     assert "trainer.lr_decay_start" not in stack.overrides and stack.overrides["trainer.lr_schedule"] == "cosine"
-    assert {alg.lr_factor(s, trainer.num_steps, trainer.min_lr_ratio, trainer.num_steps // 2)
+    schedule = lr_schedule(stack)
+    assert schedule == {"lr_decay_steps": 500, "min_lr_ratio": 1.0, "lr_hold_steps": 250}
+    assert {alg.lr_factor(s, schedule["lr_decay_steps"], schedule["min_lr_ratio"], schedule["lr_hold_steps"])
             for s in range(trainer.num_steps + 1)} == {1.0}
+    # a written default reads as not written on this profile (docs/configuration.md): 0.0 becomes 0.75
+    edit(cdir / "settings_ppo.json", '"lr_decay_start": 0.5', '"lr_decay_start": 0.0')
+    assert load_stack("ppo", cdir, profile="embedded").settings.trainer.lr_decay_start == 0.75
 
 
 def test_profile_group_size_is_mirrored_into_settings(monkeypatch):
