@@ -232,6 +232,31 @@ def test_a_resumed_adapter_is_served_after_the_round_trip(lora) -> None:
     assert "first-pass ratio 1" in check_logprobs(lora.engine, lora.client, lora.stack)
 
 
+def test_a_probe_the_served_tokens_cannot_tell_apart_is_pushed_again_larger_then_fails(lora, monkeypatch) -> None:
+    """The pushed policy picks its own greedy tokens, and on those it may barely differ from the old one (a resumed,
+    trained policy on a clean clone: |pushed - old| 0.053). The probe is then pushed again with a larger change, at
+    most PROBE_PUSHES times, before the check names its own limit. Here no change can be large enough (MIN_MOVE
+    out of reach), so every push is tried, each larger than the last."""
+    from hermes_stack.trainer import policy_checks
+    from hermes_stack.trainer.policy_checks import PROBE_NAME, PolicyCheckFailed, check_weight_sync
+
+    monkeypatch.setattr(policy_checks, "MIN_MOVE", 1e6)
+    sizes = []
+    real_push = policy_checks._push
+
+    def recording_push(client, engine, directory, name):
+        if name == PROBE_NAME:
+            sizes.append(sum(float(t.detach().abs().sum()) for t in policy_checks._perturbed(engine)))
+        return real_push(client, engine, directory, name)
+
+    monkeypatch.setattr(policy_checks, "_push", recording_push)
+    _train_the_adapter(lora.engine)
+    with pytest.raises(PolicyCheckFailed, match="the probe cannot tell the pushed policy from the old one"):
+        check_weight_sync(lora.engine, lora.client, lora.stack, lora.work, resumed=True)
+    assert len(sizes) == policy_checks.PROBE_PUSHES == 3
+    assert sizes == sorted(sizes) and len(set(sizes)) == 3
+
+
 def test_a_server_that_ignores_adapters_fails_both_checks_naming_the_adapter(lora, monkeypatch) -> None:
     from hermes_stack.inference.builtin import BuiltinBackend
     from hermes_stack.trainer.policy_checks import PolicyCheckFailed, check_logprobs, check_weight_sync
