@@ -4,7 +4,28 @@ secrets. Imports are lazy so other unit tests do not pay for torch."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def root_logging_restored():
+    """No root handler a test added outlives it, and the root level is restored. A service's main() calls
+    setup_logging, whose handler writes to the sys.stdout of that moment: pytest's capture of that test, closed once
+    it ends. A
+    background thread that logs later (the Tinker SDK's, after its client closed mid-request) then printed
+    "--- Logging error ---" with a traceback into whichever test was capturing, and a bad-input test that asserts
+    no traceback failed on a clean clone."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    # Only plain StreamHandlers (basicConfig's): pytest's own capture handlers are subclasses it adds and removes
+    # around each phase itself.
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="module")
