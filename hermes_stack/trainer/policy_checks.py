@@ -148,16 +148,20 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
             for t, s in zip(tensors, saved):
                 t.copy_(s.to(t.device, t.dtype))
 
+    # each tensor's own spread sizes its noise (constant: computed once, not at every growth step)
+    spreads = [float(s.float().std()) if s.numel() > 1 and float(s.float().std()) > 0 else 0.02 for s in saved]
+
+    def perturb(scale: float) -> None:
+        with torch.no_grad():
+            for t, s, z, spread in zip(tensors, saved, noise, spreads):
+                t.copy_((s + scale * spread * z).to(t.dtype))
+
     try:
         scale = 0.25
         for _ in range(PROBE_PUSHES):
             for _ in range(10):  # grow the change until the probe moves by MIN_MOVE in the trainer's own copy
-                with torch.no_grad():
-                    for t, s, z in zip(tensors, saved, noise):
-                        base = float(s.float().std()) if s.numel() > 1 and float(s.float().std()) > 0 else 0.02
-                        t.copy_((s + scale * base * z).to(t.dtype))
-                moved = mean_abs(_scored(engine, prompt, before, 1.0)[1], original)[0]
-                if moved >= MIN_MOVE:
+                perturb(scale)
+                if mean_abs(_scored(engine, prompt, before, 1.0)[1], original)[0] >= MIN_MOVE:
                     break
                 scale *= 2
             route = _push(client, engine, work_dir / "probe", PROBE_NAME)
