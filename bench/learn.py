@@ -30,6 +30,8 @@ followed by every seed's best.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import copy
 import multiprocessing
 import os
@@ -195,7 +197,7 @@ class TinkerSide:
 def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_every: int,
         lr_decay: bool = False, engine_kind: str = "torch", tinker_full: bool = False,
         learning_rate_override: float | None = None, overrides: dict[str, object] | None = None,
-        until_goal: bool = False) -> dict:
+        until_goal: bool = False, lag: int = 0) -> dict:
     import torch
 
     from hermes_stack.trainer.__main__ import lr_schedule
@@ -232,7 +234,7 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
           f"prompts/step={batch_size} group={group_size} new-tokens={budget} lr={learning_rate} epochs={engine.epochs} "
           f"minibatches={getattr(engine, 'minibatches', 1)} "
           f"lr-decay={f'cosine from {schedule.lr_decay_start:g} to {schedule.min_lr_ratio:g}x' if cosine else 'none'} "
-          f"device={device} "
+          f"device={device} lag={lag} "
           f"engine={engine_kind}{' (full weights)' if tinker_full else ''}", flush=True)
 
     start = accuracy(engine, test, budget)
@@ -243,15 +245,21 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     print(f"[{algo} seed {seed}] step 0: held-out accuracy {start:.2f}", flush=True)
     train_seconds = 0.0
     drawn_total = kept_total = 0
+    # --lag: the weights before each of the last `lag` train steps, so a step samples from the policy `lag` updates
+    # back, as the stack's rollouts generated while the previous batch trains (trainer.max_staleness 1) do.
+    history: collections.deque = collections.deque(maxlen=max(1, lag))
     metrics = {"reward_mean": float("nan"), "kl": float("nan"), "entropy": float("nan")}
     cpu_began = time.process_time()
     for step in range(1, steps + 1):
         began = time.perf_counter()
-        groups, drawn, sampled_reward = collect_groups(engine, train, rng, batch_size, group_size, temperature,
-                                                       top_p, reward, budget)
+        with sampling_from(engine, history[0] if lag and history else None):
+            groups, drawn, sampled_reward = collect_groups(engine, train, rng, batch_size, group_size, temperature,
+                                                           top_p, reward, budget)
         drawn_total += drawn
         kept_total += len(groups)
         if groups:
+            if lag:
+                history.append(copy.deepcopy(engine.policy.state_dict()))
             metrics = engine.train_step(groups)
         train_seconds += time.perf_counter() - began
         if step % eval_every == 0 or step == steps:
@@ -296,6 +304,21 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
             "cpu_seconds": cpu_seconds, "curve": curve, **tinker}
 
 
+@contextlib.contextmanager
+def sampling_from(engine, state: dict | None):
+    """Within the block the engine's policy holds `state` (older weights: the behaviour policy of a lagged rollout,
+    whose log-probs the sequences carry, as the inference service's do); its own weights come back afterwards."""
+    if state is None:
+        yield
+        return
+    own = copy.deepcopy(engine.policy.state_dict())
+    engine.policy.load_state_dict(state)
+    try:
+        yield
+    finally:
+        engine.policy.load_state_dict(own)
+
+
 def plot(results: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -327,7 +350,7 @@ def plot(results: list[dict], path: Path) -> None:
 def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_decay: bool,
             model_dir: Path | None, engine_kind: str = "torch", tinker_full: bool = False,
             learning_rate: float | None = None, overrides: dict[str, object] | None = None,
-            until_goal: bool = False) -> dict:
+            until_goal: bool = False, lag: int = 0) -> dict:
     """A whole run in its own process: build the embedded model for the seed (unless given), then train."""
     with tempfile.TemporaryDirectory() as tmp:
         if model_dir is None:
@@ -337,7 +360,7 @@ def one_run(algo: str, seed: int, steps: int, device: str, eval_every: int, lr_d
                   f"parameters, held-out accuracy {facts['test_accuracy']:.2f}, format {facts['test_format']:.2f}",
                   flush=True)
         result = run(algo, steps, seed, device, model_dir, eval_every, lr_decay, engine_kind, tinker_full,
-                     learning_rate, overrides, until_goal)
+                     learning_rate, overrides, until_goal, lag)
     result["seed"] = seed
     return result
 
@@ -380,7 +403,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate instead of the embedded profile's (the Tinker engine takes one optimiser "
                              "step per batch where the torch engine takes two)")
+    parser.add_argument("--lag", type=int, default=0,
+                        help="sample each step's rollouts from the policy this many updates back (1: the stack's "
+                             "overlap of rollouts and training); torch engine only")
     args = parser.parse_args(argv)
+    if args.lag and args.engine != "torch":
+        parser.error("--lag: the torch engine only")
 
     overrides = dict(parse_override(item) for item in args.set)
     algos = ["grpo", "ppo"] if args.algo == "both" else [args.algo]
@@ -393,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(one_run, a, s, args.steps or shipped_steps(a), args.device, args.eval_every,
                                args.lr_decay, args.model_dir, args.engine, args.tinker_full, args.lr, overrides,
-                               args.until_goal)
+                               args.until_goal, args.lag)
                    for a, s in jobs]
         results = [f.result() for f in futures]
     print(f"{len(jobs)} run(s) on {workers} process(es) in {time.perf_counter() - began:.0f} s wall", flush=True)
