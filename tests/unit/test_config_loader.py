@@ -160,27 +160,27 @@ def test_embedded_run_length_applies_only_where_the_files_keep_the_default(cdir)
 
 
 def test_embedded_ppo_schedule_is_a_default_the_user_can_change(cdir):
-    """The tiny model's PPO decays its rate from 3/4 of the run; a decay start or floor the user writes is kept, and
+    """The tiny model's PPO decays its rate from half-way; a decay start or floor the user writes is kept, and
     a floor of 1.0 keeps the rate constant (lr_factor is then 1 throughout)."""
     from hermes_stack.trainer import algorithms as alg
     from hermes_stack.trainer.__main__ import lr_schedule
 
     trainer = load_stack("ppo", cdir, profile="embedded").settings.trainer
-    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.75, 0.1)
+    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.5, 0.1)
     assert load_stack("grpo", cdir, profile="embedded").settings.trainer.lr_schedule == "constant"
     assert load_stack("ppo", cdir, profile="gpu").settings.trainer.lr_schedule == "constant"
-    edit(cdir / "settings_ppo.json", '"num_steps": 200', '"num_steps": 200, "lr_decay_start": 0.5, "min_lr_ratio": 1.0')
+    edit(cdir / "settings_ppo.json", '"num_steps": 200', '"num_steps": 200, "lr_decay_start": 0.6, "min_lr_ratio": 1.0')
     stack = load_stack("ppo", cdir, profile="embedded")
     trainer = stack.settings.trainer
-    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.5, 1.0)
+    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.6, 1.0)
     assert "trainer.lr_decay_start" not in stack.overrides and stack.overrides["trainer.lr_schedule"] == "cosine"
     schedule = lr_schedule(stack)
-    assert schedule == {"lr_decay_steps": 500, "min_lr_ratio": 1.0, "lr_hold_steps": 250}
+    assert schedule == {"lr_decay_steps": 500, "min_lr_ratio": 1.0, "lr_hold_steps": 300}
     assert {alg.lr_factor(s, schedule["lr_decay_steps"], schedule["min_lr_ratio"], schedule["lr_hold_steps"])
             for s in range(trainer.num_steps + 1)} == {1.0}
-    # a written default reads as not written on this profile (docs/configuration.md): 0.0 becomes 0.75
-    edit(cdir / "settings_ppo.json", '"lr_decay_start": 0.5', '"lr_decay_start": 0.0')
-    assert load_stack("ppo", cdir, profile="embedded").settings.trainer.lr_decay_start == 0.75
+    # a written default reads as not written on this profile (docs/configuration.md): 0.0 becomes 0.5
+    edit(cdir / "settings_ppo.json", '"lr_decay_start": 0.6', '"lr_decay_start": 0.0')
+    assert load_stack("ppo", cdir, profile="embedded").settings.trainer.lr_decay_start == 0.5
 
 
 def test_profile_group_size_is_mirrored_into_settings(monkeypatch):

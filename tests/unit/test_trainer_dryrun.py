@@ -189,11 +189,11 @@ def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> No
     # the critic's learning rate is value_loss_coef x the policy's
     policy_lr, critic_lr = (g["lr"] for g in engine.optimizer.param_groups)
     assert critic_lr == pytest.approx(policy_lr * stack.config.algorithm.value_loss_coef)
-    # the embedded profile's PPO schedule: the full rate for the first 3/4 of num_steps, then a cosine to 0.1x
+    # the embedded profile's PPO schedule: the full rate for the first half of num_steps, then a cosine to 0.1x
     trainer = stack.settings.trainer
-    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.75, 0.1)
+    assert (trainer.lr_schedule, trainer.lr_decay_start, trainer.min_lr_ratio) == ("cosine", 0.5, 0.1)
     assert (engine.lr_decay_steps, engine.lr_hold_steps, engine.min_lr_ratio) == (
-        trainer.num_steps, trainer.num_steps * 3 // 4, 0.1)
+        trainer.num_steps, trainer.num_steps // 2, 0.1)
 
 
 def test_tinker_engine_refuses_a_temperature_its_losses_cannot_follow(env, monkeypatch) -> None:
