@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/learn.py [--algo grpo|ppo|both] [--seeds 0,1,2] [--jobs N] [--steps N]
                                     [--plot docs/learning-curve.png] [--device cpu|cuda] [--model-dir DIR]
-                                    [--engine torch|tinker [--tinker-full]] [--lr LR]
+                                    [--engine torch|tinker [--tinker-full]] [--lr LR] [--lag N]
 
 `--engine tinker` trains through the real tinker SDK over loopback HTTP against the local Tinker service
 (tests.fakes.tinker_service, in this process, torch on CPU behind it) exactly as the stack's trainer does:
@@ -17,6 +17,9 @@ sampling, [reward] weights); the learning rate and batch sizes from the embedded
 model build, TorchEngine.generate for rollouts, the offline-arith split and reward weights, TorchEngine.train_step.
 Batches are formed as in the stack: a GRPO group whose scores are all equal is dropped (the environment does so)
 and the step trains on batch_size kept groups (Atropos fills the trainer's batch with kept groups only).
+
+`--lag 1` samples each step's rollouts from the policy one update back (the sequences carry that policy's log-probs),
+as the stack's rollouts are while the trainer trains the batch before (trainer.max_staleness 1); default 0, on-policy.
 
 Held-out accuracy (greedy, the 95 two-digit sums of the test split, never trained on) is measured at the start and
 every --eval-every steps. The run keeps the best evaluation's weights (as a checkpoint would) and reports that with
