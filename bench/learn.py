@@ -410,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="sample each step's rollouts from the policy this many updates back (1: the stack's "
                              "overlap of rollouts and training); torch engine only")
     args = parser.parse_args(argv)
+    if args.lag < 0:
+        parser.error("--lag: updates back, 0 or more")
     if args.lag and args.engine != "torch":
         parser.error("--lag: the torch engine only")
 

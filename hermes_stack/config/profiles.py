@@ -57,14 +57,14 @@ EMBEDDED_BY_ALGO: dict[str, dict[str, object]] = {
 # PPO at 220-380 (bench/stack_learning.py, issue 22), so 200 steps stopped PPO before its rise. PPO runs 500, so that
 # a late riser still has steps after 0.8 (at 400 steps its stack runs ended 0.83 / 0.83 / 0.94).
 # PPO's schedule: the full rate for the first half of the run, then a cosine to 0.1x (issue 22; docs/benchmarks.md).
-# Held-out accuracy plateaus below 1 in some runs once the trained sums are solved (in-process too); the decay's
-# lower rate lifted such runs. In-process with the stack's one-update lag (bench/learn.py --lag 1,
-# seeds 0-5), a decay from half-way ended 1.00 / 1.00 / 0.94 / 0.99 / 1.00 / 0.89, from 3/4 0.99 / 1.00 / 0.83 /
-# 0.95 / 0.96 (seeds 0-4); through the stack, from half-way 0.98 / 0.93 / 0.96 (0.8 after 107-149 s of training),
-# from 3/4 earlier the same day 0.83 / 0.87 / 0.89 (the day before 0.96 / 0.95 / 0.94). A constant rate kept moving a solved policy
-# (stack: 0.99 / 0.72 / 0.88 at 400 steps). A defaults key, so a decay start the user writes is kept, unless it is
-# the settings' own default (0.0, "constant"), which reads as unset as 200 steps does: the shipped settings write
-# num_steps 200. A constant rate: "min_lr_ratio": 1.0 (docs/configuration.md).
+# Held-out accuracy plateaus below 1 in some runs once the trained sums are solved (in-process too). In-process with
+# the stack's one-update lag (bench/learn.py --lag 1), a decay from half-way ended 1.00 / 1.00 / 0.94 / 0.99 / 1.00
+# / 0.89 (seeds 0-5), from 3/4 0.99 / 1.00 / 0.83 / 0.95 / 0.96 (seeds 0-4). Through the stack, from half-way 6 runs
+# ended 0.98 / 0.93 / 0.96 / 0.99 / 0.93 / 0.89 (0.8 after 107-155 s of training); from 3/4, 3 runs earlier the same
+# day ended 0.83 / 0.87 / 0.89, and 3 runs the session before 0.96 / 0.95 / 0.94. A constant rate kept moving a
+# solved policy (stack: 0.99 / 0.72 / 0.88 at 400 steps). A defaults key, so a decay start the user writes is kept,
+# unless it is the settings' own default (0.0, "constant"), which reads as unset as 200 steps does: the shipped
+# settings write num_steps 200. A constant rate: "min_lr_ratio": 1.0 (docs/configuration.md).
 EMBEDDED_DEFAULTS: dict[str, object] = {"trainer.num_steps": 400}
 EMBEDDED_DEFAULTS_BY_ALGO: dict[str, dict[str, object]] = {
     "ppo": {"trainer.num_steps": 500, "trainer.lr_schedule": "cosine", "trainer.lr_decay_start": 0.5}}
