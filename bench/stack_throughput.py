@@ -96,7 +96,18 @@ def stack_figures(algo: str, steps: int, skip: int) -> dict:
             "wait_s": mean("wait_s"), "step_s": mean("step_s"), "sync_s": mean("sync_s"), "eval_s": mean("eval_s"),
             "staleness_max": max((r.get("staleness_max") or 0.0) for r in records[1:]),
             "stale_dropped": sum((r.get("stale_groups_dropped") or 0.0) for r in records[1:]),
-            "steps": float(len(spans)), "sampler_lines": sampler_lines(run.inference_log)}
+            "steps": float(len(spans)), "sampler_lines": sampler_lines(run.inference_log),
+            "cancelled": cancelled(run.env_log)}
+
+
+CANCELLED = re.compile(r"chunks cancelled (\d+) \((\d+) prompts\)")
+
+
+def cancelled(log: str) -> tuple[int, int]:
+    """(chunks, prompts) atroposlib cancelled while they sampled over the whole run (env.py's batch lines count them
+    from the start; the last line holds the total): sampling lost when its queue reached the bound meanwhile."""
+    found = CANCELLED.findall(log)
+    return (int(found[-1][0]), int(found[-1][1])) if found else (0, 0)
 
 
 SAMPLED = re.compile(r"sampled \d+ batches in \d+ s: .*busy \d+%")
@@ -140,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{algo}: environment's rollout rate {f['env_seq_per_s']:.0f} sequences/s = "
                   f"{f['env_seq_per_s'] / raw[algo]:.2f} of the raw rate ({f['env_sequences']:.0f} sequences "
                   f"generated, dropped groups included, in {f['env_busy_s']:.1f} s with groups in flight); "
-                  f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f}", flush=True)
+                  f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f}; "
+                  f"{f['cancelled'][0]} chunk(s) of {f['cancelled'][1]} prompts cancelled by atroposlib while "
+                  "sampling (whole run)", flush=True)
         else:
             print(f"{algo}: the environment's log has no rollout rate (an environment without it)", flush=True)
         for line in f["sampler_lines"]:

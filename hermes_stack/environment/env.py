@@ -64,6 +64,10 @@ class Totals:
     clock: RolloutClock = field(default_factory=RolloutClock)  # wall time with groups in flight
     logged_sequences: int = 0  # sequences and in-flight seconds at the last batch line
     logged_busy_s: float = 0.0
+    # chunks atroposlib cancelled while they sampled (its queue reached the bound meanwhile): their prompts go back to
+    # its backlog and their sampling is lost, part of the rollout rate's gap to the server's own (bench/stack_throughput)
+    cancelled_chunks: int = 0
+    cancelled_prompts: int = 0
 
     @property
     def accuracy(self) -> float:
@@ -186,6 +190,10 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         self.totals.clock.enter()
         try:
             groups = await self._collect_many(items)
+        except asyncio.CancelledError:
+            self.totals.cancelled_chunks += 1
+            self.totals.cancelled_prompts += count
+            raise
         finally:  # cancelled by atroposlib too (its queue filled): the time counts, the sequences never came
             self.totals.clock.leave()
             self._chunks_in_flight -= 1
@@ -418,9 +426,10 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         t.logged_sequences, t.logged_busy_s = t.sequences, busy
         log.info("batch %d: %d groups sent, mean score %.3f, rollout rate %.0f sequences/s (%d generated in %.2f s "
                  "with groups in flight) | run: accuracy %.3f, format rate %.3f, format failures %d, groups dropped "
-                 "for equal scores %d%s",
+                 "for equal scores %d, chunks cancelled %d (%d prompts)%s",
                  t.batches_logged, len(scores), sum(scores) / len(scores), rollout_rate(generated, in_flight),
-                 generated, in_flight, t.accuracy, t.format_rate, t.format_failures, t.dropped_equal_scores, judge)
+                 generated, in_flight, t.accuracy, t.format_rate, t.format_failures, t.dropped_equal_scores,
+                 t.cancelled_chunks, t.cancelled_prompts, judge)
 
 
 # ---------------------------------------------------------------- helpers

@@ -8,6 +8,7 @@ test_env_atropos.py and the Docker tier's stacks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -140,6 +141,54 @@ def test_the_share_leaves_out_what_atropos_holds_and_what_other_workers_sample()
     env = make_env(QUESTIONS, workers=4, queued=64, batch=64)  # nothing needed: its own item only
     groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
     assert len(groups) == 1
+
+
+def test_a_chunk_cancelled_while_it_samples_is_counted_and_releases_its_share():
+    """atroposlib cancels its workers when its queue reaches the bound: the chunk's prompts and its sampling are lost,
+    which the batch line counts (a part of the rollout rate's gap)."""
+    env = make_env(QUESTIONS, workers=4, batch=64)  # 16 prompts for this worker
+    started = asyncio.Event()
+
+    async def never(requests):
+        started.set()
+        await asyncio.sleep(3600)
+
+    env.server.servers[0].generate_many = never
+
+    async def cancel_one():
+        worker = asyncio.create_task(env.collect_trajectories(env.train_items[0]))
+        await started.wait()
+        worker.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await worker
+
+    asyncio.run(cancel_one())
+    assert (env.totals.cancelled_chunks, env.totals.cancelled_prompts) == (1, 16)
+    assert (env._chunks_in_flight, env._prompts_in_flight, env.totals.clock.inflight) == (0, 0, 0)
+    groups, _ = asyncio.run(make_env(QUESTIONS, workers=4, batch=64).collect_trajectories(env.train_items[0]))
+    assert len(groups) == 16  # a chunk that finishes is not counted
+    env.totals.recent = [1.0]
+    with _captured("hermes_stack.environment") as lines:
+        env._log_batch()
+    assert "chunks cancelled 1 (16 prompts)" in lines[-1]
+
+
+@contextlib.contextmanager
+def _captured(name: str):
+    import logging
+
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def test_no_chunks_for_gateway_rollouts_process_mode_or_a_server_without_batches():
