@@ -255,14 +255,14 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
     cpu_began = time.process_time()
     for step in range(1, steps + 1):
         began = time.perf_counter()
-        with sampling_from(engine, history[0] if lag and history else None):
+        with sampling_from(engine, history[0] if lag and history else None) as own:
             groups, drawn, sampled_reward = collect_groups(engine, train, rng, batch_size, group_size, temperature,
                                                            top_p, reward, budget)
         drawn_total += drawn
         kept_total += len(groups)
         if groups:
-            if lag:
-                history.append(copy.deepcopy(engine.policy.state_dict()))
+            if lag:  # the weights this step trains from: the snapshot the swap kept, or a new one
+                history.append(own if own is not None else copy.deepcopy(engine.policy.state_dict()))
             metrics = engine.train_step(groups)
         train_seconds += time.perf_counter() - began
         if step % eval_every == 0 or step == steps:
@@ -310,14 +310,16 @@ def run(algo: str, steps: int, seed: int, device: str, model_dir: Path, eval_eve
 @contextlib.contextmanager
 def sampling_from(engine, state: dict | None):
     """Within the block the engine's policy holds `state` (older weights: the behaviour policy of a lagged rollout,
-    whose log-probs the sequences carry, as the inference service's do); its own weights come back afterwards."""
+    whose log-probs the sequences carry, as the inference service's do); its own weights come back afterwards.
+    Yields the snapshot of its own weights (None when `state` is None), which the caller keeps instead of copying
+    them again."""
     if state is None:
-        yield
+        yield None
         return
     own = copy.deepcopy(engine.policy.state_dict())
     engine.policy.load_state_dict(state)
     try:
-        yield
+        yield own
     finally:
         engine.policy.load_state_dict(own)
 

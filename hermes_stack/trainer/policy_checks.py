@@ -126,6 +126,12 @@ def _push(client: Any, engine: Any, directory: Path, name: str) -> str:
     return "/load_lora_adapter" if (directory / "adapter_config.json").exists() else "/update_weights_from_disk"
 
 
+def _spread(saved) -> float:
+    """A tensor's standard deviation, which sizes the probe's noise on it; 0.02 for a constant or one-element one."""
+    value = float(saved.float().std()) if saved.numel() > 1 else 0.0
+    return value if value > 0 else 0.02
+
+
 def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resumed: bool,
                       tolerance: float = LOGPROB_TOLERANCE) -> str:
     """The round trip's line, or PolicyCheckFailed. `resumed`: the engine holds a checkpoint (else a fresh LoRA
@@ -149,7 +155,7 @@ def check_weight_sync(engine: Any, client: Any, stack: Any, work_dir: Path, resu
                 t.copy_(s.to(t.device, t.dtype))
 
     # each tensor's own spread sizes its noise (constant: computed once, not at every growth step)
-    spreads = [float(s.float().std()) if s.numel() > 1 and float(s.float().std()) > 0 else 0.02 for s in saved]
+    spreads = [_spread(s) for s in saved]
 
     def perturb(scale: float) -> None:
         with torch.no_grad():

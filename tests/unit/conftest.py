@@ -13,8 +13,7 @@ import pytest
 def root_logging_restored():
     """No root handler a test added outlives it, and the root level is restored. A service's main() calls
     setup_logging, whose handler writes to the sys.stdout of that moment: pytest's capture of that test, closed once
-    it ends. A
-    background thread that logs later (the Tinker SDK's, after its client closed mid-request) then printed
+    it ends. A background thread that logs later (the Tinker SDK's, after its client closed mid-request) then printed
     "--- Logging error ---" with a traceback into whichever test was capturing, and a bad-input test that asserts
     no traceback failed on a clean clone."""
     root = logging.getLogger()
