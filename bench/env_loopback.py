@@ -3,7 +3,10 @@ environment service as processes on 127.0.0.1, with the shipped configs (embedde
 that registers, takes each batch from /batch, "trains" for --train-s seconds and then writes the served step as the
 trainer does after a push (no weights change).
 
-    .venv/bin/python bench/env_loopback.py [--algo grpo] [--batches 20] [--train-s 0.5] [--py-spy 20]
+    .venv/bin/python bench/env_loopback.py [--algo grpo] [--batches 20] [--train-s 0.5] [--burn] [--reload] [--py-spy 20]
+
+--burn: the stand-in holds a core while it "trains" (a busy loop), as the trainer does, instead of sleeping.
+--reload: after each batch it has the server load weights from disk (the same ones), as the trainer's push does.
 
 Prints the batches' rate (sequences taken per second of wall time), the stand-in's mean wait per batch, and the
 environment's own rollout rate from its batch lines (env.py: sequences generated, dropped ones included, per second
@@ -83,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=20, help="batches measured after --skip")
     parser.add_argument("--skip", type=int, default=3)
     parser.add_argument("--train-s", type=float, default=0.5, help="the stand-in's training time per batch")
+    parser.add_argument("--burn", action="store_true",
+                        help="the stand-in holds a core while it trains (a busy loop) instead of sleeping")
+    parser.add_argument("--reload", action="store_true", help="the stand-in pushes weights each batch")
     parser.add_argument("--py-spy", type=float, default=0.0, help="seconds of py-spy on the environment")
     parser.add_argument("--py-spy-target", choices=("environment", "inference"), default="environment")
     parser.add_argument("--root", type=Path, default=ROOT,
@@ -90,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-logs", type=Path, help="copy the services' logs into this folder")
     args = parser.parse_args(argv)
     from hermes_stack.config.loader import load_stack
+    from hermes_stack.environment.rollout_clock import rate_from_log
     from hermes_stack.modelcore.embedded import build as build_embedded
     from hermes_stack.modelcore.weights_layout import write_served_step
 
@@ -131,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                             "num_steps": args.skip + args.batches + 10}
             httpx.post(atropos + "/register", json=registration, timeout=5).raise_for_status()
             httpx.get(atropos + "/batch", timeout=5)
+            pushed = tmp / "data" / "weights" / "pushed"  # inside the data volume, as the server requires
+            if args.reload:
+                shutil.copytree(tmp / "embedded", pushed)
             env = start("environment", [python, "-m", "hermes_stack.environment", "serve"])
             named = {"environment": env, "inference": inf, "run-api": api}
             client = httpx.Client(timeout=30)
@@ -155,7 +165,15 @@ def main(argv: list[str] | None = None) -> int:
                     spy = subprocess.Popen([binary, "record", "-d", str(int(args.py_spy)), "-r", "100", "-p",
                                             str(named[args.py_spy_target].pid), "-f", "raw", "-o", str(tmp / "env.spy"), "--nonblocking"],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-                time.sleep(args.train_s)
+                if args.burn:  # a trainer's core: training holds one CPU for its step (the stack's contention)
+                    until = time.monotonic() + args.train_s
+                    while time.monotonic() < until:
+                        pass
+                else:
+                    time.sleep(args.train_s)
+                if args.reload:  # the trainer's push: the server loads the (same) weights from disk
+                    client.post(inference + "/update_weights_from_disk", json={"model_path": str(pushed)},
+                                headers={"Authorization": "Bearer loopback-bench"}).raise_for_status()
                 write_served_step(tmp / "data" / "weights", len(taken))  # as the trainer does after its push
             if spy is not None:
                 spy.wait(args.py_spy + 60)
@@ -175,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name} {seconds / span:.2f}" for name, seconds in cpu.items()), flush=True)
             if env_rates:
                 print(f"{args.algo}: environment's rollout rate (its batch lines, median of {len(env_rates)}) "
-                      f"{sorted(env_rates)[len(env_rates) // 2]:.0f} sequences/s", flush=True)
+                      f"{sorted(env_rates)[len(env_rates) // 2]:.0f} sequences/s; over all of them "
+                      f"{rate_from_log(env_log, args.skip)[0]:.0f} (bench/stack_throughput.py's figure)", flush=True)
             if spy is not None and (tmp / "env.spy").exists():
                 for share, frame in hottest(tmp / "env.spy"):
                     print(f"  {100 * share:5.1f}%  {frame[:150]}")

@@ -88,10 +88,11 @@ def stack_figures(algo: str, steps: int, skip: int) -> dict:
     spans = [b["time"] - a["time"] for a, b in itertools.pairwise(records)]
     sequences = [b.get("sequences") or prompts_n * group for b in records[1:]]
     mean = lambda key: statistics.fmean((r.get(key) or 0.0) for r in records[1:])
-    from hermes_stack.environment.rollout_clock import rate_from_log
+    from hermes_stack.environment.rollout_clock import awaiting_from_log, rate_from_log
 
     env_rate, env_sequences, env_busy = rate_from_log(run.env_log, skip)
     return {"env_seq_per_s": env_rate, "env_sequences": float(env_sequences), "env_busy_s": env_busy,
+            "env_awaiting_s": awaiting_from_log(run.env_log, skip),
             "seq_per_s": sum(sequences) / sum(spans), "step_wall_s": statistics.fmean(spans),
             "wait_s": mean("wait_s"), "step_s": mean("step_s"), "sync_s": mean("sync_s"), "eval_s": mean("eval_s"),
             "staleness_max": max((r.get("staleness_max") or 0.0) for r in records[1:]),
@@ -150,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         if f["env_busy_s"] > 0:
             print(f"{algo}: environment's rollout rate {f['env_seq_per_s']:.0f} sequences/s = "
                   f"{f['env_seq_per_s'] / raw[algo]:.2f} of the raw rate ({f['env_sequences']:.0f} sequences "
-                  f"generated, dropped groups included, in {f['env_busy_s']:.1f} s with groups in flight); "
+                  f"generated, dropped groups included, in {f['env_busy_s']:.1f} s with groups in flight; chunks "
+                  f"awaited /generate {f['env_awaiting_s']:.1f} s, summed over chunks); "
                   f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f}; "
                   f"{f['cancelled'][0]} chunk(s) of {f['cancelled'][1]} prompts cancelled by atroposlib while "
                   "sampling (whole run)", flush=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,10 @@ class Totals:
     # its backlog and their sampling is lost, part of the rollout rate's gap to the server's own (bench/stack_throughput)
     cancelled_chunks: int = 0
     cancelled_prompts: int = 0
+    # chunks' wall time awaiting /generate (request, the server's queue and sampling, its answer), summed over chunks
+    # (they overlap); the rest of their in-flight time is the environment's own: prompts, decoding, scoring, layout
+    generate_s: float = 0.0
+    logged_generate_s: float = 0.0
 
     @property
     def accuracy(self) -> float:
@@ -218,9 +223,11 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         prompts = [self.prompt_text(item["question"]) for item in items]
         ids = [self._prompt_ids(prompt) for prompt in prompts]
         policy_step = self.policy_step()
+        asked = time.monotonic()
         answers = await server.generate_many([
             {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids)),
              "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids for _ in range(size)])
+        self.totals.generate_s += time.monotonic() - asked
         rows_of = [answers[k * size:(k + 1) * size] for k in range(len(items))]
         texts_of = [[self.tokenizer.decode(output, skip_special_tokens=True) for _, output, _, _ in rows]
                     for rows in rows_of]
@@ -424,12 +431,13 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         busy = t.clock.busy_s()
         generated, in_flight = t.sequences - t.logged_sequences, busy - t.logged_busy_s
         t.logged_sequences, t.logged_busy_s = t.sequences, busy
+        awaiting, t.logged_generate_s = t.generate_s - t.logged_generate_s, t.generate_s
         log.info("batch %d: %d groups sent, mean score %.3f, rollout rate %.0f sequences/s (%d generated in %.2f s "
-                 "with groups in flight) | run: accuracy %.3f, format rate %.3f, format failures %d, groups dropped "
-                 "for equal scores %d, chunks cancelled %d (%d prompts)%s",
+                 "with groups in flight, chunks awaiting /generate %.2f s) | run: accuracy %.3f, format rate %.3f, "
+                 "format failures %d, groups dropped for equal scores %d, chunks cancelled %d (%d prompts)%s",
                  t.batches_logged, len(scores), sum(scores) / len(scores), rollout_rate(generated, in_flight),
-                 generated, in_flight, t.accuracy, t.format_rate, t.format_failures, t.dropped_equal_scores,
-                 t.cancelled_chunks, t.cancelled_prompts, judge)
+                 generated, in_flight, awaiting, t.accuracy, t.format_rate, t.format_failures,
+                 t.dropped_equal_scores, t.cancelled_chunks, t.cancelled_prompts, judge)
 
 
 # ---------------------------------------------------------------- helpers

@@ -50,3 +50,13 @@ def rate_from_log(text: str, skip: int = 0) -> tuple[float, int, float]:
     lines = [(int(n), float(s)) for _, n, s in BATCH_LINE.findall(text)][skip:]
     sequences, busy = sum(n for n, _ in lines), sum(s for _, s in lines)
     return rollout_rate(sequences, busy), sequences, busy
+
+
+AWAITING = re.compile(r"batch \d+: .*?with groups in flight, chunks awaiting /generate ([0-9.]+) s\)")
+
+
+def awaiting_from_log(text: str, skip: int = 0) -> float:
+    """Seconds the rollout chunks spent awaiting /generate over the batch lines after the first `skip` (summed over
+    chunks, which may overlap): next to rate_from_log's in-flight time it splits the environment's time between the
+    inference service (request, queue, sampling, answer) and its own work (decoding, scoring, layout)."""
+    return sum(float(s) for s in AWAITING.findall(text)[skip:])

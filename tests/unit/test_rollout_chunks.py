@@ -143,6 +143,31 @@ def test_the_share_leaves_out_what_atropos_holds_and_what_other_workers_sample()
     assert len(groups) == 1
 
 
+def test_a_chunks_time_awaiting_generate_is_counted_apart_from_its_own_work(monkeypatch):
+    """The batch line splits a chunk's in-flight time: awaiting /generate (the inference service) and the rest (the
+    environment's decoding, scoring and layout), so a slow rollout path says which side is slow."""
+    import hermes_stack.environment.env as env_module
+
+    now = [100.0]
+    monkeypatch.setattr(env_module.time, "monotonic", lambda: now[0])
+    env = make_env(QUESTIONS, workers=4, batch=64)
+    server = env.server.servers[0]
+    answer = server.generate_many
+
+    async def slow(requests):
+        now[0] += 0.25  # the server's time, on the environment's clock
+        return await answer(requests)
+
+    server.generate_many = slow
+    asyncio.run(env.collect_trajectories(env.train_items[0]))
+    asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert env.totals.generate_s == pytest.approx(0.5)
+    env.totals.recent = [1.0]
+    with _captured("hermes_stack.environment") as lines:
+        env._log_batch()
+    assert "chunks awaiting /generate 0.50 s)" in lines[-1]
+
+
 def test_a_chunk_cancelled_while_it_samples_is_counted_and_releases_its_share():
     """atroposlib cancels its workers when its queue reaches the bound: the chunk's prompts and its sampling are lost,
     which the batch line counts (a part of the rollout rate's gap)."""

@@ -42,7 +42,7 @@ def test_the_clock_counts_wall_time_with_any_group_in_flight_once():
 def test_the_batch_line_reads_back_as_total_sequences_over_total_in_flight_time(caplog):
     pytest.importorskip("atroposlib")
     from hermes_stack.environment.env import HermesMathEnv, Totals
-    from hermes_stack.environment.rollout_clock import RolloutClock, rate_from_log
+    from hermes_stack.environment.rollout_clock import RolloutClock, awaiting_from_log, rate_from_log
 
     now = Ticks()
     env = object.__new__(HermesMathEnv)
@@ -55,8 +55,12 @@ def test_the_batch_line_reads_back_as_total_sequences_over_total_in_flight_time(
         env.totals.clock.leave()
         now.t += 0.7  # nothing in flight: not counted
         env.totals.sequences += sequences
+        env.totals.generate_s += busy / 2  # half of each batch's in-flight time awaiting /generate
         env.totals.recent = [0.5, 0.25]
         env._log_batch()
-    assert "rollout rate 200 sequences/s (400 generated in 2.00 s with groups in flight)" in caplog.text
+    assert ("rollout rate 200 sequences/s (400 generated in 2.00 s with groups in flight, chunks awaiting /generate "
+            "1.00 s)") in caplog.text
+    assert "(300 generated in 1.00 s with groups in flight, chunks awaiting /generate 0.50 s)" in caplog.text  # per line
+    assert (awaiting_from_log(caplog.text), awaiting_from_log(caplog.text, skip=1)) == pytest.approx((2.0, 1.0))
     assert rate_from_log(caplog.text) == pytest.approx((200.0, 800, 4.0))
     assert rate_from_log(caplog.text, skip=1) == pytest.approx((200.0, 400, 2.0))  # 400 / 2.0, not mean(300, 100)
