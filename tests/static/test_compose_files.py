@@ -212,6 +212,14 @@ def test_cpu_override_drops_the_gpu_and_selects_the_embedded_profile_and_cpu_tar
         assert config["services"][name]["image"] == "hermes-stack/trainer:cpu"
 
 
+def test_on_cpu_the_rollout_path_outweighs_the_trainer_for_the_cores_and_on_gpu_nothing_is_weighted():
+    cpu = compose_config("compose.ppo.yml", "compose.cpu.yml")["services"]
+    shares = {name: svc.get("cpu_shares", 1024) for name, svc in cpu.items()}  # Docker's default weight is 1024
+    assert shares["trainer"] < min(shares[s] for s in ("inference", "environment", "atropos"))
+    gpu = compose_config("compose.ppo.yml")["services"]
+    assert not [name for name, svc in gpu.items() if "cpu_shares" in svc]
+
+
 @pytest.mark.parametrize("device_files", [(), ("compose.cpu.yml",)])
 def test_every_image_the_stack_builds_carries_the_label_its_prune_selects(device_files):
     from hermes_stack.controller.compose import BUILD_LABEL, prune_built_images_argv
