@@ -18,8 +18,14 @@ JSON line, for `status`.
 
 --wait S retries a failing check every 0.2 s for up to S seconds inside one probe. Engine 20.10 has no
 healthcheck.start_interval: without this a service that got ready just after a probe stays "starting" for a whole
-interval (that was most of the stack's start-up overhead); a passing probe still returns at once, so the steady-state
-probe cost is unchanged.
+interval (that was most of the stack's start-up overhead).
+
+--hold S: once this container has passed a probe (a note in $TMPDIR, keyed by its PID 1's start, so a restarted
+container starts afresh), a passing probe stays and checks again every HOLD_POLL_S for S seconds, and fails at once
+with the first check that fails. The first pass of a container's life still returns at once (`up --wait` and
+depends_on see it healthy as soon as it is), and a failure is still seen within a poll; but Docker execs a probe once
+per S seconds instead of once per interval. Each exec costs the Docker daemons and runc ~0.1 s of CPU: with four
+services probed every 2 s that was ~0.2 of a core of a 2-core machine (issue 22, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from hermes_stack import service_defaults as defaults
 
 TIMEOUT_S = float(os.environ.get("HERMES_HEALTH_TIMEOUT") or defaults.HEALTH_TIMEOUT_S)
 POLL_S = 0.2
+HOLD_POLL_S = 2.0  # a held probe checks as often as Docker probed before (compose's interval)
 SERVICES = ("atropos", "inference", "environment", "trainer", "router")
 
 # (method, url, json body or None, headers) -> (status, parsed json or None). Injected in tests.
@@ -172,6 +179,36 @@ def wait_for(probe: Callable[[], str], wait_s: float, poll_s: float | None = Non
         sleep(poll_s)
 
 
+def hold(probe: Callable[[], str], hold_s: float, poll_s: float = HOLD_POLL_S,
+         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+    """probe() again every `poll_s` for `hold_s` seconds; the last answer, or NotReady at the first failure."""
+    deadline = clock() + hold_s
+    answer = probe()
+    while clock() + poll_s <= deadline:
+        sleep(poll_s)
+        answer = probe()
+    return answer
+
+
+def passed_before(service: str, state_dir: Path, proc: Path = Path("/proc")) -> bool:
+    """Whether this container (its PID 1, by start time) passed a probe of `service` before; notes that it has now.
+    False when the note cannot be read or written: the probe then returns at once, as without --hold."""
+    started = process_start_epoch(1, proc)
+    if started is None:
+        return False
+    note, key = state_dir / f"hermes-health-{service}", f"{started:.2f}"
+    try:
+        if note.read_text() == key:
+            return True
+    except OSError:
+        pass
+    try:
+        note.write_text(key)
+    except OSError:
+        pass
+    return False
+
+
 def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str | None = None) -> str:
     data_dir = Path(env.get("HERMES_DATA_DIR", defaults.DATA_DIR))
     inference_url = env.get("HERMES_INFERENCE_URL", defaults.INFERENCE_URL)
@@ -222,12 +259,13 @@ def main(argv: list[str]) -> int:
         return 0
     service, options = argv[0], dict(zip(argv[1::2], argv[2::2]))
     try:
-        wait_s = float(options.get("--wait", 0))
+        wait_s, hold_s = float(options.get("--wait", 0)), float(options.get("--hold", 0))
     except ValueError:
-        wait_s = -1.0
-    if service not in SERVICES or len(argv) % 2 == 0 or not set(options) <= {"--url", "--wait"} or wait_s < 0:
-        print(f"usage: python -m hermes_stack.health {{{','.join(SERVICES)}}} [--url URL] [--wait SECONDS]; "
-              f"got {' '.join(argv)}", file=sys.stderr)
+        wait_s = hold_s = -1.0
+    if (service not in SERVICES or len(argv) % 2 == 0 or not set(options) <= {"--url", "--wait", "--hold"}
+            or min(wait_s, hold_s) < 0):
+        print(f"usage: python -m hermes_stack.health {{{','.join(SERVICES)}}} [--url URL] [--wait SECONDS] "
+              f"[--hold SECONDS]; got {' '.join(argv)}", file=sys.stderr)
         return 1  # Docker reserves exit 2 in healthchecks
     env = dict(os.environ)
     if service in ("inference", "trainer"):
@@ -235,8 +273,12 @@ def main(argv: list[str]) -> int:
         from hermes_stack.secret_files import load_secrets
 
         load_secrets(env)
+    probe = lambda: check(service, env, url=options.get("--url"))
     try:
-        print(wait_for(lambda: check(service, env, url=options.get("--url")), wait_s))
+        answer = wait_for(probe, wait_s)
+        if hold_s > 0 and passed_before(service, Path(os.environ.get("TMPDIR") or "/tmp")):
+            answer = hold(probe, hold_s)
+        print(answer)
     except NotReady as exc:
         print(f"{service} not ready: {exc}", file=sys.stderr)
         return 1

@@ -71,7 +71,7 @@ def override_text(algo: str, device: str, replicas: int, entry: str) -> str:
     ports: !override ["127.0.0.1:{PORT}:{PORT}"]
     secrets: [{{source: hermes_inference_key, mode: 0444}}]
     healthcheck:
-      test: ["CMD", "python", "-m", "hermes_stack.health", "router", "--wait", "5"]
+      test: ["CMD", "python", "-m", "hermes_stack.health", "router", "--wait", "5", "--hold", "20"]
       start_period: 900s             # healthy once one replica is: a GPU replica loads for minutes
     depends_on:
 {replica_deps.rstrip(chr(10))}

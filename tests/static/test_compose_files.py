@@ -61,7 +61,7 @@ def test_long_running_services_have_a_readiness_healthcheck_of_their_own(service
     hc = BASE[service]["healthcheck"]
     # exec form, our readiness module, retrying inside the probe (Engine 20.10 has no start_interval)
     assert hc["test"][:5] == ["CMD", "python", "-m", "hermes_stack.health", service]
-    assert hc["test"][5] == "--wait"
+    assert hc["test"][5] == "--wait" and hc["test"][7] == "--hold"  # a passed container's probe holds
     assert "start_interval" not in hc  # Engine 20.10 rejects it
     assert hc["interval"] == "2s"
     assert int(hc["start_period"].rstrip("s")) > 0
@@ -72,9 +72,11 @@ def test_a_probe_that_waits_inside_itself_ends_before_its_timeout():
 
     hc = {**load("compose.base.yml")["x-healthcheck"]}
     for service in LONG_RUNNING:
-        wait_s = float(BASE[service]["healthcheck"]["test"][6])
-        # the last retry may start just before the wait runs out and then take one request's timeout
-        assert 0 < wait_s + TIMEOUT_S < float(hc["timeout"].rstrip("s")), service
+        test = BASE[service]["healthcheck"]["test"]
+        wait_s, hold_s = float(test[6]), float(test[8])
+        # the last retry may start just before the wait runs out and then take one request's timeout; a held probe
+        # then checks until its hold runs out, and its last check may take a request's timeout too
+        assert 0 < wait_s + TIMEOUT_S + hold_s + TIMEOUT_S < float(hc["timeout"].rstrip("s")), service
 
 
 def test_inference_gets_a_generous_start_period_for_model_loading_on_gpu():

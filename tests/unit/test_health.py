@@ -199,3 +199,69 @@ def test_wait_for_without_a_wait_probes_once():
 def test_main_refuses_bad_arguments_with_exit_1_not_dockers_reserved_2(argv, capsys):
     assert main(argv) == 1
     assert "usage: python -m hermes_stack.health" in capsys.readouterr().err
+
+
+def _fake_proc(root: Path, start_ticks: int) -> Path:
+    """A /proc with a PID 1 started `start_ticks` clock ticks after boot."""
+    (root / "1").mkdir(parents=True, exist_ok=True)
+    (root / "stat").write_text("cpu  1 2 3\nbtime 1700000000\n")
+    fields = ["S"] + ["0"] * 18 + [str(start_ticks)] + ["0"] * 10  # field 22 is the 20th after the comm
+    (root / "1" / "stat").write_text("1 (docker-init) " + " ".join(fields))
+    return root
+
+
+def test_a_container_passes_afresh_once_and_is_held_from_its_second_pass_until_it_restarts(tmp_path):
+    from hermes_stack.health import passed_before
+
+    proc, state = _fake_proc(tmp_path / "proc", 500), tmp_path / "tmp"
+    state.mkdir()
+    assert passed_before("inference", state, proc) is False  # its first pass returns at once
+    assert passed_before("inference", state, proc) is True
+    assert passed_before("atropos", state, proc) is False  # per service
+    _fake_proc(tmp_path / "proc", 900)  # the container restarted: a new PID 1
+    assert passed_before("inference", state, proc) is False
+    assert passed_before("inference", tmp_path / "absent", proc) is False  # no note can be kept: never held
+    assert passed_before("inference", tmp_path / "absent", proc) is False
+
+
+def test_a_held_probe_checks_every_poll_until_its_hold_runs_out():
+    from hermes_stack.health import hold
+
+    clock, calls = _Clock(), []
+
+    def probe():
+        calls.append(clock.now)
+        return f"ready at {clock.now:g}"
+
+    assert hold(probe, 20.0, poll_s=2.0, clock=clock, sleep=clock.sleep) == "ready at 20"
+    assert calls == [2.0 * k for k in range(11)]
+
+
+def test_a_held_probe_fails_at_the_first_failed_check():
+    from hermes_stack.health import hold
+
+    clock, answers = _Clock(), iter(["ready", "ready", NotReady("no readiness marker")])
+
+    def probe():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with pytest.raises(NotReady, match="no readiness marker"):
+        hold(probe, 20.0, poll_s=2.0, clock=clock, sleep=clock.sleep)
+    assert clock.now == 4.0  # seen within a poll, not at the end of the hold
+
+
+def test_main_holds_only_a_container_that_passed_before(tmp_path, monkeypatch):
+    from hermes_stack import health
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(health, "check", lambda service, env, url=None: f"{service} ready")
+    monkeypatch.setattr(health, "process_start_epoch", lambda pid, proc=None: 1234.5)
+    held = []
+    monkeypatch.setattr(health, "hold", lambda probe, hold_s: held.append(hold_s) or probe())
+    assert main(["atropos", "--wait", "5", "--hold", "20"]) == 0 and held == []  # the first pass: at once
+    assert main(["atropos", "--wait", "5", "--hold", "20"]) == 0 and held == [20.0]
+    assert main(["atropos", "--wait", "5"]) == 0 and held == [20.0]  # no --hold: never held
+    assert main(["atropos", "--hold", "-1"]) == 1
