@@ -1,4 +1,5 @@
-"""Readiness checks for the compose healthchecks: `python -m hermes_stack.health <service> [--url URL] [--wait S]`.
+"""Readiness checks for the compose healthchecks:
+`python -m hermes_stack.health <service> [--url URL] [--wait S] [--hold S]`.
 
 Stdlib only (it also runs in the atropos image, which carries this module alone), so it reads its few variables
 itself; they are hermes_stack.service_env.ServiceEnv's (tests/static checks the names). Exit 0 = ready, 1 = not ready with
@@ -21,11 +22,14 @@ healthcheck.start_interval: without this a service that got ready just after a p
 interval (that was most of the stack's start-up overhead).
 
 --hold S: once this container has passed a probe (a note in $TMPDIR, keyed by its PID 1's start, so a restarted
-container starts afresh), a passing probe stays and checks again every HOLD_POLL_S for S seconds, and fails at once
-with the first check that fails. The first pass of a container's life still returns at once (`up --wait` and
-depends_on see it healthy as soon as it is), and a failure is still seen within a poll; but Docker execs a probe once
-per S seconds instead of once per interval. Each exec costs the Docker daemons and runc ~0.1 s of CPU: with four
-services probed every 2 s that was ~0.2 of a core of a 2-core machine (issue 22, docs/benchmarks.md).
+container starts afresh), a passing probe stays and checks again every HOLD_POLL_S until S seconds after it started,
+and fails at once with the first check that fails. A failure removes the note: the next pass returns at once again.
+The first pass of a container's life still returns at once (`up --wait` and depends_on see it healthy as soon as it
+is), and a failure is still seen within a poll; but Docker execs a probe once per ~S seconds instead of once per
+interval. Each exec costs the Docker daemons and runc ~0.1 s of CPU: with four services probed every 2 s that was ~0.2
+of a core of a 2-core machine (issue 22, docs/benchmarks.md). A single failed check inside a hold does not make a
+service unhealthy: it fails one probe, and compose's `retries` ask for three in a row. A probe ends within
+max(--wait, --hold) plus its requests' timeouts (tests/static checks this against compose's timeout).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from hermes_stack import service_defaults as defaults
 
 TIMEOUT_S = float(os.environ.get("HERMES_HEALTH_TIMEOUT") or defaults.HEALTH_TIMEOUT_S)
 POLL_S = 0.2
+INF = float("inf")
 HOLD_POLL_S = 2.0  # a held probe checks as often as Docker probed before (compose's interval)
 SERVICES = ("atropos", "inference", "environment", "trainer", "router")
 
@@ -132,15 +137,23 @@ def check_router(openai_url: str, fetch: Fetch) -> str:
     return f"router ready: {body.get('healthy_workers')} of {body.get('total_workers')} replicas healthy"
 
 
-def process_start_epoch(pid: int, proc: Path = Path("/proc")) -> float | None:
+def process_start_ticks(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """When the process started, in clock ticks after boot (field 22 of /proc/<pid>/stat), or None."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])  # counted after the comm field, which may hold spaces
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_start_epoch(pid: int, proc: Path = Path("/proc")) -> float | None:
+    ticks = process_start_ticks(pid, proc)
+    try:
         btime = next(int(line.split()[1]) for line in (proc / "stat").read_text().splitlines()
                      if line.startswith("btime "))
     except (OSError, StopIteration, ValueError):
         return None
-    start_ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, counted after the comm field
-    return btime + start_ticks / os.sysconf("SC_CLK_TCK")
+    return None if ticks is None else btime + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def check_marker(data_dir: Path, service: str, proc: Path = Path("/proc")) -> str:
@@ -179,24 +192,28 @@ def wait_for(probe: Callable[[], str], wait_s: float, poll_s: float | None = Non
         sleep(poll_s)
 
 
-def hold(probe: Callable[[], str], hold_s: float, poll_s: float = HOLD_POLL_S,
+def hold(probe: Callable[[], str], answer: str, until: float, poll_s: float = HOLD_POLL_S,
          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
-    """probe() again every `poll_s` for `hold_s` seconds; the last answer, or NotReady at the first failure."""
-    deadline = clock() + hold_s
-    answer = probe()
-    while clock() + poll_s <= deadline:
+    """After a pass (`answer`), probe() again every `poll_s` while a check can start before `until` (a clock()
+    time); the last answer, or NotReady at the first failure."""
+    while clock() + poll_s <= until:
         sleep(poll_s)
         answer = probe()
     return answer
 
 
+def _note(service: str, state_dir: Path) -> Path:
+    return state_dir / f"hermes-health-{service}"
+
+
 def passed_before(service: str, state_dir: Path, proc: Path = Path("/proc")) -> bool:
-    """Whether this container (its PID 1, by start time) passed a probe of `service` before; notes that it has now.
-    False when the note cannot be read or written: the probe then returns at once, as without --hold."""
-    started = process_start_epoch(1, proc)
+    """Whether this container (its PID 1, by start time) passed its last probe of `service`; notes that it has now.
+    False when the note cannot be read or written: the probe then returns at once, as without --hold. Keyed by the
+    raw start ticks, not an epoch: btime moves when the wall clock is stepped."""
+    started = process_start_ticks(1, proc)
     if started is None:
         return False
-    note, key = state_dir / f"hermes-health-{service}", f"{started:.2f}"
+    note, key = _note(service, state_dir), str(started)
     try:
         if note.read_text() == key:
             return True
@@ -207,6 +224,11 @@ def passed_before(service: str, state_dir: Path, proc: Path = Path("/proc")) -> 
     except OSError:
         pass
     return False
+
+
+def forget_pass(service: str, state_dir: Path) -> None:
+    """A failed probe: the next pass returns at once (a recovering service is seen healthy as soon as it is)."""
+    _note(service, state_dir).unlink(missing_ok=True)
 
 
 def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str | None = None) -> str:
@@ -257,13 +279,14 @@ def main(argv: list[str]) -> int:
             print(f"weights: {exc}", file=sys.stderr)
             return 1
         return 0
+    started = time.monotonic()
     service, options = argv[0], dict(zip(argv[1::2], argv[2::2]))
     try:
         wait_s, hold_s = float(options.get("--wait", 0)), float(options.get("--hold", 0))
     except ValueError:
         wait_s = hold_s = -1.0
     if (service not in SERVICES or len(argv) % 2 == 0 or not set(options) <= {"--url", "--wait", "--hold"}
-            or min(wait_s, hold_s) < 0):
+            or not (0 <= wait_s < INF and 0 <= hold_s < INF)):  # NaN fails both comparisons
         print(f"usage: python -m hermes_stack.health {{{','.join(SERVICES)}}} [--url URL] [--wait SECONDS] "
               f"[--hold SECONDS]; got {' '.join(argv)}", file=sys.stderr)
         return 1  # Docker reserves exit 2 in healthchecks
@@ -274,12 +297,15 @@ def main(argv: list[str]) -> int:
 
         load_secrets(env)
     probe = lambda: check(service, env, url=options.get("--url"))
+    state_dir = Path(os.environ.get("TMPDIR") or "/tmp")
     try:
         answer = wait_for(probe, wait_s)
-        if hold_s > 0 and passed_before(service, Path(os.environ.get("TMPDIR") or "/tmp")):
-            answer = hold(probe, hold_s)
+        if hold_s > 0 and passed_before(service, state_dir):
+            answer = hold(probe, answer, started + hold_s)
         print(answer)
     except NotReady as exc:
+        if hold_s > 0:
+            forget_pass(service, state_dir)
         print(f"{service} not ready: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -132,8 +132,10 @@ class ServiceEnv(BaseModel):
     logprob_tolerance: float = _var("HERMES_LOGPROB_TOLERANCE", defaults.LOGPROB_TOLERANCE, "pass",
                                     "trainer dry-run: the mean absolute log ratio a token that the log-prob and weight sync "
                                     "checks accept between served and trainer log-probs", gt=0, le=1)
+    # tests/static/test_compose_files.py checks the bound against compose's healthcheck timeout
     health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", defaults.HEALTH_TIMEOUT_S, "pass",
-                                   "healthchecks: seconds one probe request may take", gt=0)
+                                   "healthchecks: seconds one probe request may take (at most 12: a held probe's 20 s "
+                                   "and one check's two requests fit compose's 50 s timeout)", gt=0, le=12)
     log_level: Annotated[LogLevel, BeforeValidator(_upper)] = _var(
         "HERMES_LOG_LEVEL", "INFO", "pass", "every service: the log level (hermes_stack.service_log)")
     inference_server: Literal["sglang", "builtin"] | None = _var(

@@ -224,10 +224,12 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         ids = [self._prompt_ids(prompt) for prompt in prompts]
         policy_step = self.policy_step()
         asked = time.monotonic()
-        answers = await server.generate_many([
-            {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids)),
-             "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids for _ in range(size)])
-        self.totals.generate_s += time.monotonic() - asked
+        try:
+            answers = await server.generate_many([
+                {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids)),
+                 "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids for _ in range(size)])
+        finally:  # a chunk cancelled while it awaits (atroposlib's queue filled) awaited all the same
+            self.totals.generate_s += time.monotonic() - asked
         rows_of = [answers[k * size:(k + 1) * size] for k in range(len(items))]
         texts_of = [[self.tokenizer.decode(output, skip_special_tokens=True) for _, output, _, _ in rows]
                     for rows in rows_of]
@@ -432,11 +434,13 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         generated, in_flight = t.sequences - t.logged_sequences, busy - t.logged_busy_s
         t.logged_sequences, t.logged_busy_s = t.sequences, busy
         awaiting, t.logged_generate_s = t.generate_s - t.logged_generate_s, t.generate_s
+        # Only chunks time their /generate: elsewhere (process mode, a BaseEnv's own rollouts) there is no split.
+        split = f", chunks awaiting /generate {awaiting:.2f} s" if self._chunked() else ""
         log.info("batch %d: %d groups sent, mean score %.3f, rollout rate %.0f sequences/s (%d generated in %.2f s "
-                 "with groups in flight, chunks awaiting /generate %.2f s) | run: accuracy %.3f, format rate %.3f, "
+                 "with groups in flight%s) | run: accuracy %.3f, format rate %.3f, "
                  "format failures %d, groups dropped for equal scores %d, chunks cancelled %d (%d prompts)%s",
                  t.batches_logged, len(scores), sum(scores) / len(scores), rollout_rate(generated, in_flight),
-                 generated, in_flight, awaiting, t.accuracy, t.format_rate, t.format_failures,
+                 generated, in_flight, split, t.accuracy, t.format_rate, t.format_failures,
                  t.dropped_equal_scores, t.cancelled_chunks, t.cancelled_prompts, judge)
 
 

@@ -67,16 +67,37 @@ def test_long_running_services_have_a_readiness_healthcheck_of_their_own(service
     assert int(hc["start_period"].rstrip("s")) > 0
 
 
-def test_a_probe_that_waits_inside_itself_ends_before_its_timeout():
-    from hermes_stack.health import TIMEOUT_S
+# Requests one check makes (hermes_stack.health.check): inference /v1/models and /health_generate; the trainer its
+# marker (a file) and /v1/models or the router's /readiness; the environment only its marker.
+REQUESTS_PER_CHECK = {"atropos": 1, "inference": 2, "trainer": 2, "environment": 0, "router": 1}
 
-    hc = {**load("compose.base.yml")["x-healthcheck"]}
-    for service in LONG_RUNNING:
-        test = BASE[service]["healthcheck"]["test"]
-        wait_s, hold_s = float(test[6]), float(test[8])
-        # the last retry may start just before the wait runs out and then take one request's timeout; a held probe
-        # then checks until its hold runs out, and its last check may take a request's timeout too
-        assert 0 < wait_s + TIMEOUT_S + hold_s + TIMEOUT_S < float(hc["timeout"].rstrip("s")), service
+
+def _probe_ends_in_s(test: list[str], requests: int, request_timeout_s: float) -> float:
+    """The longest a probe runs: its last check starts before max(--wait, --hold) runs out, then takes each request's
+    timeout, plus ~1 s for the interpreter to start."""
+    options = dict(zip(test[5::2], test[6::2]))
+    return max(float(options["--wait"]), float(options.get("--hold", 0))) + requests * request_timeout_s + 1.0
+
+
+def _probes():
+    """(service, healthcheck) of the base stack and of the REPLICAS=N overlay's router (it extends atropos's)."""
+    from hermes_stack.controller.replicas import override_text
+
+    router = yaml.safe_load(override_text("grpo", "cpu", 2, "compose.grpo.yml").replace("!reset", "")
+                            .replace("!override", ""))["services"]["router"]["healthcheck"]
+    return [(service, BASE[service]["healthcheck"]) for service in sorted(LONG_RUNNING)] + [
+        ("router", {**BASE["atropos"]["healthcheck"], **router})]
+
+
+@pytest.mark.parametrize("service, hc", _probes(), ids=lambda v: v if isinstance(v, str) else "")
+def test_a_probe_that_waits_and_holds_inside_itself_ends_before_its_timeout(service, hc):
+    """Even at the largest request timeout HERMES_HEALTH_TIMEOUT accepts: a probe Docker kills counts as failed."""
+    from hermes_stack.service_env import ServiceEnv
+
+    largest = ServiceEnv.model_fields["health_timeout_s"].metadata
+    largest_s = next(m.le for m in largest if getattr(m, "le", None) is not None)
+    assert hc["test"][:5] == ["CMD", "python", "-m", "hermes_stack.health", service]
+    assert 0 < _probe_ends_in_s(hc["test"], REQUESTS_PER_CHECK[service], largest_s) < float(hc["timeout"].rstrip("s"))
 
 
 def test_inference_gets_a_generous_start_period_for_model_loading_on_gpu():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -224,7 +225,7 @@ def test_a_container_passes_afresh_once_and_is_held_from_its_second_pass_until_i
     assert passed_before("inference", tmp_path / "absent", proc) is False
 
 
-def test_a_held_probe_checks_every_poll_until_its_hold_runs_out():
+def test_a_held_probe_checks_every_poll_after_its_pass_until_its_hold_runs_out():
     from hermes_stack.health import hold
 
     clock, calls = _Clock(), []
@@ -233,14 +234,28 @@ def test_a_held_probe_checks_every_poll_until_its_hold_runs_out():
         calls.append(clock.now)
         return f"ready at {clock.now:g}"
 
-    assert hold(probe, 20.0, poll_s=2.0, clock=clock, sleep=clock.sleep) == "ready at 20"
-    assert calls == [2.0 * k for k in range(11)]
+    assert hold(probe, "ready at 0", 20.0, poll_s=2.0, clock=clock, sleep=clock.sleep) == "ready at 20"
+    assert calls == [2.0 * k for k in range(1, 11)]  # not again at 0: the pass it holds was that check
+
+
+def test_a_hold_ends_at_its_deadline_not_its_length_after_a_slow_first_pass():
+    from hermes_stack.health import hold
+
+    clock, calls = _Clock(), []
+    clock.now = 13.0  # the probe's first check took its wait and a request's timeout
+
+    def probe():
+        calls.append(clock.now)
+        return "ready"
+
+    hold(probe, "ready", 20.0, poll_s=2.0, clock=clock, sleep=clock.sleep)
+    assert calls == [15.0, 17.0, 19.0]  # so a probe ends within max(wait, hold) + one check (compose's timeout)
 
 
 def test_a_held_probe_fails_at_the_first_failed_check():
     from hermes_stack.health import hold
 
-    clock, answers = _Clock(), iter(["ready", "ready", NotReady("no readiness marker")])
+    clock, answers = _Clock(), iter(["ready", NotReady("no readiness marker")])
 
     def probe():
         answer = next(answers)
@@ -249,19 +264,48 @@ def test_a_held_probe_fails_at_the_first_failed_check():
         return answer
 
     with pytest.raises(NotReady, match="no readiness marker"):
-        hold(probe, 20.0, poll_s=2.0, clock=clock, sleep=clock.sleep)
+        hold(probe, "ready", 20.0, poll_s=2.0, clock=clock, sleep=clock.sleep)
     assert clock.now == 4.0  # seen within a poll, not at the end of the hold
 
 
-def test_main_holds_only_a_container_that_passed_before(tmp_path, monkeypatch):
+@pytest.fixture
+def held_main(tmp_path, monkeypatch):
+    """main() with a PID 1 that passed nothing yet, checks that answer `state["answer"]`, and `hold` recorded."""
     from hermes_stack import health
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(health, "check", lambda service, env, url=None: f"{service} ready")
-    monkeypatch.setattr(health, "process_start_epoch", lambda pid, proc=None: 1234.5)
-    held = []
-    monkeypatch.setattr(health, "hold", lambda probe, hold_s: held.append(hold_s) or probe())
-    assert main(["atropos", "--wait", "5", "--hold", "20"]) == 0 and held == []  # the first pass: at once
-    assert main(["atropos", "--wait", "5", "--hold", "20"]) == 0 and held == [20.0]
-    assert main(["atropos", "--wait", "5"]) == 0 and held == [20.0]  # no --hold: never held
-    assert main(["atropos", "--hold", "-1"]) == 1
+    state = {"answer": "ready", "held": []}
+
+    def fake_check(service, env, url=None):
+        if state["answer"] != "ready":
+            raise NotReady(state["answer"])
+        return f"{service} ready"
+
+    monkeypatch.setattr(health, "check", fake_check)
+    monkeypatch.setattr(health, "process_start_ticks", lambda pid, proc=None: 12345)
+    monkeypatch.setattr(health, "time", SimpleNamespace(monotonic=lambda: 100.0))  # when main() started
+    monkeypatch.setattr(health, "hold", lambda probe, answer, until: state["held"].append(until) or probe())
+    return state
+
+
+def test_main_holds_only_a_container_that_passed_before(held_main):
+    assert main(["atropos", "--wait", "5", "--hold", "20"]) == 0 and held_main["held"] == []  # the first pass
+    assert main(["atropos", "--wait", "5", "--hold", "20"]) == 0
+    assert held_main["held"] == [120.0]  # until 20 s after the probe started, whatever its first check took
+    assert main(["atropos", "--wait", "5"]) == 0 and held_main["held"] == [120.0]  # no --hold: never held
+
+
+def test_a_failed_probe_forgets_the_pass_so_a_recovering_container_is_seen_healthy_at_once(held_main, tmp_path):
+    assert main(["inference", "--hold", "20"]) == 0
+    assert (tmp_path / "hermes-health-inference").is_file()
+    held_main["answer"] = "GET /health_generate answered 503"
+    assert main(["inference", "--hold", "20"]) == 1
+    assert not (tmp_path / "hermes-health-inference").exists()
+    held_main["answer"] = "ready"
+    assert main(["inference", "--hold", "20"]) == 0 and held_main["held"] == []  # not held 20 s on its recovery
+
+
+@pytest.mark.parametrize("hold_s", ["-1", "inf", "nan"])
+def test_main_refuses_a_hold_that_is_not_a_finite_number_of_seconds(hold_s, capsys):
+    assert main(["atropos", "--hold", hold_s]) == 1
+    assert "usage: python -m hermes_stack.health" in capsys.readouterr().err

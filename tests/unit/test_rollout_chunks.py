@@ -149,18 +149,23 @@ def test_a_chunks_time_awaiting_generate_is_counted_apart_from_its_own_work(monk
     import hermes_stack.environment.env as env_module
 
     now = [100.0]
-    monkeypatch.setattr(env_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(env_module, "time", SimpleNamespace(monotonic=lambda: now[0]))  # env.py's clock only
     env = make_env(QUESTIONS, workers=4, batch=64)
     server = env.server.servers[0]
-    answer = server.generate_many
+    answer, score = server.generate_many, env._score_all
 
     async def slow(requests):
         now[0] += 0.25  # the server's time, on the environment's clock
         return await answer(requests)
 
-    server.generate_many = slow
+    async def slow_scoring(item, texts):
+        now[0] += 0.01  # the environment's own work: not awaiting /generate
+        return await score(item, texts)
+
+    server.generate_many, env._score_all = slow, slow_scoring
     asyncio.run(env.collect_trajectories(env.train_items[0]))
     asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert now[0] > 100.5  # the scoring's time passed too
     assert env.totals.generate_s == pytest.approx(0.5)
     env.totals.recent = [1.0]
     with _captured("hermes_stack.environment") as lines:
@@ -189,6 +194,7 @@ def test_a_chunk_cancelled_while_it_samples_is_counted_and_releases_its_share():
 
     asyncio.run(cancel_one())
     assert (env.totals.cancelled_chunks, env.totals.cancelled_prompts) == (1, 16)
+    assert env.totals.generate_s > 0  # its time awaiting /generate counts, though its sequences never came
     assert (env._chunks_in_flight, env._prompts_in_flight, env.totals.clock.inflight) == (0, 0, 0)
     groups, _ = asyncio.run(make_env(QUESTIONS, workers=4, batch=64).collect_trajectories(env.train_items[0]))
     assert len(groups) == 16  # a chunk that finishes is not counted

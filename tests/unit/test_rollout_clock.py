@@ -48,6 +48,7 @@ def test_the_batch_line_reads_back_as_total_sequences_over_total_in_flight_time(
     env = object.__new__(HermesMathEnv)
     env._encoded = {}  # __init__'s prompt-ids cache
     env.totals, env.judge = Totals(clock=RolloutClock(now)), None
+    env._chunked = lambda: True  # the serve loop's chunks (only they time their /generate)
     caplog.set_level(logging.INFO, logger="hermes_stack.environment")
     for sequences, busy in ((400, 2.0), (300, 1.0), (100, 1.0)):  # per batch: 200, 300, 100 sequences/s
         env.totals.clock.enter()
@@ -64,3 +65,8 @@ def test_the_batch_line_reads_back_as_total_sequences_over_total_in_flight_time(
     assert (awaiting_from_log(caplog.text), awaiting_from_log(caplog.text, skip=1)) == pytest.approx((2.0, 1.0))
     assert rate_from_log(caplog.text) == pytest.approx((200.0, 800, 4.0))
     assert rate_from_log(caplog.text, skip=1) == pytest.approx((200.0, 400, 2.0))  # 400 / 2.0, not mean(300, 100)
+    env._chunked = lambda: False  # process mode, a BaseEnv's own rollouts: no split to report, not "0.00 s"
+    env.totals.recent = [0.5]
+    env._log_batch()
+    assert caplog.text.splitlines()[-1].count("with groups in flight) | run:") == 1
+    assert rate_from_log(caplog.text) == pytest.approx((200.0, 800, 4.0))  # the line still reads back

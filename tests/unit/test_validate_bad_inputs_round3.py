@@ -190,6 +190,11 @@ CASES = [
     Case("knob-out-of-range", [("(environment): HERMES_SGLANG_PORT: found '0', expected greater than or equal to 1. "
                                 "Hint: inference: SGLang's own port inside the container")],
          env={"HERMES_SGLANG_PORT": "0"}),
+    Case("health-timeout-past-the-probes-timeout", [("(environment): HERMES_HEALTH_TIMEOUT: found '30', expected less "
+                                                     "than or equal to 12. Hint: healthchecks: seconds one probe "
+                                                     "request may take (at most 12: a held probe's 20 s and one "
+                                                     "check's two requests fit compose's 50 s timeout)")],
+         env={"HERMES_HEALTH_TIMEOUT": "30"}),
     Case("project-name-with-capitals", [("(environment): HERMES_PROJECT_NAME: found 'My Run', expected a compose "
                                          "project name: lower-case letters, digits, - and _. Hint: e.g. "
                                          "HERMES_PROJECT_NAME=my-run; or unset it for the default")],
