@@ -15,8 +15,11 @@
    hermes-models volume owned by uid 10001 (and flashinfer's JIT cache there), the trainer loaded the same files,
    a LoRA adapter accepted by /load_lora_adapter, training steps, no key in `docker compose logs inference`, and the
    GPU memory each process holds (nvidia-smi) against the split.
+6. (--dry-run-checks) the dry-run's three checks (trainer/__main__.py loop_checks) on the GPU, GRPO and PPO, with
+   the gpu profile's configs, against the built-in server on the same GPU: memory measured with torch.cuda, the
+   LoRA weight push and back, the log-prob convention (dry_run_checks).
 
-    python bench/gpu_smoke.py [--steps 150] [--split] [--stack [--stack-steps 3]]
+    python bench/gpu_smoke.py [--steps 150] [--split | --dry-run-checks | --stack [--stack-steps 3]]
 """
 
 from __future__ import annotations
@@ -102,18 +105,17 @@ def inference(model: Path) -> None:
         print("inference reload:", reload)
 
 
-def split(workdir: Path, layers: int = 4) -> None:
-    """Measured trainer memory per micro-batch against the split's estimate (config/memory.py)."""
+def qwen3_8b_shaped(workdir: Path, layers: int):
+    """A Qwen3-8B-shaped checkpoint cut to `layers` layers (its hidden, intermediate, heads and 151,936-token
+    vocabulary, so the logits weigh what they weigh in the real model), random weights, bf16; and its config."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hermes_stack.config import memory
-    from hermes_stack.config.models import AlgorithmSection
-    from hermes_stack.trainer.engine import Sequence
-    from hermes_stack.trainer.engine_torch import TorchEngine
     from tests.fakes.fixture_model import build_tokenizer
 
-    directory = workdir / "qwen3-8b-shaped"
+    directory = workdir / f"qwen3-8b-shaped-{layers}"
+    if (directory / "config.json").is_file():
+        return directory, LlamaConfig.from_pretrained(directory)
     directory.mkdir(parents=True)
     tokenizer = build_tokenizer(directory)
     config = LlamaConfig(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=layers,
@@ -121,6 +123,96 @@ def split(workdir: Path, layers: int = 4) -> None:
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, torch_dtype="bfloat16")
     LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
+    return directory, config
+
+
+def dry_run_checks(workdir: Path, directory: Path, algo: str) -> None:
+    """6. The dry-run's three checks as the trainer runs them (trainer/__main__.py loop_checks) on the GPU: memory
+    measured with torch.cuda at the micro_batch_size the GPU memory split plans for this model and config (what `up`
+    hands the trainer), in the room SGLang's static pool would leave (HERMES_TRAINER_MEMORY_CAP_GIB), the weight push
+    through /load_lora_adapter and back, and the log-prob convention, against the built-in inference server (float32)
+    on the same GPU over loopback HTTP, LoRA rank from settings; then the log-prob check once more with the trainer
+    in float32, which tells bf16's rounding from a wrong model. One line per check, as the dry-run prints."""
+    import gc
+    import json
+    import socket
+    import threading
+
+    import torch
+    import uvicorn
+
+    from hermes_stack import service_defaults
+    from hermes_stack.config import memory
+    from hermes_stack.config.loader import load_stack
+    from hermes_stack.errors import HermesError
+    from hermes_stack.inference.builtin import BuiltinBackend
+    from hermes_stack.inference.server import create_app
+    from hermes_stack.trainer import memory_check, policy_checks
+    from hermes_stack.trainer.engine_torch import TorchEngine
+    from hermes_stack.trainer.weights_sync import InferenceClient
+
+    stack = load_stack(algo, ROOT / "configs", profile="gpu")
+    t = stack.settings.tinker
+    micro, cap_gib = stack.settings.trainer.micro_batch_size, None
+    if DEVICE == "cuda":
+        shape = memory.ModelShape.from_config(json.loads((directory / "config.json").read_text()))
+        plan = memory.plan_split(shape, stack.config.rollout, lora_rank=t.lora_rank,
+                                 gpu_gib=torch.cuda.get_device_properties(0).total_memory / memory.GIB)
+        micro = plan.micro_batch
+        cap_gib = (plan.gpu_bytes - plan.sglang_static_bytes - memory.SGLANG_RUNTIME_BYTES) / memory.GIB
+        print(f"dry-run ({algo}) split for {directory.name}: micro_batch_size {micro}, trainer planned "
+              f"{plan.trainer_bytes / memory.GIB:.1f} GiB; the room next to SGLang's pool {cap_gib:.1f} GiB", flush=True)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    backend = BuiltinBackend(str(directory), served_model="shaped", device=DEVICE, seed=0)
+    server = uvicorn.Server(uvicorn.Config(create_app(backend, "smoke", data_dir=workdir), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+
+    def engine_in(dtype=None) -> TorchEngine:
+        return TorchEngine(directory, stack.config.algorithm, t.learning_rate, device=DEVICE, lora_rank=t.lora_rank,
+                           temperature=stack.config.rollout.temperature, epochs=stack.settings.trainer.epochs,
+                           minibatches=stack.settings.trainer.minibatches, micro_batch_size=micro, dtype=dtype)
+
+    engine = engine_in()
+    deadline = time.monotonic() + 300
+    while not (server.started and backend.is_ready()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    client = InferenceClient(f"http://127.0.0.1:{port}/v1", "smoke", timeout_s=300)
+    tolerance = service_defaults.LOGPROB_TOLERANCE
+    checks = [("memory", lambda: memory_check.check_torch_engine(engine, stack, cap_gib)),
+              ("weight sync", lambda: policy_checks.check_weight_sync(engine, client, stack, workdir / "dry-run",
+                                                                      False, tolerance)),
+              ("log-probs", lambda: policy_checks.check_logprobs(engine, client, stack, tolerance))]
+    if DEVICE == "cuda":
+        checks.append(("log-probs, trainer in float32",
+                       lambda: policy_checks.check_logprobs(engine_in(torch.float32), client, stack, tolerance)))
+    try:
+        for name, check in checks:
+            try:
+                print(f"dry-run ({algo}, {directory.name}, {DEVICE}) [{name}] check {check()}", flush=True)
+            except (memory_check.MemoryCheckFailed, policy_checks.PolicyCheckFailed, HermesError) as exc:
+                print(f"dry-run ({algo}) [{name}] check FAILED {type(exc).__name__}: {exc}", flush=True)
+    finally:
+        server.should_exit = True
+        engine = checks = None  # let the GPU memory go before the next algorithm
+        gc.collect()
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+        time.sleep(1)
+
+
+def split(workdir: Path, layers: int = 4) -> None:
+    """Measured trainer memory per micro-batch against the split's estimate (config/memory.py)."""
+    import torch
+
+    from hermes_stack.config import memory
+    from hermes_stack.config.models import AlgorithmSection
+    from hermes_stack.trainer.engine import Sequence
+    from hermes_stack.trainer.engine_torch import TorchEngine
+
+    directory, config = qwen3_8b_shaped(workdir, layers)
     shape = memory.ModelShape.from_config(config.to_dict())
     params = AlgorithmSection(name="grpo", advantage_estimator="group_relative", gamma=1.0, lam=1.0, clip_epsilon=0.2,
                         kl_coef=0.1)
@@ -223,6 +315,8 @@ def main() -> None:
     ap.add_argument("--split", action="store_true", help="only the memory split's measurement (part 4)")
     ap.add_argument("--stack", action="store_true", help="only the real gpu stack (part 5; registry + hub needed)")
     ap.add_argument("--stack-steps", type=int, default=3)
+    ap.add_argument("--dry-run-checks", action="store_true",
+                    help="only the dry-run's three checks on the GPU (part 6), GRPO and PPO")
     args = ap.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -236,6 +330,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.split:
             split(Path(tmp))
+            return
+        if args.dry_run_checks:
+            from tests.fakes.fixture_model import build_fixture_model
+
+            # On a CPU box (checking the script itself) a small fixture model stands in for the shaped one.
+            model = (qwen3_8b_shaped(Path(tmp), 4)[0] if DEVICE == "cuda"
+                     else build_fixture_model(Path(tmp) / "small-model", hidden=64, layers=2))
+            for algo in ("grpo", "ppo"):
+                dry_run_checks(Path(tmp), model, algo)
             return
         model = lora(Path(tmp))
         inference(model)

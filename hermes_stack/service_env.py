@@ -131,7 +131,8 @@ class ServiceEnv(BaseModel):
                                                 gt=0)
     logprob_tolerance: float = _var("HERMES_LOGPROB_TOLERANCE", defaults.LOGPROB_TOLERANCE, "pass",
                                     "trainer dry-run: the mean absolute log ratio a token that the log-prob and weight sync "
-                                    "checks accept between served and trainer log-probs", gt=0, le=1)
+                                    "checks accept between served and trainer log-probs (below 0.1: the weight sync "
+                                    "check's probe moves by at least that)", gt=0, lt=0.1)
     # tests/static/test_compose_files.py checks the bound against compose's healthcheck timeout
     health_timeout_s: float = _var("HERMES_HEALTH_TIMEOUT", defaults.HEALTH_TIMEOUT_S, "pass",
                                    "healthchecks: seconds one probe request may take (at most 12: a held probe's 20 s "

@@ -195,6 +195,12 @@ CASES = [
                                                      "request may take (at most 12: a held probe's 20 s and one "
                                                      "check's two requests fit compose's 50 s timeout)")],
          env={"HERMES_HEALTH_TIMEOUT": "30"}),
+    Case("logprob-tolerance-the-probe-cannot-tell", [("(environment): HERMES_LOGPROB_TOLERANCE: found '0.5', expected "
+                                                      "less than 0.1. Hint: trainer dry-run: the mean absolute log "
+                                                      "ratio a token that the log-prob and weight sync checks accept "
+                                                      "between served and trainer log-probs (below 0.1: the weight "
+                                                      "sync check's probe moves by at least that)")],
+         env={"HERMES_LOGPROB_TOLERANCE": "0.5"}),
     Case("project-name-with-capitals", [("(environment): HERMES_PROJECT_NAME: found 'My Run', expected a compose "
                                          "project name: lower-case letters, digits, - and _. Hint: e.g. "
                                          "HERMES_PROJECT_NAME=my-run; or unset it for the default")],
