@@ -203,11 +203,17 @@ def uses_upstream_sglang(server_configs) -> bool:
 
 
 class PooledAtroposCalls:
-    """BaseEnv mixin: posting groups and polling /status-env over one kept-alive session. Same URLs, bodies
-    (gzip when it is smaller: BaseEnv._post_json_with_compression is reused), status handling and retries as
-    BaseEnv._send_scored_data_to_api and BaseEnv.get_status."""
+    """BaseEnv mixin: posting groups and polling /status-env over one kept-alive session. Same URLs, JSON bodies,
+    status handling and retries as BaseEnv._send_scored_data_to_api and BaseEnv.get_status; the bodies go
+    uncompressed (_post_json_with_compression)."""
 
     _atropos_pool: SessionPool | None = None
+
+    def _post_json_with_compression(self, session: aiohttp.ClientSession, url: str, payload, **_):
+        """Plain JSON, as upstream posts a payload under 1 KiB. Upstream gzips larger ones at level 9: for a PPO chunk
+        of 256 groups that was ~8 ms of the environment's CPU (py-spy in the CPU stack, issue 22), and run-api then
+        spends more to inflate it, to save bytes on a loopback or compose network. run-api reads both."""
+        return session.post(url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json"})
 
     def _atropos_session(self) -> aiohttp.ClientSession:
         if self._atropos_pool is None:

@@ -93,3 +93,24 @@ def test_plain_integer_fast_path_gives_math_verify_verdict(candidate, reference)
     slow = rw._verify(rw._parse(reference), rw._parse(candidate))
     assert rw.answers_agree(candidate, reference) == slow
     assert rw.is_well_formatted(f"#### {candidate}") == bool(rw._parse(candidate))
+
+
+def test_each_answer_text_is_parsed_once_for_its_format_and_its_verdict(monkeypatch):
+    """The reference and a non-integer answer are parsed by math-verify once, not once per use (each parse is sympy
+    work), and the verdicts are the uncached ones."""
+    import math_verify
+
+    from hermes_stack.tasks import reward as rw
+
+    rw._parse_capped.cache_clear()
+    parsed = []
+    real = math_verify.parse
+    monkeypatch.setattr(math_verify, "parse", lambda text, **kw: parsed.append(text) or real(text, **kw))
+    first = score_completion("so\n#### 72.0", GSM8K_ANSWER)
+    again = score_completion("so\n#### 72.0", GSM8K_ANSWER)
+    assert first == again and first.correct and first.well_formatted
+    assert sorted(parsed) == ["72", "72.0"]  # the answer's once (format and verdict), the reference's once
+    wrong = score_completion("#### 71.5", GSM8K_ANSWER)
+    assert not wrong.correct and wrong.well_formatted
+    assert parsed.count("72") == 1
+    rw._parse_capped.cache_clear()
