@@ -25,8 +25,8 @@ interval (that was most of the stack's start-up overhead).
 container starts afresh), a passing probe stays and checks again every HOLD_POLL_S until S seconds after it started,
 and fails at once with the first check that fails. A failure removes the note: the next pass returns at once again.
 The first pass of a container's life still returns at once (`up --wait` and depends_on see it healthy as soon as it
-is), and a failure is still seen within a poll; but Docker execs a probe once per ~S seconds instead of once per
-interval. Each exec costs the Docker daemons and runc ~0.1 s of CPU: with four services probed every 2 s that was ~0.2
+is), and a failure is still seen within a poll; but Docker execs a probe about once per S seconds instead of once
+per interval. Each exec costs the Docker daemons and runc ~0.1 s of CPU: with four services probed every 2 s that was ~0.2
 of a core of a 2-core machine (issue 22, docs/benchmarks.md). A single failed check inside a hold does not make a
 service unhealthy: it fails one probe, and compose's `retries` ask for three in a row. A probe ends within
 max(--wait, --hold) plus its requests' timeouts (tests/static checks this against compose's timeout).
@@ -227,8 +227,12 @@ def passed_before(service: str, state_dir: Path, proc: Path = Path("/proc")) -> 
 
 
 def forget_pass(service: str, state_dir: Path) -> None:
-    """A failed probe: the next pass returns at once (a recovering service is seen healthy as soon as it is)."""
-    _note(service, state_dir).unlink(missing_ok=True)
+    """A failed probe: the next pass returns at once (a recovering service is seen healthy as soon as it is).
+    Best effort, as passed_before: a note this user cannot remove (a root `docker exec` wrote it) costs one hold."""
+    try:
+        _note(service, state_dir).unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def check(service: str, env: dict[str, str], fetch: Fetch = http_fetch, url: str | None = None) -> str:
@@ -304,9 +308,9 @@ def main(argv: list[str]) -> int:
             answer = hold(probe, answer, started + hold_s)
         print(answer)
     except NotReady as exc:
+        print(f"{service} not ready: {exc}", file=sys.stderr)
         if hold_s > 0:
             forget_pass(service, state_dir)
-        print(f"{service} not ready: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -50,21 +50,27 @@ class RewardResult:
     reason: str  # "ok", "wrong answer", "no '#### N' final line", ...
 
 
-def _parse(text: str) -> list:
+def _parse(text: str, reference: bool = False) -> list:
     """math-verify's parse of `text` (capped), a fresh list each call over a cached tuple: a completion's answer is
-    parsed for its format and again for its verdict, and a reference once per prompt for the whole run (each parse
-    ~1.5 ms of sympy: the environment's largest own cost in the CPU stack, issue 22)."""
+    parsed once for its format and its verdict, and a reference once per run while it stays in its own cache (each
+    parse ~1.5 ms of sympy: the environment's largest own cost in the CPU stack, issue 22)."""
     # math-verify times out with SIGALRM, which only works on the main thread; elsewhere run without its timeout
     # (inputs are capped to _MAX_ANSWER_CHARS so parsing stays fast).
     main = threading.current_thread() is threading.main_thread()
-    return list(_parse_capped(text[:_MAX_ANSWER_CHARS], main))
+    capped = text[:_MAX_ANSWER_CHARS]
+    return list(_parse_reference(capped, main) if reference else _parse_answer(capped, main))
 
 
-@functools.lru_cache(maxsize=4096)
-def _parse_capped(text: str, main_thread: bool) -> tuple:
+def _parse_uncached(text: str, main_thread: bool) -> tuple:
     from math_verify import parse
 
     return tuple(parse(text, parsing_timeout=5 if main_thread else None))
+
+
+# Answers: a chunk's worth and more (the format and the verdict of one completion ask for the same text). References:
+# a dataset's worth (gsm8k's train split is 7,473), so a chunk's new answers never push them out.
+_parse_answer = functools.lru_cache(maxsize=4096)(_parse_uncached)
+_parse_reference = functools.lru_cache(maxsize=16384)(_parse_uncached)
 
 
 def _verify(gold: list, candidate: list) -> bool:
@@ -116,7 +122,7 @@ def is_well_formatted(completion: str) -> bool:
 def answers_agree(candidate: str, reference: str) -> bool:
     if _PLAIN_INT.fullmatch(candidate) and _PLAIN_INT.fullmatch(reference):
         return int(candidate) == int(reference)
-    gold = _parse(reference)
+    gold = _parse(reference, reference=True)
     guess = _parse(candidate)
     if not gold or not guess:
         return False

@@ -67,9 +67,24 @@ def test_long_running_services_have_a_readiness_healthcheck_of_their_own(service
     assert int(hc["start_period"].rstrip("s")) > 0
 
 
-# Requests one check makes (hermes_stack.health.check): inference /v1/models and /health_generate; the trainer its
-# marker (a file) and /v1/models or the router's /readiness; the environment only its marker.
-REQUESTS_PER_CHECK = {"atropos": 1, "inference": 2, "trainer": 2, "environment": 0, "router": 1}
+def _requests_per_check(service: str, tmp_path: Path) -> int:
+    """HTTP requests one check of `service` makes (hermes_stack.health.check, run against a fake fetch that passes
+    it, with live readiness markers): each may take the request timeout."""
+    from hermes_stack import health
+
+    (tmp_path / "ready").mkdir(exist_ok=True)
+    for name in ("environment", "trainer"):
+        (tmp_path / "ready" / name).write_text(json.dumps({"pid": os.getpid()}))
+    answers = {"/status": {"current_step": 0}, "/models": {"data": [{"id": "m"}]}, "/health_generate": {},
+               "/readiness": {"healthy_workers": 1, "total_workers": 1}}
+    calls = []
+
+    def fetch(method, url, body, headers):
+        calls.append(url)
+        return 200, next(a for path, a in answers.items() if url.endswith(path))
+
+    health.check(service, {"HERMES_DATA_DIR": str(tmp_path)}, fetch=fetch)
+    return len(calls)
 
 
 def _probe_ends_in_s(test: list[str], requests: int, request_timeout_s: float) -> float:
@@ -90,14 +105,15 @@ def _probes():
 
 
 @pytest.mark.parametrize("service, hc", _probes(), ids=lambda v: v if isinstance(v, str) else "")
-def test_a_probe_that_waits_and_holds_inside_itself_ends_before_its_timeout(service, hc):
+def test_a_probe_that_waits_and_holds_inside_itself_ends_before_its_timeout(service, hc, tmp_path):
     """Even at the largest request timeout HERMES_HEALTH_TIMEOUT accepts: a probe Docker kills counts as failed."""
     from hermes_stack.service_env import ServiceEnv
 
     largest = ServiceEnv.model_fields["health_timeout_s"].metadata
     largest_s = next(m.le for m in largest if getattr(m, "le", None) is not None)
     assert hc["test"][:5] == ["CMD", "python", "-m", "hermes_stack.health", service]
-    assert 0 < _probe_ends_in_s(hc["test"], REQUESTS_PER_CHECK[service], largest_s) < float(hc["timeout"].rstrip("s"))
+    requests = _requests_per_check(service, tmp_path)  # inference's two (/v1/models, /health_generate) the most
+    assert 0 < _probe_ends_in_s(hc["test"], requests, largest_s) < float(hc["timeout"].rstrip("s"))
 
 
 def test_inference_gets_a_generous_start_period_for_model_loading_on_gpu():

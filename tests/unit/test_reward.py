@@ -102,7 +102,8 @@ def test_each_answer_text_is_parsed_once_for_its_format_and_its_verdict(monkeypa
 
     from hermes_stack.tasks import reward as rw
 
-    rw._parse_capped.cache_clear()
+    rw._parse_answer.cache_clear()
+    rw._parse_reference.cache_clear()
     parsed = []
     real = math_verify.parse
     monkeypatch.setattr(math_verify, "parse", lambda text, **kw: parsed.append(text) or real(text, **kw))
@@ -113,4 +114,8 @@ def test_each_answer_text_is_parsed_once_for_its_format_and_its_verdict(monkeypa
     wrong = score_completion("#### 71.5", GSM8K_ANSWER)
     assert not wrong.correct and wrong.well_formatted
     assert parsed.count("72") == 1
-    rw._parse_capped.cache_clear()
+    for n in range(5000):  # more new answers than the answers' cache holds: the reference stays parsed
+        score_completion(f"#### {n}.5", GSM8K_ANSWER)
+    assert parsed.count("72") == 1
+    rw._parse_answer.cache_clear()
+    rw._parse_reference.cache_clear()
