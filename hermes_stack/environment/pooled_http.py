@@ -25,6 +25,7 @@ import json
 import logging
 
 import aiohttp
+import orjson
 from atroposlib.envs.server_handling.sglang_server import SGLangServer
 from atroposlib.utils.io import parse_http_response
 from tenacity import retry, stop_after_attempt, wait_random_exponential
@@ -124,7 +125,9 @@ class PooledSGLangServer(SGLangServer):
             timeout=aiohttp.ClientTimeout(total=self.config.timeout),
         ) as response:
             response.raise_for_status()
-            return await response.json()
+            # orjson: a PPO chunk's answer (256 rows with their logprobs, ~330 kB) parsed in 1.9 ms, not 7.3 ms,
+            # inside the chunk's time in flight (issue 22)
+            return await response.json(loads=orjson.loads)
 
     async def generate_many(self, requests: list[dict]) -> list[tuple[list, list, list, object]]:
         """Several one-completion prompts in one `/generate`: SGLang's batched form, a list of input_ids with one
