@@ -66,8 +66,9 @@ def py_spy_binary() -> str | None:
     return shutil.which("py-spy") or next((str(p) for p in (BIN / "py-spy",) if p.exists()), None)
 
 
-def hottest(collapsed: Path, top: int = 25) -> list[tuple[float, str]]:
-    """(share of samples, frame) for the frames most often on the stack (inclusive), from py-spy's raw format."""
+def hottest(collapsed: Path, top: int = 25, leaf: bool = False) -> list[tuple[float, str]]:
+    """(share of samples, frame) for the frames most often on the stack (inclusive), or with `leaf` most often
+    running themselves (the innermost frame), from py-spy's raw format."""
     counts: collections.Counter[str] = collections.Counter()
     total = 0
     for line in collapsed.read_text().splitlines():
@@ -75,7 +76,8 @@ def hottest(collapsed: Path, top: int = 25) -> list[tuple[float, str]]:
         if not n.isdigit():
             continue
         total += int(n)
-        for frame in set(stack.split(";")):
+        frames = stack.split(";")
+        for frame in (frames[-1:] if leaf else set(frames)):
             counts[frame] += int(n)
     return [(c / max(1, total), f) for f, c in counts.most_common(top)]
 
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--py-spy-target", choices=("environment", "inference"), default="environment")
     parser.add_argument("--root", type=Path, default=ROOT,
                         help="the checkout whose services run (its .venv when it has one): a before/after pair")
-    parser.add_argument("--keep-logs", type=Path, help="copy the services' logs into this folder")
+    parser.add_argument("--keep-logs", type=Path, help="copy the services' logs (and py-spy's record) into this folder")
     args = parser.parse_args(argv)
     from hermes_stack.config.loader import load_stack
     from hermes_stack.environment.rollout_clock import rate_from_log
@@ -197,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{rate_from_log(env_log, args.skip)[0]:.0f} (bench/stack_throughput.py's figure)", flush=True)
             if spy is not None and (tmp / "env.spy").exists():
                 for share, frame in hottest(tmp / "env.spy"):
+                    print(f"  {100 * share:5.1f}%  {frame[:150]}")
+                print("  innermost frames (where the samples ran):")
+                for share, frame in hottest(tmp / "env.spy", top=15, leaf=True):
                     print(f"  {100 * share:5.1f}%  {frame[:150]}")
         finally:
             for proc in reversed(procs):

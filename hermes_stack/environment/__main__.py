@@ -38,10 +38,12 @@ def setup_logging() -> None:
 async def serve(env_config, server_configs, env_class=None) -> int:
     """Serve `env_class` (a user's environment, prepared by user_env.prepare) or the built-in one."""
     from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker
+    from hermes_stack.service_heap import freeze_startup_heap
 
     # slurm/testing given as atroposlib's `serve` CLI gives them (ServerManagerConfig: off): upstream files default
     # slurm=True in their __init__ and would look for a SLURM allocation.
     env = (env_class or HermesMathEnv)(env_config, server_configs, slurm=False, testing=False)
+    freeze_startup_heap("environment")  # the libraries and the tokenizer stay for the run (the dataset comes after)
     try:
         await env.env_manager()
     finally:

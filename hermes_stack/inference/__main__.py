@@ -34,6 +34,9 @@ def main() -> int:
         return exc.exit_code
     import uvicorn
 
+    from hermes_stack.service_heap import freeze_startup_heap
+
+    freeze_startup_heap("inference")  # the model and the libraries stay for the run; a rollout's objects do not
     # access_log off: request lines would be noise at rollout rates; errors are still logged.
     # log_config None: uvicorn's loggers keep the services' one format (service_log) instead of its own.
     uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=False, log_level=cfg.log_level.lower(),

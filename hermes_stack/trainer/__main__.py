@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_stack.errors import HermesError, InputError, Problem, StackError
+from hermes_stack.service_heap import freeze_startup_heap
 
 log = logging.getLogger("hermes_stack.trainer")
 
@@ -420,6 +421,7 @@ def run(args: argparse.Namespace, env: ServiceEnv,
     sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, wandb_project=settings.wandb_project,
                        wandb_group=settings.wandb_group, wandb_enabled=stack.settings.wandb.enabled,
                        run_config={"algo": stack.algo, "profile": stack.profile})
+    freeze_startup_heap("trainer")  # the engine (model, optimiser) and libraries stay for the run
     try:
         run_training(engine, atropos, inference, settings, sink, stop, held_out_evaluator(stack, engine))
     finally:

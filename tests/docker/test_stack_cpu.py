@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -222,6 +223,9 @@ def test_cpu_stack_is_healthy_passes_dry_run_trains_and_tears_down(algo, tmp_pat
         n_steps, n_tensors, max_change = delta.stdout.split()
         assert int(n_steps) >= 1 and int(n_tensors) > 0
         assert float(max_change) > 0.0, "training steps did not change the model"
+        for service in ("inference", "environment", "trainer"):  # each froze its start-up heap (service_heap.py)
+            logged = compose(algo, "logs", service).stdout
+            assert re.search(rf"{service}: \d+ start-up objects frozen", logged), logged[-2000:]
 
         status = hs("status", "--algo", algo)
         assert status.returncode == 0 and "training step:" in status.stdout, status.stdout + status.stderr
