@@ -5,7 +5,8 @@
 
 Raw rate: the built-in backend (hermes_stack.inference.builtin.BuiltinBackend, in this process, one torch thread as
 in its container) generating one step's batch of the shipped config with the embedded profile (GRPO 32 prompts x 8,
-PPO 256 x 1; the environment's new-token budget) as one request, sequences per second, best of --repeats.
+PPO 256 x 1; the environment's new-token budget) as one request, sequences per second, best of --repeats; measured
+before the stack starts and again after it is down, and the ratios divide by the mean of the two.
 
 Stack rate: `hermes-stack up` with the shipped configs (bench/stack_run.py), the trainer's metrics.jsonl over
 --steps steps after the first --skip: sequences trained per second of wall time between step records. Printed
@@ -135,33 +136,43 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "embedded"
         build_embedded(model_dir, seed=0)
-        raw = {algo: raw_rate(algo, model_dir, args.repeats) for algo in algos}
-    for algo in algos:
-        prompts_n, group, _ = batch_shape(algo)
-        print(f"{algo}: built-in server raw rate {raw[algo]:.0f} sequences/s ({prompts_n} x {group} in one request)",
-              flush=True)
-    if args.raw_only:
-        return 0
-    for algo in algos:
-        f = stack_figures(algo, args.steps, args.skip)
-        print(f"{algo}: stack {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f} of the raw rate; "
-              f"per step {f['step_wall_s']:.2f} s wall: rollout wait {f['wait_s']:.2f} s, train {f['step_s']:.2f} s, "
-              f"sync {f['sync_s']:.2f} s, eval {f['eval_s']:.2f} s (mean over {f['steps']:.0f} steps); "
-              f"staleness max {f['staleness_max']:.0f}, {f['stale_dropped']:.0f} stale group(s) dropped", flush=True)
-        if f["env_busy_s"] > 0:
-            print(f"{algo}: environment's rollout rate {f['env_seq_per_s']:.0f} sequences/s = "
-                  f"{f['env_seq_per_s'] / raw[algo]:.2f} of the raw rate ({f['env_sequences']:.0f} sequences "
-                  f"generated, dropped groups included, in {f['env_busy_s']:.1f} s with groups in flight; chunks "
-                  f"awaited /generate {f['env_awaiting_s']:.1f} s, summed over chunks); "
-                  f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw[algo]:.2f}; "
-                  f"{f['cancelled'][0]} chunk(s) of {f['cancelled'][1]} prompts cancelled by atroposlib while "
-                  "sampling (whole run)", flush=True)
-        else:
-            print(f"{algo}: the environment's log has no rollout rate (an environment without it)", flush=True)
-        for line in f["sampler_lines"]:
-            print(f"{algo}: inference server: {line}", flush=True)
-        print(f"{algo}: load average {os.getloadavg()[0]:.1f}", flush=True)
+        before = {algo: raw_rate(algo, model_dir, args.repeats) for algo in algos}
+        for algo in algos:
+            prompts_n, group, _ = batch_shape(algo)
+            print(f"{algo}: built-in server raw rate {before[algo]:.0f} sequences/s ({prompts_n} x {group} in one "
+                  "request)", flush=True)
+        if args.raw_only:
+            return 0
+        for algo in algos:
+            f = stack_figures(algo, args.steps, args.skip)
+            # Measured again once the stack is down: this machine's speed drifts (the same code's raw rate read
+            # 3779 and 5948/s two minutes apart), so the ratio divides by the mean of the two readings around it.
+            after = raw_rate(algo, model_dir, args.repeats)
+            raw = (before[algo] + after) / 2
+            print(f"{algo}: raw rate before the stack {before[algo]:.0f}, after it {after:.0f} sequences/s; the "
+                  f"ratios below divide by their mean, {raw:.0f}", flush=True)
+            report(algo, f, raw)
     return 0
+
+
+def report(algo: str, f: dict, raw: float) -> None:
+    print(f"{algo}: stack {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw:.2f} of the raw rate; "
+          f"per step {f['step_wall_s']:.2f} s wall: rollout wait {f['wait_s']:.2f} s, train {f['step_s']:.2f} s, "
+          f"sync {f['sync_s']:.2f} s, eval {f['eval_s']:.2f} s (mean over {f['steps']:.0f} steps); "
+          f"staleness max {f['staleness_max']:.0f}, {f['stale_dropped']:.0f} stale group(s) dropped", flush=True)
+    if f["env_busy_s"] > 0:
+        print(f"{algo}: environment's rollout rate {f['env_seq_per_s']:.0f} sequences/s = "
+              f"{f['env_seq_per_s'] / raw:.2f} of the raw rate ({f['env_sequences']:.0f} sequences "
+              f"generated, dropped groups included, in {f['env_busy_s']:.1f} s with groups in flight; chunks "
+              f"awaited /generate {f['env_awaiting_s']:.1f} s, summed over chunks); "
+              f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw:.2f}; "
+              f"{f['cancelled'][0]} chunk(s) of {f['cancelled'][1]} prompts cancelled by atroposlib while "
+              "sampling (whole run)", flush=True)
+    else:
+        print(f"{algo}: the environment's log has no rollout rate (an environment without it)", flush=True)
+    for line in f["sampler_lines"]:
+        print(f"{algo}: inference server: {line}", flush=True)
+    print(f"{algo}: load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":
