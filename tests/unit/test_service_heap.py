@@ -48,3 +48,20 @@ def test_garbage_left_by_start_up_is_collected_before_the_freeze(unfrozen):
     finally:
         gc.enable()
     assert gone() is None
+
+
+def test_a_frozen_model_replaced_later_is_still_freed(unfrozen, tmp_path):
+    # The inference service freezes before it restores the newest weights, which replace the model it started with
+    # (and every push replaces the served one): that relies on a transformers model holding no reference cycle.
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from hermes_stack.modelcore.embedded import build
+
+    build(tmp_path / "m", seed=0)
+    model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "m"), dtype=torch.float32).eval()
+    freed = weakref.ref(model)
+    weights = weakref.ref(next(model.parameters()))
+    freeze_startup_heap("inference")
+    del model
+    assert freed() is None and weights() is None
