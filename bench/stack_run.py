@@ -5,7 +5,8 @@ with the shipped configs from a fresh volume, the trainer's own metrics.jsonl re
 The stack gets its own compose project name (HERMES_PROJECT_NAME) so it never touches another checkout's stack. The
 host ports are the configs' (8000/8001), which every checkout shares: run these benches under the Docker lock,
 `flock /tmp/hermes-docker.lock .venv/bin/python bench/stack_learning.py`. `up` rebuilds the images from this checkout
-inside that same locked command, as the shared image tags require.
+inside that same locked command, as the shared image tags require. Start Docker first (`make docker`) outside the
+lock: a dockerd started inside a locked command inherits the lock's file and holds it for as long as it runs.
 """
 
 from __future__ import annotations
