@@ -136,20 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "embedded"
         build_embedded(model_dir, seed=0)
-        before = {algo: raw_rate(algo, model_dir, args.repeats) for algo in algos}
         for algo in algos:
+            # Read again once the stack is down, and each algorithm's pair right around its own run: this machine's
+            # speed drifts (the same code's raw rate read 3779 and 5948/s two minutes apart), so the ratio divides by
+            # the mean of the two readings.
+            before = raw_rate(algo, model_dir, args.repeats)
             prompts_n, group, _ = batch_shape(algo)
-            print(f"{algo}: built-in server raw rate {before[algo]:.0f} sequences/s ({prompts_n} x {group} in one "
+            print(f"{algo}: built-in server raw rate {before:.0f} sequences/s ({prompts_n} x {group} in one "
                   "request)", flush=True)
-        if args.raw_only:
-            return 0
-        for algo in algos:
+            if args.raw_only:
+                continue
             f = stack_figures(algo, args.steps, args.skip)
-            # Measured again once the stack is down: this machine's speed drifts (the same code's raw rate read
-            # 3779 and 5948/s two minutes apart), so the ratio divides by the mean of the two readings around it.
             after = raw_rate(algo, model_dir, args.repeats)
-            raw = (before[algo] + after) / 2
-            print(f"{algo}: raw rate before the stack {before[algo]:.0f}, after it {after:.0f} sequences/s; the "
+            raw = (before + after) / 2
+            print(f"{algo}: raw rate before the stack {before:.0f}, after it {after:.0f} sequences/s; the "
                   f"ratios below divide by their mean, {raw:.0f}", flush=True)
             report(algo, f, raw)
     return 0
