@@ -53,7 +53,8 @@ TINKER_MODEL = "hermes-test/tiny-arith"  # the Tinker part: what the local Tinke
 TINKER_STEPS = 3  # gpu-rehearsal-tinker/configs/settings_grpo.json num_steps
 START_DELAY_S = 40  # the stand-in's extra start time, on every start: past the trainer's inference wait below
 INFERENCE_WAIT_S = 15
-STEPS = 4           # settings_grpo.json num_steps (torch part); inference restarts after step RESTART_AFTER
+STEPS = 8           # settings_grpo.json num_steps (torch part); inference restarts after step RESTART_AFTER, with
+# steps left to train through it (at 4, the image check and the poll let a fast trainer finish before the restart)
 RESTART_AFTER = 2
 GPU_MIB = 16384  # the stated GPU: 16 GiB
 NVIDIA_SMI = f"""#!/bin/sh
@@ -119,7 +120,7 @@ def wait_for_steps(env: dict[str, str], count: int, timeout_s: float) -> list[di
     deadline = time.monotonic() + timeout_s  # a bound on a wait, not a timing assertion
     rows = metrics(env)
     while time.monotonic() < deadline and len(rows) < count:
-        time.sleep(5)
+        time.sleep(1)
         rows = metrics(env)
     return rows
 
@@ -200,6 +201,7 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
 
         # An inference restart mid-run: the front restarts SGLang (its start slowed past the trainer's fixed wait),
         # loads the newest step the trainer synced itself, and training goes on to its last step.
+        assert len(metrics(env)) < STEPS, "training ended before the restart: nothing left to train through it"
         restarted = compose(env, "restart", "inference")
         assert restarted.returncode == 0, restarted.stderr[-2000:]
         rows = wait_for_steps(env, STEPS, 900)
