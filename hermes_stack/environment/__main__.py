@@ -134,6 +134,17 @@ def process_command(stack, args) -> int:
     return 0
 
 
+def run_serve_loop(main_coro):
+    """The serve loop on uvloop where it is installed (the environment image has it): a PPO chunk's 256 groups are
+    tasks, callbacks and socket reads in this one loop, which uvloop runs in C (issue 22). asyncio's own otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main_coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main_coro)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hermes_stack.environment")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -177,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
             served = ServiceEnv.from_environ().served_model_name or stack.settings.inference.model_path
             env_class, user_config, user_servers = user_env.prepare(project_root, chosen, env_config, server_config,
                                                                     served)
-            return asyncio.run(serve(user_config, user_servers, env_class))
+            return run_serve_loop(serve(user_config, user_servers, env_class))
         if args.command == "serve":
-            return asyncio.run(serve(env_config, [server_config]))
+            return run_serve_loop(serve(env_config, [server_config]))
         from hermes_stack.environment.env import HermesMathEnv
 
         env = HermesMathEnv(env_config, [server_config])

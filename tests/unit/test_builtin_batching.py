@@ -113,6 +113,17 @@ def test_a_list_of_sampling_params_is_parsed_per_prompt_and_a_bad_entry_refused(
         asyncio.run(run([*params[:2], {"max_new_tokens": -1}]))
 
 
+def test_sampling_params_share_a_parse_only_when_their_json_is_the_same():
+    """_parse_each's key: key order does not matter; 1, 1.0, true, null, NaN, inf and an integer beyond 64 bits each
+    keep their own parse (a NaN that shared null's would skip the refusal parse gives it)."""
+    from hermes_stack.inference.builtin import _params_key
+
+    assert _params_key({"n": 1, "top_p": 0.9}) == _params_key({"top_p": 0.9, "n": 1})
+    values = [1, 1.0, True, None, float("nan"), float("inf"), 2**70, "1", [1]]
+    keys = [_params_key({"n": v}) for v in values]
+    assert len(set(keys)) == len(values), keys
+
+
 def test_a_non_finite_log_prob_is_a_server_error_not_a_null():
     """json.dumps refused NaN (a 500); orjson, which renders /generate now, would write null: the answer builder
     refuses it with a message instead."""

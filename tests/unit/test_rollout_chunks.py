@@ -152,17 +152,17 @@ def test_a_chunks_time_awaiting_generate_is_counted_apart_from_its_own_work(monk
     monkeypatch.setattr(env_module, "time", SimpleNamespace(monotonic=lambda: now[0]))  # env.py's clock only
     env = make_env(QUESTIONS, workers=4, batch=64)
     server = env.server.servers[0]
-    answer, score = server.generate_many, env._score_all
+    answer, score = server.generate_many, env._score_rule
 
     async def slow(requests):
         now[0] += 0.25  # the server's time, on the environment's clock
         return await answer(requests)
 
-    async def slow_scoring(item, texts):
+    def slow_scoring(item, texts):
         now[0] += 0.01  # the environment's own work: not awaiting /generate
-        return await score(item, texts)
+        return score(item, texts)
 
-    server.generate_many, env._score_all = slow, slow_scoring
+    server.generate_many, env._score_rule = slow, slow_scoring
     asyncio.run(env.collect_trajectories(env.train_items[0]))
     asyncio.run(env.collect_trajectories(env.train_items[0]))
     assert now[0] > 100.5  # the scoring's time passed too
@@ -309,3 +309,42 @@ def test_the_judges_second_opinions_for_a_chunk_run_at_once_not_one_item_after_a
     assert len(groups) == 12 and seen["calls"] == 4
     assert seen["most"] == 4  # all four in flight together
     assert [g["scores"][0] for g in groups].count(pytest.approx(0.1)) == 4  # still wrong, judged so
+
+
+def test_a_chunks_texts_are_what_the_tokenizers_own_decode_gives_whichever_way_they_are_decoded(tmp_path):
+    """decode_all: the Rust core's one call per chunk where transformers' decode is only that call; its own decode
+    row by row where the tokenizer cleans up spaces or is not a transformers fast tokenizer. Either way each text is
+    tokenizer.decode(ids, skip_special_tokens=True): specials dropped, spaces kept."""
+    from transformers import AutoTokenizer
+
+    from hermes_stack.environment import env as env_module
+    from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(build_tiny_tokenizer(tmp_path / "tok")))
+    outputs = [tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+               for text in ("#### 12", "a , b .", " 7 ", "")]
+    expected = [tokenizer.decode(ids, skip_special_tokens=True) for ids in outputs]
+    assert expected == ["#### 12", "a , b .", " 7 ", ""]
+    calls = []
+    own = tokenizer.decode
+    tokenizer.decode = lambda ids, **kw: calls.append(ids) or own(ids, **kw)  # counts the row-by-row path
+    tokenizer.clean_up_tokenization_spaces = False
+    assert env_module.decode_all(tokenizer, outputs) == expected and calls == []  # one call to the core
+    tokenizer.clean_up_tokenization_spaces = True  # transformers would also clean up: its own decode, per row
+    assert env_module.decode_all(tokenizer, outputs) == [own(ids, skip_special_tokens=True) for ids in outputs]
+    assert calls == outputs
+    assert env_module.decode_all(Tokenizer(), [[ord("7"), 2]]) == ["7"]  # a plain tokenizer: its decode
+
+
+def test_a_request_body_is_json_that_json_itself_would_read_back():
+    """pooled_http.json_body: orjson's bytes, and json's where orjson refuses (a 65-bit integer) or would write NaN
+    and inf as null."""
+    import json
+
+    from hermes_stack.environment.pooled_http import json_body
+
+    request = {"input_ids": [[1, 5, 9]], "sampling_params": [{"temperature": 0.7, "top_p": 0.95, "n": 1}]}
+    assert json.loads(json_body(request)) == request
+    assert json.loads(json_body({"n": 2**70})) == {"n": 2**70}
+    assert json_body({"t": float("nan")}) == b'{"t": NaN}'
+    assert json.loads(json_body({"t": None, "n": 1})) == {"t": None, "n": 1}
