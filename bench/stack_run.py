@@ -84,8 +84,9 @@ def read_records(algo: str, exited: bool = False) -> list[dict]:
 
 
 def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, poll_s: float = 5.0,
-              log: Callable[[str], None] = print) -> StackRun:
-    """Up from a fresh volume, poll metrics.jsonl until `done(run)` or `timeout_s` of training, then down -v."""
+              log: Callable[[str], None] = print, weights_to: Path | None = None) -> StackRun:
+    """Up from a fresh volume, poll metrics.jsonl until `done(run)` or `timeout_s` of training, then down -v.
+    `weights_to`: the data volume's weights folder (the step folders the trainer pushed) is copied there first."""
     run = StackRun(algo)
     hs(algo, "down", "--algo", algo, "--volumes")
     try:
@@ -123,6 +124,10 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
         run.log_tail = compose(algo, "logs", "--tail", "30", "trainer").stdout
         run.env_log = compose(algo, "logs", "--no-log-prefix", "environment").stdout
         run.inference_log = compose(algo, "logs", "--no-log-prefix", "inference").stdout
+        if weights_to is not None:  # `cp` reads a stopped container too (a trainer that finished its steps)
+            copied = compose(algo, "cp", "trainer:/data/weights", str(weights_to))
+            if copied.returncode != 0:
+                log(f"{algo}: the pushed weights were not copied: {copied.stderr[-300:]}")
     finally:
         down = hs(algo, "down", "--algo", algo, "--volumes")
         if down.returncode != 0:

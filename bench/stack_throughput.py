@@ -5,8 +5,12 @@
 
 Raw rate: the built-in backend (hermes_stack.inference.builtin.BuiltinBackend, in this process, one torch thread as
 in its container) generating one step's batch of the shipped config with the embedded profile (GRPO 32 prompts x 8,
-PPO 256 x 1; the environment's new-token budget) as one request, sequences per second, best of --repeats; measured
-before the stack starts and again after it is down, and the ratios divide by the mean of the two.
+PPO 256 x 1; the environment's new-token budget) as one request, sequences per second, best of --repeats timed in
+each of --rounds rounds a few seconds apart (a reading right after a stack goes down can meet Docker's own clean-up);
+measured before the stack starts and again after it is down, and the ratios divide by the mean of the two. Both
+readings generate with the embedded model the stack starts from. The policy the stack served at its last step
+generates other completions (often a token or two longer, so a batch takes more sampling steps): the raw rate of
+that policy, the weights the trainer last pushed, is printed too, with the ratio against it.
 
 Stack rate: `hermes-stack up` with the shipped configs (bench/stack_run.py), the trainer's metrics.jsonl over
 --steps steps after the first --skip: sequences trained per second of wall time between step records. Printed
@@ -47,10 +51,16 @@ def batch_shape(algo: str) -> tuple[int, int, int]:
     return rollout.batch_size, rollout.group_size, rollout.max_token_length
 
 
-def raw_rate(algo: str, model_dir: Path, repeats: int) -> float:
-    """Sequences per second of the built-in backend generating one step's batch in one request."""
+def raw_rate(algo: str, model_dir: Path, repeats: int, rounds: int = 1, pause_s: float = 3.0) -> float:
+    """Sequences per second of the built-in backend generating one step's batch in one request: the best of
+    `repeats` timed generations in each of `rounds` rounds `pause_s` apart."""
+    import torch
+
     from hermes_stack.inference.builtin import BuiltinBackend
 
+    # One intra-op thread, as in the inference container (it set that for the embedded model it started with, and
+    # keeps it for the weights pushed later, which carry no embedded-model marker).
+    torch.set_num_threads(1)
     prompts_n, group, max_len = batch_shape(algo)
     backend = BuiltinBackend(str(model_dir), seed=0)
     rows = offline_arith("train", 0)[:prompts_n]
@@ -69,7 +79,12 @@ def raw_rate(algo: str, model_dir: Path, repeats: int) -> float:
         await backend.start()
         try:
             await once()  # warm
-            return [await once() for _ in range(repeats)]
+            timed = []
+            for round_ in range(rounds):
+                if round_:
+                    await asyncio.sleep(pause_s)
+                timed += [await once() for _ in range(repeats)]
+            return timed
         finally:
             await backend.stop()
 
@@ -77,12 +92,12 @@ def raw_rate(algo: str, model_dir: Path, repeats: int) -> float:
     return prompts_n * group / best
 
 
-def stack_figures(algo: str, steps: int, skip: int) -> dict:
+def stack_figures(algo: str, steps: int, skip: int, weights_to: Path | None = None) -> dict:
     from stack_run import run_stack
 
     prompts_n, group, _ = batch_shape(algo)
     run = run_stack(algo, lambda r: len(r.records) >= skip + steps + 1, timeout_s=1800,
-                    log=lambda m: print(f"  {m}", flush=True))
+                    log=lambda m: print(f"  {m}", flush=True), weights_to=weights_to)
     records = run.records[skip:skip + steps + 1]
     if len(records) < 2:
         raise SystemExit(f"{algo}: only {len(run.records)} step(s) recorded\n{run.log_tail[-1500:]}")
@@ -127,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algo", choices=("grpo", "ppo", "both"), default="both")
     parser.add_argument("--steps", type=int, default=30, help="steps measured in the stack")
     parser.add_argument("--skip", type=int, default=5, help="first steps not measured (start-up)")
-    parser.add_argument("--repeats", type=int, default=5, help="raw generations timed (best kept)")
+    parser.add_argument("--repeats", type=int, default=5, help="raw generations timed a round (best kept)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of raw generations, a few seconds apart")
     parser.add_argument("--raw-only", action="store_true", help="only the built-in server's raw rate")
     args = parser.parse_args(argv)
     from hermes_stack.modelcore.embedded import build as build_embedded
@@ -140,19 +156,35 @@ def main(argv: list[str] | None = None) -> int:
             # Read again once the stack is down, and each algorithm's pair right around its own run: this machine's
             # speed drifts (the same code's raw rate read 3779 and 5948/s two minutes apart), so the ratio divides by
             # the mean of the two readings.
-            before = raw_rate(algo, model_dir, args.repeats)
+            before = raw_rate(algo, model_dir, args.repeats, args.rounds)
             prompts_n, group, _ = batch_shape(algo)
             print(f"{algo}: built-in server raw rate {before:.0f} sequences/s ({prompts_n} x {group} in one "
                   "request)", flush=True)
             if args.raw_only:
                 continue
-            f = stack_figures(algo, args.steps, args.skip)
-            after = raw_rate(algo, model_dir, args.repeats)
+            pushed = Path(tmp) / f"{algo}-pushed"
+            f = stack_figures(algo, args.steps, args.skip, weights_to=pushed)
+            after = raw_rate(algo, model_dir, args.repeats, args.rounds)
             raw = (before + after) / 2
             print(f"{algo}: raw rate before the stack {before:.0f}, after it {after:.0f} sequences/s; the "
                   f"ratios below divide by their mean, {raw:.0f}", flush=True)
             report(algo, f, raw)
+            report_policy(algo, f, pushed, args)
     return 0
+
+
+def report_policy(algo: str, f: dict, pushed: Path, args) -> None:
+    """The raw rate of the policy the stack served last (the newest step folder the trainer pushed), with the
+    environment's rate against it: the same generation work as the stack's, not the starting model's."""
+    from hermes_stack.modelcore.weights_layout import newest_step_dir
+
+    newest = newest_step_dir(pushed / "weights") or newest_step_dir(pushed)
+    if newest is None or f["env_busy_s"] <= 0:
+        print(f"{algo}: no pushed weights to measure the served policy's raw rate", flush=True)
+        return
+    rate = raw_rate(algo, newest, args.repeats, args.rounds)
+    print(f"{algo}: the served policy's raw rate ({newest.name}) {rate:.0f} sequences/s; environment's rollout rate "
+          f"= {f['env_seq_per_s'] / rate:.2f} of it", flush=True)
 
 
 def report(algo: str, f: dict, raw: float) -> None:
