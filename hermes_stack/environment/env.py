@@ -238,8 +238,8 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         finally:  # a chunk cancelled while it awaits (atroposlib's queue filled) awaited all the same
             self.totals.generate_s += time.monotonic() - asked
         rows_of = [answers[k * size:(k + 1) * size] for k in range(len(items))]
-        texts = decode_all(self.tokenizer, [output for _, output, _, _ in answers])
-        texts_of = [texts[k * size:(k + 1) * size] for k in range(len(items))]
+        decoded = decode_all(self.tokenizer, [output for _, output, _, _ in answers])
+        texts_of = [decoded[k * size:(k + 1) * size] for k in range(len(items))]
         if self.judge is None:  # the rule alone, in line: a task per item was ~1 ms of a 256-prompt chunk (issue 22)
             results_of = [self._score_rule(item, texts) for item, texts in zip(items, texts_of)]
         else:

@@ -71,7 +71,8 @@ class GenerateResponse(JSONResponse):
 class KeyAndCounters:
     """The API key on every route but /health, and the served counters, as a plain ASGI middleware. Not
     `@app.middleware("http")`: Starlette's BaseHTTPMiddleware passes every answer through a task group and memory
-    streams, ~1.5 ms of a 256-row rollout chunk's /generate in the CPU stack (issue 22)."""
+    streams. With httptools in place of h11, a 256-row rollout chunk's request and answer took ~4.3 ms in the CPU
+    stack instead of ~6.8 (issue 22, docs/benchmarks.md)."""
 
     def __init__(self, app, expected: bytes, counters: ServedCounters) -> None:
         self.app, self.expected, self.counters = app, expected, counters
