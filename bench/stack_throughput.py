@@ -169,20 +169,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{algo}: raw rate before the stack {before:.0f}, after it {after:.0f} sequences/s; the "
                   f"ratios below divide by their mean, {raw:.0f}", flush=True)
             report(algo, f, raw)
-            report_policy(algo, f, pushed, args)
+            report_policy(algo, f, pushed, args.repeats, args.rounds)
     return 0
 
 
-def report_policy(algo: str, f: dict, pushed: Path, args) -> None:
+def report_policy(algo: str, f: dict, pushed: Path, repeats: int, rounds: int) -> None:
     """The raw rate of the policy the stack served last (the newest step folder the trainer pushed), with the
     environment's rate against it: the same generation work as the stack's, not the starting model's."""
     from hermes_stack.modelcore.weights_layout import newest_step_dir
 
-    newest = newest_step_dir(pushed / "weights") or newest_step_dir(pushed)
+    newest = newest_step_dir(pushed)  # `cp` of a folder to a path that does not exist yet: that path is the folder
     if newest is None or f["env_busy_s"] <= 0:
         print(f"{algo}: no pushed weights to measure the served policy's raw rate", flush=True)
         return
-    rate = raw_rate(algo, newest, args.repeats, args.rounds)
+    rate = raw_rate(algo, newest, repeats, rounds)
     print(f"{algo}: the served policy's raw rate ({newest.name}) {rate:.0f} sequences/s; environment's rollout rate "
           f"= {f['env_seq_per_s'] / rate:.2f} of it", flush=True)
 

@@ -30,6 +30,8 @@ from atroposlib.envs.server_handling.sglang_server import SGLangServer
 from atroposlib.utils.io import parse_http_response
 from tenacity import retry, stop_after_attempt, wait_random_exponential
 
+from hermes_stack.service_json import json_bytes
+
 upstream_log = logging.getLogger("atroposlib.envs.base")  # the lines upstream logs, under its name
 log = logging.getLogger("hermes_stack.environment")
 
@@ -101,16 +103,6 @@ def sglang_results(prompt_tokens: list, results) -> tuple[list, list, list, list
     return prompt_tokens, tokens, logprobs, reasons
 
 
-def json_body(payload) -> bytes:
-    """A request's JSON: orjson (a 256-row chunk's request, ~23 kB, in ~0.1 ms against json's ~0.6 ms, issue 22);
-    json for what orjson refuses (an integer beyond 64 bits) and where orjson would write NaN or inf as null."""
-    try:
-        body = orjson.dumps(payload)
-    except TypeError:
-        body = b"null"
-    return json.dumps(payload).encode("utf-8") if b"null" in body else body
-
-
 class ListFormRefused(Exception):
     """The inference URL answered 422 to sampling_params as a list (SGLang's router)."""
 
@@ -133,7 +125,7 @@ class PooledSGLangServer(SGLangServer):
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         async with self.pool.session().post(
-            f"{self.config.base_url.replace('/v1', '')}/generate", data=json_body(request), headers=headers,
+            f"{self.config.base_url.replace('/v1', '')}/generate", data=json_bytes(request), headers=headers,
             timeout=aiohttp.ClientTimeout(total=self.config.timeout),
         ) as response:
             response.raise_for_status()

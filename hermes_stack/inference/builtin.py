@@ -9,7 +9,6 @@ sampling: a batch runs entirely on the old weights or entirely on the new ones.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import queue
 import threading
@@ -18,8 +17,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from hermes_stack.inference.backend import BackendReply, Generated
 from hermes_stack.inference.openai_shapes import (
@@ -36,6 +33,7 @@ from hermes_stack.inference.sampling import (
 )
 from hermes_stack.inference.torch_sampler import Row, context_length, sample_rows
 from hermes_stack.modelcore.embedded import one_thread_for_tiny_model
+from hermes_stack.service_json import json_bytes
 
 log = logging.getLogger("hermes.inference")
 
@@ -88,29 +86,19 @@ class BatchLog:
 def _parse_each(raw_list: list[Any]) -> list[SamplingParams]:
     """parse_sampling_params for each prompt's params, once per distinct dict: a chunk's list form repeats a few
     dicts for hundreds of prompts, and parsing each was 4 % of the server's samples (py-spy, issue 22)."""
-    parsed: dict[bytes | str, SamplingParams] = {}
+    parsed: dict[bytes, SamplingParams] = {}
     by_id: dict[int, SamplingParams] = {}  # the one-object form repeats the same dict: no key to build
     out = []
     for raw in raw_list:
         if id(raw) not in by_id:
-            key = _params_key(raw)
+            # JSON bytes, keys sorted, as the key: 1, 1.0 and true stay apart (parse refuses a boolean n), so do
+            # NaN and null (json_bytes); by orjson: json.dumps of a 256-row chunk's dicts was ~1.3 ms (issue 22)
+            key = json_bytes(raw, sort_keys=True)
             if key not in parsed:
                 parsed[key] = parse_sampling_params(raw)
             by_id[id(raw)] = parsed[key]
         out.append(by_id[id(raw)])
     return out
-
-
-def _params_key(raw: Any) -> bytes | str:
-    """A dict's JSON text, keys sorted, so 1, 1.0 and true stay apart (parse refuses a boolean n). orjson: json.dumps
-    of a 256-row chunk's dicts was ~1.3 ms of each rollout request (issue 22); json for what orjson cannot write (an
-    integer beyond 64 bits) and where orjson writes null (also for NaN and inf, which must not share a key with
-    null: parse refuses them)."""
-    try:
-        key = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        key = b"null"
-    return json.dumps(raw, sort_keys=True, default=repr) if b"null" in key else key
 
 
 @dataclass

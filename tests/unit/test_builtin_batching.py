@@ -114,9 +114,13 @@ def test_a_list_of_sampling_params_is_parsed_per_prompt_and_a_bad_entry_refused(
 
 
 def test_sampling_params_share_a_parse_only_when_their_json_is_the_same():
-    """_parse_each's key: key order does not matter; 1, 1.0, true, null, NaN, inf and an integer beyond 64 bits each
-    keep their own parse (a NaN that shared null's would skip the refusal parse gives it)."""
-    from hermes_stack.inference.builtin import _params_key
+    """_parse_each's key (service_json.json_bytes, keys sorted): key order does not matter; 1, 1.0, true, null, NaN,
+    inf and an integer beyond 64 bits each keep their own parse (a NaN that shared null's would skip the refusal parse
+    gives it)."""
+    from hermes_stack.service_json import json_bytes
+
+    def _params_key(raw):
+        return json_bytes(raw, sort_keys=True)
 
     assert _params_key({"n": 1, "top_p": 0.9}) == _params_key({"top_p": 0.9, "n": 1})
     values = [1, 1.0, True, None, float("nan"), float("inf"), 2**70, "1", [1]]

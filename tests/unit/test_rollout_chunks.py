@@ -337,11 +337,11 @@ def test_a_chunks_texts_are_what_the_tokenizers_own_decode_gives_whichever_way_t
 
 
 def test_a_request_body_is_json_that_json_itself_would_read_back():
-    """pooled_http.json_body: orjson's bytes, and json's where orjson refuses (a 65-bit integer) or would write NaN
-    and inf as null."""
+    """The body of /generate (service_json.json_bytes): orjson's bytes, and json's where orjson refuses (a 65-bit
+    integer) or would write NaN and inf as null."""
     import json
 
-    from hermes_stack.environment.pooled_http import json_body
+    from hermes_stack.service_json import json_bytes as json_body
 
     request = {"input_ids": [[1, 5, 9]], "sampling_params": [{"temperature": 0.7, "top_p": 0.95, "n": 1}]}
     assert json.loads(json_body(request)) == request
