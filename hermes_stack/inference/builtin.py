@@ -13,10 +13,13 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from hermes_stack.inference.backend import BackendReply, Generated
 from hermes_stack.inference.openai_shapes import (
@@ -106,6 +109,9 @@ class _Job:
     rows: list[Row]
     adapter: str | None
     future: Future
+    # A streamed request's: called in the sampler thread with the job's rows that ended at a step, as (the row's
+    # index in this job, its result); the future still gets every result at the end.
+    emit: Callable[[list[tuple[int, Generated]]], None] | None = None
 
 
 def _load_model(path: str, device: str):
@@ -114,6 +120,26 @@ def _load_model(path: str, device: str):
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     return model.to(device).eval()
+
+
+def _emitter(batch: list[_Job]):
+    """sample_rows' on_done for a batch whose jobs stream (None when none does): each ended row to its job's emit,
+    indexed within the job."""
+    if not any(job.emit for job in batch):
+        return None
+    owner: list[tuple[_Job, int]] = [(job, i) for job in batch for i in range(len(job.rows))]
+
+    def on_done(pairs: list[tuple[int, Generated]]) -> None:
+        by_job: dict[int, list[tuple[int, Generated]]] = {}
+        for index, generated in pairs:
+            job, local = owner[index]
+            if job.emit is not None:
+                by_job.setdefault(id(job), []).append((local, generated))
+        for job in batch:
+            if id(job) in by_job:
+                job.emit(by_job[id(job)])
+
+    return on_done
 
 
 class BuiltinBackend:
@@ -192,7 +218,7 @@ class BuiltinBackend:
             with self._model_lock:
                 began = self._busy_since = time.monotonic()
                 try:
-                    results = self._sample(rows, batch[0].adapter)
+                    results = self._sample(rows, batch[0].adapter, _emitter(batch))
                 finally:
                     self._busy_since = None
         except Exception as exc:
@@ -209,20 +235,20 @@ class BuiltinBackend:
         if line := self.batch_log.add(len(rows), busy_s, time.monotonic()):
             log.info("%s", line)
 
-    def _sample(self, rows: list[Row], adapter: str | None) -> list[Generated]:
+    def _sample(self, rows: list[Row], adapter: str | None, on_done=None) -> list[Generated]:
         model = self.model
         if hasattr(model, "peft_config"):
             if adapter is None:
                 with model.disable_adapter():
-                    return sample_rows(model, self.tokenizer, rows, self._generator)
+                    return sample_rows(model, self.tokenizer, rows, self._generator, on_done)
             model.set_adapter(adapter)
-        return sample_rows(model, self.tokenizer, rows, self._generator)
+        return sample_rows(model, self.tokenizer, rows, self._generator, on_done)
 
-    async def _submit(self, rows: list[Row], adapter: str | None) -> list[Generated]:
+    async def _submit(self, rows: list[Row], adapter: str | None, emit=None) -> list[Generated]:
         if not self.is_ready():
             raise BackendReply(503, {"error": {"message": "the builtin backend is not started", "type": "unavailable"}})
         future: Future = Future()
-        self._jobs.put(_Job(rows, adapter, future))
+        self._jobs.put(_Job(rows, adapter, future, emit))
         return await asyncio.wrap_future(future)
 
     # ------------------------------------------------------------------ request helpers
@@ -280,7 +306,56 @@ class BuiltinBackend:
 
     async def generate(self, body: dict[str, Any]) -> Any:
         if body.get("stream"):
-            raise RequestError("stream is not supported by the builtin backend")
+            raise RequestError("stream: this backend streams through generate_stream (the /generate route)")
+        single, rows = self._generate_rows(body)
+        results = await self._submit(rows, self._adapter(body.get("lora_path")))
+        want_lp = body.get("return_logprob", False)
+        with_text = bool(body.get("return_text_in_logprobs", False))
+        answers = generate_response(results, want_lp, with_text, self.tokenizer, self.weight_version)
+        return answers[0] if single and len(answers) == 1 else answers
+
+    def generate_stream(self, body: dict[str, Any]) -> AsyncIterator[bytes]:
+        """/generate with `stream: true`, as SGLang's server-sent events (http_server.py generate_request, its
+        tokenizer manager's _handle_batch_request): `data: <answer>` per event, a batched request's answers carrying
+        their `index` in the (n-expanded) batch, `data: [DONE]` last; a failure after the stream began is an event
+        `{"error": {"message": ...}}`, as SGLang's. Each row is sent once, when it ends, whole (SGLang sends a row's
+        progress every stream_interval tokens as well; its last event, finish_reason set, is the whole answer): the
+        rows of a step go out together while the batch's longer rows still sample, so the environment scores
+        them meanwhile (issue 22). A bad request raises here, before the stream starts (a plain JSON error)."""
+        single, rows = self._generate_rows(body)
+        adapter = self._adapter(body.get("lora_path"))
+        want_lp = body.get("return_logprob", False)
+        with_text = bool(body.get("return_text_in_logprobs", False))
+        return self._stream(rows, adapter, single, want_lp, with_text)
+
+    async def _stream(self, rows: list[Row], adapter: str | None, single: bool, want_lp: bool,
+                      with_text: bool) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Queue = asyncio.Queue()
+        task = asyncio.ensure_future(self._submit(
+            rows, adapter, emit=lambda pairs: loop.call_soon_threadsafe(ended.put_nowait, pairs)))
+        task.add_done_callback(lambda _: ended.put_nowait(None))
+        sent = 0
+        try:
+            while sent < len(rows):
+                pairs = await ended.get()
+                if pairs is None:  # the job ended before every row was sent: it failed
+                    await task
+                    raise RuntimeError(f"the sampler ended with {len(rows) - sent} of {len(rows)} rows unsent")
+                answers = generate_response([g for _, g in pairs], want_lp, with_text, self.tokenizer,
+                                            self.weight_version)
+                if not single:
+                    for (i, _), answer in zip(pairs, answers):
+                        answer["index"] = i
+                sent += len(pairs)
+                yield b"".join(b"data: " + orjson.dumps(a) + b"\n\n" for a in answers)
+        except Exception as exc:  # noqa: BLE001 - after the stream began, an error is an event (SGLang's shape)
+            message = exc.body.get("error", {}).get("message") if isinstance(exc, BackendReply) else None
+            yield b"data: " + orjson.dumps({"error": {"message": message or f"{type(exc).__name__}: {exc}"}}) + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    def _generate_rows(self, body: dict[str, Any]) -> tuple[bool, list[Row]]:
+        """(a single prompt?, its rows) of a /generate body; RequestError for a malformed one."""
         ids, text = body.get("input_ids"), body.get("text")
         if (ids is None) == (text is None):
             raise RequestError("give exactly one of input_ids or text")
@@ -299,13 +374,7 @@ class BuiltinBackend:
         raw_list = raw if isinstance(raw, list) else [raw] * len(prompts)
         if len(raw_list) != len(prompts):
             raise RequestError("sampling_params list must have one entry per input")
-        params = _parse_each(raw_list)
-        rows = self._rows(prompts, params)
-        results = await self._submit(rows, self._adapter(body.get("lora_path")))
-        want_lp = body.get("return_logprob", False)
-        with_text = bool(body.get("return_text_in_logprobs", False))
-        answers = generate_response(results, want_lp, with_text, self.tokenizer, self.weight_version)
-        return answers[0] if single and len(answers) == 1 else answers
+        return single, self._rows(prompts, _parse_each(raw_list))
 
     # ------------------------------------------------------------------ OpenAI
 

@@ -291,7 +291,13 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
     async def generate(request: Request):
         # Rendered as it is (GenerateResponse): FastAPI's jsonable_encoder walked every log-prob of the answer and was
         # ~40% of the front's time under rollouts (py-spy, issue 22). The answer is plain JSON types already.
-        return GenerateResponse(await backend.generate(await body_of(request)))
+        body = await body_of(request)
+        if not isinstance(body.get("stream", False), bool):
+            raise RequestError(f"stream: found {body['stream']!r}, expected true or false")
+        if body.get("stream") and hasattr(backend, "generate_stream"):
+            # SGLang's server-sent events; a bad request is refused before the stream starts (plain JSON)
+            return StreamingResponse(backend.generate_stream(body), media_type="text/event-stream")
+        return GenerateResponse(await backend.generate(body))
 
     @app.post("/v1/completions")
     async def completions(request: Request):

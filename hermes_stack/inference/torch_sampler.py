@@ -9,6 +9,7 @@ reports by default and what the trainer's importance ratio compares against. Thi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -66,13 +67,36 @@ class StopStrings:
         return stopped
 
 
-def sample_rows(model, tokenizer, rows: list[Row], generator: torch.Generator | None = None) -> list[Generated]:
+def sample_rows(model, tokenizer, rows: list[Row], generator: torch.Generator | None = None,
+                on_done: Callable[[list[tuple[int, Generated]]], None] | None = None) -> list[Generated]:
+    """Every row's `Generated`, in order. `on_done`, when given, is handed each step's ended rows as (index,
+    Generated) pairs while the longer rows still sample: a streamed /generate sends them at once."""
     if not rows:
         return []
     ctx = context_length(model)
     eos = eos_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(eos) if eos else 0)
     stops = StopStrings(tokenizer, rows)
+
+    def generated(i: int, s) -> Generated:
+        row = rows[i]
+        if s.finish == "hook":
+            matched, text = stops.hits[i]
+            finish = {"type": "stop", "matched": matched}
+        else:
+            text = tokenizer.decode(s.tokens, skip_special_tokens=row.params.skip_special_tokens)
+            finish = ({"type": "stop", "matched": s.tokens[-1]} if s.finish == "token"
+                      else {"type": "length", "length": len(s.tokens)})
+        top = tuple(tuple(pairs[: row.params.top_logprobs]) for pairs in s.top) if row.params.top_logprobs else ()
+        return Generated(tuple(row.prompt_ids), tuple(s.tokens), tuple(s.logprobs), text, finish, top)
+
+    done: dict[int, Generated] = {}  # rows already built for on_done: the same object is returned, not rebuilt
+
+    def ended(indices: list[int], sampled) -> None:
+        pairs = [(i, generated(i, s)) for i, s in zip(indices, sampled)]
+        done.update(pairs)
+        on_done(pairs)
+
     sampled = sample_batch(
         model,
         [list(r.prompt_ids) for r in rows],
@@ -85,16 +109,6 @@ def sample_rows(model, tokenizer, rows: list[Row], generator: torch.Generator | 
         generator=generator,
         on_step=stops if stops.rows else None,
         top_logprobs=max(r.params.top_logprobs for r in rows),
+        on_done=ended if on_done is not None else None,
     )
-    results = []
-    for i, (row, s) in enumerate(zip(rows, sampled)):
-        if s.finish == "hook":
-            matched, text = stops.hits[i]
-            finish = {"type": "stop", "matched": matched}
-        else:
-            text = tokenizer.decode(s.tokens, skip_special_tokens=row.params.skip_special_tokens)
-            finish = ({"type": "stop", "matched": s.tokens[-1]} if s.finish == "token"
-                      else {"type": "length", "length": len(s.tokens)})
-        top = tuple(tuple(pairs[: row.params.top_logprobs]) for pairs in s.top) if row.params.top_logprobs else ()
-        results.append(Generated(tuple(row.prompt_ids), tuple(s.tokens), tuple(s.logprobs), text, finish, top))
-    return results
+    return [done.get(i) or generated(i, s) for i, s in enumerate(sampled)]

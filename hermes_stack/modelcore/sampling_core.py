@@ -30,6 +30,9 @@ class Sampled:
 
 
 StepHook = Callable[[torch.Tensor, torch.Tensor], "torch.Tensor | None"]
+# on_done(row indices, their results): the rows that ended at this step, each reported once (a streamed answer sends
+# a row as soon as it ends: the caller scores it while the batch's longer rows still sample).
+DoneHook = Callable[[list[int], list["Sampled"]], None]
 _FINISH = {0: "length", 1: "token", 2: "hook"}
 
 
@@ -123,6 +126,7 @@ def sample_batch(
     generator: torch.Generator | None = None,
     on_step: StepHook | None = None,
     top_logprobs: int = 0,
+    on_done: DoneHook | None = None,
 ) -> list[Sampled]:
     """Sample every row (a prompt and its own parameters) in one left-padded batch with a KV cache.
 
@@ -131,6 +135,8 @@ def sample_batch(
     step with the tokens so far [B, step+1] and the rows still running; it returns a bool [B] of rows to stop now
     (finish "hook"), or None. Log-probs are of softmax(logits / temperature), untruncated (raw when greedy), for the
     chosen token; with `top_logprobs` > 0, also the most likely tokens of each position under that distribution.
+    `on_done(indices, results)` is called with the rows that ended at each step (and, before the first, those with
+    no budget), every row exactly once, each result equal to the one returned for it.
     """
     device = next(model.parameters()).device
     count = len(prompts)
@@ -160,6 +166,20 @@ def sample_batch(
     reason = torch.zeros(count, dtype=torch.long, device=device)  # keys of _FINISH
     finished = budget <= 0
 
+    k = top_k_wanted
+
+    def results(rows: list[int], upto: int) -> list[Sampled]:
+        # the rows' tokens and log-probs up to step `upto` (exclusive), as plain lists, cut at each row's length
+        tokens, logprobs = out_tokens[rows, :upto].tolist(), out_logprobs[rows, :upto].tolist()
+        length, why = lengths[rows].tolist(), reason[rows].tolist()
+        ids_list, values_list = (top_ids[rows, :upto].tolist(), top_values[rows, :upto].tolist()) if k else ([], [])
+        return [Sampled(tokens[j][: length[j]], logprobs[j][: length[j]], _FINISH[why[j]],
+                        [list(zip(ids_list[j][t], values_list[j][t])) for t in range(length[j])] if k else [])
+                for j in range(len(rows))]
+
+    if on_done is not None and bool(finished.any()):
+        rows = finished.nonzero().flatten().tolist()
+        on_done(rows, results(rows, 0))
     cache: dict = {}  # the KV cache, under the name this transformers version uses (set after the first step)
     step_ids, step_positions = ids, positions
     for step in range(steps if not bool(finished.all()) else 0):
@@ -188,18 +208,16 @@ def sample_batch(
                 reason = torch.where(hooked, 2, reason)
         lengths = torch.where(ended, step + 1, lengths)
         finished |= ended
+        if on_done is not None and bool(ended.any()):
+            rows = ended.nonzero().flatten().tolist()
+            on_done(rows, results(rows, step + 1))
         if bool(finished.all()):
             break
         step_ids = token.unsqueeze(-1)
         step_positions = step_positions[:, -1:] + 1
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
 
-    tokens, logprobs, lengths, reason = out_tokens.tolist(), out_logprobs.tolist(), lengths.tolist(), reason.tolist()
-    k = top_k_wanted
-    ids_list, values_list = (top_ids.tolist(), top_values.tolist()) if k else ([], [])
-    return [Sampled(tokens[i][: lengths[i]], logprobs[i][: lengths[i]], _FINISH[reason[i]],
-                    [list(zip(ids_list[i][t], values_list[i][t])) for t in range(lengths[i])] if k else [])
-            for i in range(count)]
+    return results(list(range(count)), steps)
 
 
 def sample(

@@ -26,9 +26,9 @@ def sampled_batches(model_dir, gather_s: float) -> tuple[list[int], list]:
     sizes: list[int] = []
     original = backend._sample
 
-    def counting(rows, adapter):
+    def counting(rows, adapter, on_done=None):
         sizes.append(len(rows))
-        return original(rows, adapter)
+        return original(rows, adapter, on_done)
 
     backend._sample = counting
     body = {"input_ids": backend.tokenizer.encode("12+3="), "return_logprob": True,

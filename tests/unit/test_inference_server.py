@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -267,11 +268,11 @@ def test_health_generate_counts_a_sampling_server_as_healthy_and_a_stuck_one_as_
     release, sampling = threading.Event(), threading.Event()
     real_sample = backend._sample
 
-    def slow_sample(rows, adapter):
+    def slow_sample(rows, adapter, on_done=None):
         if len(rows) == 2:  # the rollout below; the health check's own batch has one row
             sampling.set()
             release.wait(30)
-        return real_sample(rows, adapter)
+        return real_sample(rows, adapter, on_done)
 
     monkeypatch.setattr(backend, "_sample", slow_sample)
 
@@ -331,3 +332,70 @@ def test_a_restarted_replica_starts_on_the_newest_synced_weights(model_dir, tmp_
     with TestClient(create_app(backend, KEY, data_dir=tmp_path)) as c:
         assert c.get("/health_generate", headers=AUTH).status_code == 200
         assert c.get("/get_server_info", headers=AUTH).json()["hermes"]["weights_version"] == "step-7"
+
+
+def sse_events(raw: bytes) -> list:
+    """The `data:` events of a server-sent-events body, JSON-decoded ([DONE] as the string)."""
+    events = []
+    for block in raw.decode().split("\n\n"):
+        if block:
+            assert block.startswith("data: "), block
+            payload = block[len("data: "):]
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+def test_streamed_generate_sends_each_row_once_with_its_index_as_the_unstreamed_answer(client):
+    """SGLang's batched stream: one event per row (its last, whole answer) carrying the row's index, then [DONE]."""
+    tokenizer = client.backend.tokenizer
+    prompts = [tokenizer.encode(t) for t in ("12", "abc", "7+1=")]
+    body = {"input_ids": prompts, "return_logprob": True,
+            "sampling_params": [{"max_new_tokens": b, "temperature": 0, "ignore_eos": True} for b in (5, 1, 3)]}
+    plain = client.post("/generate", json=body, headers=AUTH).json()
+    streamed = client.post("/generate", json={**body, "stream": True}, headers=AUTH)
+    assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(streamed.content)
+    assert events[-1] == "[DONE]"
+    rows = events[:-1]
+    assert sorted(e["index"] for e in rows) == [0, 1, 2]
+    for event in rows:
+        expected = plain[event.pop("index")]
+        event["meta_info"].pop("id"), expected["meta_info"].pop("id")
+        assert event == expected
+
+
+def test_streamed_rows_go_out_as_they_end_while_longer_rows_still_sample(client):
+    """The point of streaming (issue 22): a row with a budget of 1 is sent at the first step, apart from the row
+    that samples 6 tokens; the bytes of each step are one chunk of the stream."""
+    tokenizer = client.backend.tokenizer
+    body = {"input_ids": [tokenizer.encode("5")] * 3, "return_logprob": True,
+            "sampling_params": [{"max_new_tokens": b, "temperature": 0, "ignore_eos": True} for b in (1, 6, 1)]}
+
+    async def chunks() -> list[bytes]:
+        return [chunk async for chunk in client.backend.generate_stream(body)]
+
+    got = client.portal.call(chunks)
+    assert [[e["index"] for e in sse_events(c) if e != "[DONE]"] for c in got] == [[0, 2], [1], []]
+    assert sse_events(got[-1]) == ["[DONE]"]
+
+
+def test_streamed_generate_refuses_a_bad_request_before_the_stream_and_a_non_boolean_stream(client):
+    bad = client.post("/generate", json={"text": "x", "stream": True, "sampling_params": {"temperature": -1}},
+                      headers=AUTH)
+    assert bad.status_code == 400 and "temperature" in bad.json()["error"]["message"]
+    odd = client.post("/generate", json={"text": "x", "stream": "yes"}, headers=AUTH)
+    assert odd.status_code == 400 and "stream: found 'yes', expected true or false" in odd.json()["error"]["message"]
+
+
+def test_a_sampling_failure_after_the_stream_began_is_an_error_event(model_dir, monkeypatch):
+    backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
+
+    def broken(rows, adapter, on_done=None):
+        raise RuntimeError("the model fell over")
+
+    monkeypatch.setattr(backend, "_sample", broken)
+    with TestClient(create_app(backend, KEY, data_dir=None)) as c:
+        answer = c.post("/generate", json={"input_ids": [[5, 6]], "stream": True,
+                                           "sampling_params": {"max_new_tokens": 2}}, headers=AUTH)
+    events = sse_events(answer.content)
+    assert events[-1] == "[DONE]" and "the model fell over" in events[0]["error"]["message"]

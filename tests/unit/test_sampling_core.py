@@ -170,3 +170,36 @@ def test_the_tiny_model_runs_on_one_thread_in_the_engine_and_the_inference_servi
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_on_done_reports_each_row_once_at_the_step_it_ends_equal_to_its_result(lm):
+    """The streamed /generate's source: rows handed over as they end, while longer rows still sample."""
+    model, tokenizer = lm
+    prompt = prompts(tokenizer)[0]
+    calls: list[tuple[list[int], list]] = []
+    done = sample_batch(model, [prompt] * 5, pad_token_id=tokenizer.pad_token_id, stop_token_ids=[()] * 5,
+                        budgets=[3, 0, 6, 1, 3], temperature=1.0, generator=torch.Generator().manual_seed(1),
+                        top_logprobs=2, on_done=lambda rows, results: calls.append((rows, results)))
+    assert [rows for rows, _ in calls] == [[1], [3], [0, 4], [2]]  # no budget first, then by the step each ends
+    for rows, results in calls:
+        for i, s in zip(rows, results):
+            assert s == done[i]
+    assert [len(done[i].tokens) for i in range(5)] == [3, 0, 6, 1, 3]
+    assert all(len(s.top) == len(s.tokens) for s in done)
+
+
+def test_sample_rows_on_done_hands_over_the_generated_it_returns(lm):
+    model, tokenizer = lm
+    rows = [Row(tuple(p), SamplingParams(max_new_tokens=b, temperature=0.0, ignore_eos=True))
+            for p, b in zip(prompts(tokenizer), (4, 1, 2, 4))]
+    seen: list[list[int]] = []
+    by_index = {}
+
+    def on_done(pairs):
+        seen.append([i for i, _ in pairs])
+        by_index.update(pairs)
+
+    results = sample_rows(model, tokenizer, rows, on_done=on_done)
+    assert seen == [[1], [2], [0, 3]]
+    assert [by_index[i] for i in range(4)] == results
+    assert results == sample_rows(model, tokenizer, rows)  # greedy: the same rows without the hook
