@@ -22,9 +22,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 
-from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer
+from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer, StreamFailed
 from hermes_stack.environment.rollout_clock import RolloutClock, rollout_rate
 from hermes_stack.environment.runtime import CHUNK_ROWS, HermesEnvConfig, build_configs
 from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
@@ -47,6 +48,7 @@ except (ImportError, AttributeError):  # another transformers layout: row by row
     _LIBRARY_DECODE = None
 
 FORMAT_FAILURES_SHOWN = 3
+STREAM_FAILURES_SHOWN = 3
 EVAL_ITEMS = 32
 DRAWS_PER_WORKER = 8  # GRPO outside the serve loop: prompts tried for a group whose scores differ (collect_trajectories)
 # GRPO chunks (chunk_prompts): the newest chunk's weight in the running share of groups kept, and the share's floor (a
@@ -80,6 +82,7 @@ class Totals:
     # (they overlap); the rest of their in-flight time is the environment's own: prompts, decoding, scoring, layout
     generate_s: float = 0.0
     logged_generate_s: float = 0.0
+    stream_failures: int = 0  # streamed chunks that failed and were asked again without streaming
 
     @property
     def accuracy(self) -> float:
@@ -223,42 +226,76 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
     async def _collect_many(self, items: list[dict]) -> list[ScoredDataGroup]:
         """`group_size` completions for each item from one batched /generate (one row per completion), each group
         laid out as ManagedServer lays out fresh sequences (tokens = prompt + output, the prompt masked -100,
-        logprob 1.0 on prompt positions, the text decoded without special tokens)."""
+        logprob 1.0 on prompt positions, the text decoded without special tokens). Where the inference service
+        streams (config stream_rollouts: the built-in server), a group is scored and laid out as soon as its rows
+        are sampled, while the chunk's longer rows still sample; a stream that fails falls back to the plain
+        request, which retries."""
         server = self.server.servers[0]
         cfg = self.config
         size = cfg.group_size
         prompts = [self.prompt_text(item["question"]) for item in items]
         ids = [self._prompt_ids(prompt) for prompt in prompts]
         policy_step = self.policy_step()
+        requests = [{"input_ids": prompt_ids, "n": 1, "temperature": cfg.temperature, "top_p": cfg.top_p,
+                     "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids))}
+                    for prompt_ids in ids for _ in range(size)]
         asked = time.monotonic()
+        scored = None
         try:
-            answers = await server.generate_many([
-                {"input_ids": prompt_ids, "n": 1, "max_tokens": new_token_budget(cfg.max_token_length, len(prompt_ids)),
-                 "temperature": cfg.temperature, "top_p": cfg.top_p} for prompt_ids in ids for _ in range(size)])
+            if cfg.stream_rollouts and self.judge is None and hasattr(server, "stream_many"):
+                scored = await self._stream_scored(server, requests, items)
+            if scored is None:
+                answers = await server.generate_many(requests)
         finally:  # a chunk cancelled while it awaits (atroposlib's queue filled) awaited all the same
             self.totals.generate_s += time.monotonic() - asked
-        rows_of = [answers[k * size:(k + 1) * size] for k in range(len(items))]
-        decoded = decode_all(self.tokenizer, [output for _, output, _, _ in answers])
-        texts_of = [decoded[k * size:(k + 1) * size] for k in range(len(items))]
-        if self.judge is None:  # the rule alone, in line: a task per item was ~1 ms of a 256-prompt chunk (issue 22)
-            results_of = [self._score_rule(item, texts) for item, texts in zip(items, texts_of)]
-        else:
-            # All items' scoring at once: each item's second opinions are gateway calls, which the items of a chunk
-            # would otherwise wait for one after another.
-            results_of = await asyncio.gather(*[self._score_all(item, texts) for item, texts in zip(items, texts_of)])
+        if scored is None:
+            rows_of = [answers[k * size:(k + 1) * size] for k in range(len(items))]
+            decoded = decode_all(self.tokenizer, [output for _, output, _, _ in answers])
+            texts_of = [decoded[k * size:(k + 1) * size] for k in range(len(items))]
+            if self.judge is None:  # the rule alone, in line: a task per item was ~1 ms of a 256-prompt chunk
+                results_of = [self._rule_results(item, texts) for item, texts in zip(items, texts_of)]
+            else:
+                # All items' scoring at once: each item's second opinions are gateway calls, which the items of a
+                # chunk would otherwise wait for one after another.
+                results_of = await asyncio.gather(*[self._score_all(item, texts)
+                                                    for item, texts in zip(items, texts_of)])
+            scored = [(rows, texts, results, layout(rows, results))
+                      for rows, texts, results in zip(rows_of, texts_of, results_of)]
         groups = []
-        for prompt, rows, texts, results in zip(prompts, rows_of, texts_of, results_of):
-            group = ScoredDataGroup(
-                tokens=[prompt_tokens + output for prompt_tokens, output, _, _ in rows],
-                masks=[[-100] * len(prompt_tokens) + output for prompt_tokens, output, _, _ in rows],
-                scores=[r.score for r in results],
-                # as ManagedServer pads or cuts the output's logprobs to its length
-                inference_logprobs=[[1.0] * len(prompt_tokens) + (list(logprobs) + [1.0] * len(output))[:len(output)]
-                                    for prompt_tokens, output, logprobs, _ in rows])
+        for prompt, (_, texts, results, group) in zip(prompts, scored):
             if policy_step is not None:
                 group["generation_params"] = {"policy_step": policy_step}
             groups.append(self._finish(group, prompt, texts, results))
         return groups
+
+    async def _stream_scored(self, server, requests: list[dict], items: list[dict]) -> list[tuple] | None:
+        """Per item (rows, texts, rule results, group laid out), each done when the stream brings its group's last
+        row; None when the stream fails (logged; the caller asks again without streaming). Nothing is counted
+        here: the caller counts once the chunk is whole."""
+        size = self.config.group_size
+        rows: list = [None] * len(requests)
+        missing = [size] * len(items)
+        scored: list = [None] * len(items)
+        try:
+            async for answers in server.stream_many(requests):
+                complete = set()
+                for index, answer in answers:
+                    rows[index] = answer
+                    missing[index // size] -= 1
+                    if not missing[index // size]:
+                        complete.add(index // size)
+                for k in sorted(complete):
+                    group_rows = rows[k * size:(k + 1) * size]
+                    texts = decode_all(self.tokenizer, [output for _, output, _, _ in group_rows])
+                    results = self._rule_results(items[k], texts)
+                    scored[k] = (group_rows, texts, results, layout(group_rows, results))
+        except (aiohttp.ClientError, asyncio.TimeoutError, StreamFailed, ValueError, KeyError) as exc:
+            self.totals.stream_failures += 1
+            if self.totals.stream_failures <= STREAM_FAILURES_SHOWN:
+                log.warning("streamed rollout chunk failed (%s: %s); asking again without streaming (failure #%d)",
+                            type(exc).__name__, exc, self.totals.stream_failures)
+            return None
+        return scored
 
     async def _collect_group(self, item: dict) -> ScoredDataGroup | None:
         self.totals.clock.enter()
@@ -389,18 +426,21 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         weights = RewardWeights(correctness=self.config.correctness_weight, format=self.config.format_weight)
         return score_completion(text, answer, weights)
 
-    def _score_rule(self, item: dict, texts: list[str]) -> list[RewardResult]:
-        """The rule reward of each completion; format failures counted (and the first ones shown)."""
-        results = [self._score(text, item["answer"]) for text in texts]
+    def _rule_results(self, item: dict, texts: list[str]) -> list[RewardResult]:
+        """The rule reward of each completion; nothing counted (_finish counts)."""
+        return [self._score(text, item["answer"]) for text in texts]
+
+    def _note_format_failures(self, texts: list[str], results: list[RewardResult]) -> None:
+        """Format failures counted, and the first ones shown."""
         for text, r in zip(texts, results):
             if not r.well_formatted:
                 self.totals.format_failures += 1
                 if self.totals.format_failures <= FORMAT_FAILURES_SHOWN:
                     log.info("format failure #%d (%s): %r", self.totals.format_failures, r.reason, text[-120:])
-        return results
 
     async def _score_all(self, item: dict, texts: list[str]) -> list[RewardResult]:
-        results = self._score_rule(item, texts)
+        """The rule reward, and the judge's second opinion on its negatives when a judge is on; nothing counted."""
+        results = self._rule_results(item, texts)
         if self.judge is not None:
             # Second opinion on rule negatives only (judge.py says why); failures keep the rule verdict.
             pending = [i for i, r in enumerate(results) if not r.correct]
@@ -416,6 +456,7 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
 
     def _finish(self, group: ScoredDataGroup, prompt: str, texts: list[str],
                 results: list[RewardResult]) -> ScoredDataGroup:
+        self._note_format_failures(texts, results)
         t = self.totals
         t.groups += 1
         t.sequences += len(results)
@@ -481,6 +522,18 @@ def decode_all(tokenizer, outputs: list[list[int]]) -> list[str]:
             and not getattr(tokenizer, "clean_up_tokenization_spaces", True) and hasattr(core, "decode_batch")):
         return core.decode_batch(outputs, skip_special_tokens=True)
     return [tokenizer.decode(ids, skip_special_tokens=True) for ids in outputs]
+
+
+def layout(rows: list[tuple], results: list[RewardResult]) -> ScoredDataGroup:
+    """One group of (prompt tokens, output ids, output logprobs, finish reason) rows and their rewards, laid out as
+    ManagedServer lays out fresh sequences: tokens = prompt + output, the prompt masked -100, logprob 1.0 on prompt
+    positions, the output's logprobs padded or cut to its length."""
+    return ScoredDataGroup(
+        tokens=[prompt_tokens + output for prompt_tokens, output, _, _ in rows],
+        masks=[[-100] * len(prompt_tokens) + output for prompt_tokens, output, _, _ in rows],
+        scores=[r.score for r in results],
+        inference_logprobs=[[1.0] * len(prompt_tokens) + (list(logprobs) + [1.0] * len(output))[:len(output)]
+                            for prompt_tokens, output, logprobs, _ in rows])
 
 
 def scores_all_equal(group: ScoredDataGroup) -> bool:

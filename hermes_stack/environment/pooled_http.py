@@ -10,7 +10,8 @@ same answers as those functions, through one session per event loop:
 
 - PooledSGLangServer: SGLangServer with `/generate` on a pooled session (no cap on connections: atroposlib's
   per-request sessions had none either), plus `generate_many`, several prompts in batched `/generate`s (the
-  environment's rollout chunks: env.py);
+  environment's rollout chunks: env.py), and `stream_many`, the same request streamed: each prompt's answer as
+  soon as it is sampled;
 - PooledAtroposCalls: a BaseEnv mixin with `/scored_data(_list)` and `/status-env` on a pooled session, the
   retries (tenacity, 3 attempts) and the status bookkeeping as upstream.
 
@@ -103,6 +104,39 @@ def sglang_results(prompt_tokens: list, results) -> tuple[list, list, list, list
     return prompt_tokens, tokens, logprobs, reasons
 
 
+class StreamFailed(Exception):
+    """A streamed /generate that ended without every answer: an error event, or [DONE] or the end of the body
+    before the last row."""
+
+
+def stream_events(buffer: bytes) -> tuple[list[bytes], bytes]:
+    """(the payloads of the whole `data:` events in `buffer`, the incomplete rest). Server-sent events end with a
+    blank line; SGLang's /generate sends one `data: <json>` line per event."""
+    *whole, rest = buffer.split(b"\n\n")
+    return [event[len(b"data: "):] for event in whole if event.startswith(b"data: ")], rest
+
+
+def finished_answers(payloads: list[bytes], bodies: list[dict]) -> tuple[list[tuple[int, tuple]], bool]:
+    """(the (index, answer) of each finished row among these events, [DONE] seen?). An answer is read as
+    `generate_many` reads it. SGLang sends a row's progress too (finish_reason null until its last event, which
+    holds the whole answer: its default, non-incremental stream): those events are skipped."""
+    answers, done = [], False
+    for payload in payloads:
+        if payload.strip() == b"[DONE]":
+            done = True
+            continue
+        event = orjson.loads(payload)
+        if "error" in event:
+            message = event["error"].get("message") if isinstance(event["error"], dict) else event["error"]
+            raise StreamFailed(f"/generate's stream failed: {message}")
+        if event.get("meta_info", {}).get("finish_reason") is None:
+            continue
+        index = event["index"]
+        prompt, tokens, logprobs, reasons = sglang_results(bodies[index]["input_ids"], [event])
+        answers.append((index, (prompt, tokens[0], logprobs[0], reasons[0])))
+    return answers, done
+
+
 class ListFormRefused(Exception):
     """The inference URL answered 422 to sampling_params as a list (SGLang's router)."""
 
@@ -166,6 +200,34 @@ class PooledSGLangServer(SGLangServer):
         for rows, results in zip(batches, answered):
             self._read_batch(bodies, rows, results, answers)
         return answers
+
+    async def stream_many(self, requests: list[dict]):
+        """`generate_many`'s batched /generate streamed (`stream: true`, SGLang's server-sent events): yields, as
+        they arrive, lists of (position in `requests`, answer), each position once. Raises StreamFailed (or the
+        connection's error) when the stream ends short; no retry here: the caller falls back to generate_many, which
+        retries. Only where the inference service streams each row whole (the built-in server, runtime.py)."""
+        bodies = [sglang_request(self, {**kwargs, "model": self.config.model_name}) for kwargs in requests]
+        request = {"input_ids": [b["input_ids"] for b in bodies], "sampling_params": [b["sampling_params"] for b in
+                   bodies], "return_logprob": True, "return_text_in_logprobs": False, "stream": True}
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        left, buffer, done = len(bodies), b"", False
+        async with self.sem, self.pool.session().post(
+            f"{self.config.base_url.replace('/v1', '')}/generate", data=json_bytes(request), headers=headers,
+            timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+        ) as response:
+            response.raise_for_status()
+            async for chunk in response.content.iter_any():
+                payloads, buffer = stream_events(buffer + chunk)
+                answers, done = finished_answers(payloads, bodies)
+                if answers:
+                    left -= len(answers)
+                    yield answers
+                if done:
+                    break
+        if left or not done:
+            raise StreamFailed(f"/generate's stream ended with {left} of {len(bodies)} answers missing")
 
     async def _post_list_form(self, bodies: list[dict]):
         """The batched /generate with one sampling_params per prompt. A 422 is the list form refused

@@ -92,6 +92,10 @@ class HermesEnvConfig(BaseEnvConfig):
     top_p: float = 1.0
     prompts_per_batch: int = Field(default=1, description="[rollout] batch_size: prompts (groups) per training step")
     data_dir: str | None = None  # $HERMES_DATA_DIR: readiness marker
+    # Rollout chunks as streamed /generate requests (env.py _stream_scored): on for the built-in server, which sends
+    # each row whole as it ends. Off for SGLang, whose stream also sends every row's progress (a token's worth of
+    # events per row, each repeating the row's whole output so far), and behind its router.
+    stream_rollouts: bool = False
     config_file: str = "config"
     config_dir: str = "configs"
     algo: str = "grpo"
@@ -223,6 +227,7 @@ def build_configs(
         hub_access=hub_access,
         rollout_source=rollout_source,
         data_dir=str(env.data_dir) if env.data_dir else None,
+        stream_rollouts=settings.inference.server == "builtin" and not env.replica_urls,
         config_file=str(stack.config_path),
         config_dir=str(Path(stack.config_path).parent),
         algo=stack.algo,

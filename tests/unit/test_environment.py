@@ -105,6 +105,21 @@ def test_embedded_profile_uses_a_local_tokenizer(tmp_path, dataset):
     assert env_config.dataset == "offline-arith"
 
 
+def test_rollouts_stream_from_the_built_in_server_only_and_not_behind_the_router(tmp_path, tokenizer_dir, dataset):
+    """The built-in server sends each row whole as it ends (inference/builtin.py generate_stream); SGLang's stream
+    sends every row's progress too, and the router gets the plain request (runtime.py stream_rollouts)."""
+    write_stack(tmp_path / "configs", dataset=str(dataset), model_path="Qwen/Qwen3-8B")
+    embedded = load_stack("grpo", tmp_path / "configs", "embedded")
+    assert embedded.settings.inference.server == "builtin"
+    environ = offline_environ(tmp_path, HERMES_EMBEDDED_MODEL=str(tmp_path / "absent"))
+    assert build_configs(embedded, environ)[0].stream_rollouts is True
+    urls = "http://inference:8001,http://inference-2:8001"
+    assert build_configs(embedded, {**environ, "HERMES_INFERENCE_REPLICA_URLS": urls})[0].stream_rollouts is False
+    gpu = stack_for(tmp_path / "gpu", dataset=str(dataset), model_path=str(tokenizer_dir))
+    assert gpu.settings.inference.server == "sglang"
+    assert build_configs(gpu, offline_environ(tmp_path))[0].stream_rollouts is False
+
+
 def run(tmp_path, stack, fake, groups=3, gateway_client=None, **kw):
     environ = offline_environ(tmp_path, HERMES_INFERENCE_URL=fake.base_url, HERMES_INFERENCE_KEY=fake.api_key)
     env_config, server = build_configs(stack, environ, offline=kw.pop("offline", True))

@@ -37,6 +37,7 @@ class Recorder(ThreadingHTTPServer):
         self.connections = 0
         self.short_by = 0  # results a batched /generate answers short of its prompts
         self.refuse_list = False  # answer 422 to sampling_params as a list, as SGLang's router does
+        self.stream_ends = "done"  # a streamed /generate: "done" whole, "error" an error event midway, "short" a row short
         super().__init__(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -70,12 +71,36 @@ class Handler(BaseHTTPRequestHandler):
             answer = [GENERATE_ANSWER[i % 2] for i in range(len(rows) - self.server.short_by)]
             if self.server.refuse_list and isinstance(body.get("sampling_params"), list):  # as SGLang's router
                 answer, status = {"error": "Failed to deserialize the JSON body"}, 422
+        if self.path == "/generate" and body.get("stream") is True and status == 200:
+            return self._stream(answer)
         data = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, answer: list) -> None:
+        """SGLang's batched stream (non-incremental, its default): each row's progress (finish_reason null, its output
+        so far), then each row's last event with the whole answer, rows out of order, each with its index; [DONE]."""
+        events = [{**row, "index": i, "meta_info": {**row["meta_info"], "finish_reason": None,
+                                                    "output_token_logprobs": row["meta_info"]["output_token_logprobs"][:1]}}
+                  for i, row in enumerate(answer)]
+        finals = [{**row, "index": i} for i, row in reversed(list(enumerate(answer)))]
+        if self.server.stream_ends == "error":
+            finals[1:] = [{"error": {"message": "the scheduler died"}}]
+        elif self.server.stream_ends == "short":
+            finals = finals[1:]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for event in [*events, *finals, "[DONE]"]:
+            data = b"data: " + (event.encode() if isinstance(event, str) else json.dumps(event).encode()) + b"\n\n"
+            for piece in (data[:7], data[7:]):  # an event split across reads
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
 
     do_GET = do_POST = _answer
 
@@ -183,6 +208,46 @@ def test_generate_many_is_the_single_requests_batched_in_one_and_read_the_same(r
     assert answers == [([1, 20, 21], [40, 41], [-0.5, -1.25], {"type": "stop"}),
                        ([1, 22], [42], [-0.75], {"type": "length", "length": 1}),
                        ([1, 23, 24], [40, 41], [-0.5, -1.25], {"type": "stop"})]
+
+
+async def streamed(config, calls: list[dict]) -> list:
+    """stream_many's answers in the order of `calls`, and how many yields brought them."""
+    from hermes_stack.environment.pooled_http import PooledSGLangServer
+
+    server = PooledSGLangServer(config)
+    answers: list = [None] * len(calls)
+    yields = 0
+    try:
+        async for pairs in server.stream_many([dict(call) for call in calls]):
+            yields += 1
+            for index, answer in pairs:
+                assert answers[index] is None
+                answers[index] = answer
+    finally:
+        await server.pool.aclose()
+    return answers, yields
+
+
+def test_stream_many_says_what_generate_many_says_streamed_and_reads_each_rows_last_event(recorder, tokenizer_dir):
+    """SGLang's batched stream read: progress events (finish_reason null) skipped, each row's last event read as
+    generate_many reads its answer, by its index, whatever the order and however the bytes are split."""
+    config = server_config(recorder.url, tokenizer_dir)
+    plain = asyncio.run(batched(config, [BATCHED]))[0]
+    answers, yields = asyncio.run(streamed(config, BATCHED))
+    assert answers == plain and yields >= 2
+    plain_body, stream_body = recorder.requests[0]["body"], recorder.requests[1]["body"]
+    assert stream_body == {**plain_body, "stream": True}
+    assert recorder.requests[1]["authorization"] == "Bearer loopback-key"
+
+
+@pytest.mark.parametrize("ends, message", [("error", "stream failed: the scheduler died"),
+                                           ("short", "ended with 1 of 3 answers missing")])
+def test_a_stream_that_ends_short_or_with_an_error_event_raises_stream_failed(recorder, tokenizer_dir, ends, message):
+    from hermes_stack.environment.pooled_http import StreamFailed
+
+    recorder.stream_ends = ends
+    with pytest.raises(StreamFailed, match=message):
+        asyncio.run(streamed(server_config(recorder.url, tokenizer_dir), BATCHED))
 
 
 async def batched(config, calls: list[list[dict]]) -> list:

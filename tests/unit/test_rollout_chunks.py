@@ -72,7 +72,32 @@ class Server:
         return answers
 
 
-def make_env(questions: list[str], workers: int, queued: int = 0, batch: int = 64):
+class StreamingServer(Server):
+    """The stub streamed: the same answers, as stream_many yields them (in `order`, `per_yield` at a time), each
+    yield recorded with how many groups the environment had scored by then; `fail_after` yields, a broken stream."""
+
+    def __init__(self, order=None, per_yield: int = 3, fail_after: int | None = None):
+        super().__init__()
+        self.order, self.per_yield, self.fail_after = order, per_yield, fail_after
+        self.scored_at_yield: list[int] = []
+        self.scored = 0  # bumped by the environment's scoring (see streaming_env)
+
+    async def stream_many(self, requests):
+        answers = await Server.generate_many(self, requests)
+        self.calls.pop()  # recorded as a stream below, not as a plain request
+        self.streamed = requests
+        order = self.order or list(reversed(range(len(answers))))
+        for n, start in enumerate(range(0, len(order), self.per_yield)):
+            if self.fail_after is not None and n == self.fail_after:
+                from hermes_stack.environment.pooled_http import StreamFailed
+
+                raise StreamFailed("/generate's stream failed: the server went away")
+            self.scored_at_yield.append(self.scored)
+            yield [(i, answers[i]) for i in order[start:start + self.per_yield]]
+            await asyncio.sleep(0)
+
+
+def make_env(questions: list[str], workers: int, queued: int = 0, batch: int = 64, stream: bool = False):
     from hermes_stack.environment.env import HermesMathEnv, Totals
 
     env = object.__new__(HermesMathEnv)
@@ -80,7 +105,7 @@ def make_env(questions: list[str], workers: int, queued: int = 0, batch: int = 6
     env.config = SimpleNamespace(ensure_scores_are_not_same=False, group_size=1, prompts_per_batch=batch,
                                  max_batches_offpolicy=1, rollout_source="inference", dataset="offline-arith",
                                  max_token_length=16, temperature=0.7, top_p=0.95, correctness_weight=1.0,
-                                 format_weight=0.1)
+                                 format_weight=0.1, stream_rollouts=stream)
     env.totals, env._next = Totals(), 1  # atroposlib drew the first item already
     env._chunks_in_flight = env._prompts_in_flight = 0
     env.judge = None
@@ -130,6 +155,63 @@ def test_each_group_is_laid_out_as_managed_server_lays_out_a_fresh_sequence():
     assert group["overrides"] == [{CORRECT_OVERRIDE: True}]  # the verdict rides with it, as on the one-prompt path
 
 
+def streaming_env(server: StreamingServer, group_size: int = 1, judge=None):
+    env = make_env(QUESTIONS, workers=4, batch=64, stream=True)  # 16 prompts for this worker
+    env.config.group_size = group_size
+    env.server = SimpleNamespace(servers=[server])
+    env.judge = judge
+    score = env._rule_results
+
+    def counted(item, texts):
+        server.scored += 1
+        return score(item, texts)
+
+    env._rule_results = counted
+    return env
+
+
+def plain_groups(group_size: int = 1) -> list:
+    env = make_env(QUESTIONS, workers=4, batch=64)
+    env.config.group_size = group_size
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    return groups
+
+
+@pytest.mark.parametrize("group_size", [1, 4])
+def test_a_streamed_chunk_scores_each_group_as_its_last_row_arrives_and_lays_it_out_as_the_plain_one(group_size):
+    """Where the inference service streams (the built-in server), the environment scores a group while the chunk's
+    other rows still sample (issue 22): groups are scored between the stream's yields, not after the last, and
+    the groups returned equal those of the plain request, counted once."""
+    rows = 16 * group_size
+    server = StreamingServer(order=[i for k in range(0, rows, 2) for i in (k + 1, k)], per_yield=group_size * 2)
+    env = streaming_env(server, group_size)
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert server.calls == [] and len(server.streamed) == rows  # one streamed request, no plain one
+    assert server.scored_at_yield == [2 * n for n in range(8)]  # two groups complete per yield, scored at once
+    assert groups == plain_groups(group_size)
+    assert env.totals.sequences == rows and env.totals.groups == 16 and env.totals.stream_failures == 0
+
+
+def test_a_stream_that_fails_midway_is_asked_again_without_streaming_and_nothing_is_counted_twice():
+    server = StreamingServer(per_yield=4, fail_after=2)
+    env = streaming_env(server)
+    with _captured("hermes_stack.environment") as lines:
+        groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(server.calls) == 1 and len(server.calls[0]) == 16  # the plain request, after 8 rows had streamed
+    assert groups == plain_groups()
+    assert (env.totals.sequences, env.totals.groups, env.totals.stream_failures) == (16, 16, 1)
+    assert any("streamed rollout chunk failed (StreamFailed" in line and "without streaming" in line for line in lines)
+
+
+def test_with_a_judge_the_chunk_is_not_streamed():
+    """The judge's second opinions are gateway calls gathered over the whole chunk: it takes the plain request."""
+    server = StreamingServer()
+    env = streaming_env(server, judge=SimpleNamespace())
+    env._score_all = lambda item, texts: asyncio.sleep(0, [env._score(t, item["answer"]) for t in texts])
+    groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(server.calls) == 1 and not hasattr(server, "streamed") and len(groups) == 16
+
+
 def test_the_share_leaves_out_what_atropos_holds_and_what_other_workers_sample():
     env = make_env(QUESTIONS, workers=4, queued=40, batch=64)  # 24 still needed over 4 idle workers: 6
     groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
@@ -152,7 +234,7 @@ def test_a_chunks_time_awaiting_generate_is_counted_apart_from_its_own_work(monk
     monkeypatch.setattr(env_module, "time", SimpleNamespace(monotonic=lambda: now[0]))  # env.py's clock only
     env = make_env(QUESTIONS, workers=4, batch=64)
     server = env.server.servers[0]
-    answer, score = server.generate_many, env._score_rule
+    answer, score = server.generate_many, env._rule_results
 
     async def slow(requests):
         now[0] += 0.25  # the server's time, on the environment's clock
@@ -162,7 +244,7 @@ def test_a_chunks_time_awaiting_generate_is_counted_apart_from_its_own_work(monk
         now[0] += 0.01  # the environment's own work: not awaiting /generate
         return score(item, texts)
 
-    server.generate_many, env._score_rule = slow, slow_scoring
+    server.generate_many, env._rule_results = slow, slow_scoring
     asyncio.run(env.collect_trajectories(env.train_items[0]))
     asyncio.run(env.collect_trajectories(env.train_items[0]))
     assert now[0] > 100.5  # the scoring's time passed too
