@@ -289,7 +289,7 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
                     texts = decode_all(self.tokenizer, [output for _, output, _, _ in group_rows])
                     results = self._rule_results(items[k], texts)
                     scored[k] = (group_rows, texts, results, layout(group_rows, results))
-        except (aiohttp.ClientError, asyncio.TimeoutError, StreamFailed, ValueError, KeyError) as exc:
+        except (TimeoutError, aiohttp.ClientError, StreamFailed, ValueError, KeyError) as exc:
             self.totals.stream_failures += 1
             if self.totals.stream_failures <= STREAM_FAILURES_SHOWN:
                 log.warning("streamed rollout chunk failed (%s: %s); asking again without streaming (failure #%d)",
