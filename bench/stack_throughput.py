@@ -6,7 +6,8 @@
 Raw rate: the built-in backend (hermes_stack.inference.builtin.BuiltinBackend, in this process, one torch thread as
 in its container) generating one step's batch of the shipped config with the embedded profile (GRPO 32 prompts x 8,
 PPO 256 x 1; the environment's new-token budget) as one request, sequences per second, best of --repeats timed in
-each of --rounds rounds a few seconds apart (a reading right after a stack goes down can meet Docker's own clean-up);
+each of --rounds rounds a few seconds apart (the mean over them is printed too: a batch samples until its longest
+row ends, and the best is a batch without a long row) (a reading right after a stack goes down can meet Docker's own clean-up);
 measured before the stack starts and again after it is down, and the ratios divide by the mean of the two. Both
 readings generate with the embedded model the stack starts from. The policy the stack served at its last step
 generates other completions (often a token or two longer, so a batch takes more sampling steps): the raw rate of
@@ -51,9 +52,10 @@ def batch_shape(algo: str) -> tuple[int, int, int]:
     return rollout.batch_size, rollout.group_size, rollout.max_token_length
 
 
-def raw_rate(algo: str, model_dir: Path, repeats: int, rounds: int = 1, pause_s: float = 3.0) -> float:
-    """Sequences per second of the built-in backend generating one step's batch in one request: the best of
-    `repeats` timed generations in each of `rounds` rounds `pause_s` apart."""
+def raw_rate(algo: str, model_dir: Path, repeats: int, rounds: int = 1, pause_s: float = 3.0) -> tuple[float, float]:
+    """Sequences per second of the built-in backend generating one step's batch in one request, (the best, the
+    mean) of `repeats` timed generations in each of `rounds` rounds `pause_s` apart. The best is the batch without a
+    long row (the batch samples until its longest row ends); the mean counts the long rows as a run meets them."""
     import torch
 
     from hermes_stack.inference.builtin import BuiltinBackend
@@ -88,8 +90,8 @@ def raw_rate(algo: str, model_dir: Path, repeats: int, rounds: int = 1, pause_s:
         finally:
             await backend.stop()
 
-    best = min(asyncio.run(all_runs()))
-    return prompts_n * group / best
+    timed = asyncio.run(all_runs())
+    return prompts_n * group / min(timed), prompts_n * group * len(timed) / sum(timed)
 
 
 def stack_figures(algo: str, steps: int, skip: int, weights_to: Path | None = None) -> dict:
@@ -156,18 +158,19 @@ def main(argv: list[str] | None = None) -> int:
             # Read again once the stack is down, and each algorithm's pair right around its own run: this machine's
             # speed drifts (the same code's raw rate read 3779 and 5948/s two minutes apart), so the ratio divides by
             # the mean of the two readings.
-            before = raw_rate(algo, model_dir, args.repeats, args.rounds)
+            before, before_mean = raw_rate(algo, model_dir, args.repeats, args.rounds)
             prompts_n, group, _ = batch_shape(algo)
-            print(f"{algo}: built-in server raw rate {before:.0f} sequences/s ({prompts_n} x {group} in one "
-                  "request)", flush=True)
+            print(f"{algo}: built-in server raw rate {before:.0f} sequences/s, the best generation's ({prompts_n} x "
+                  f"{group} in one request; {before_mean:.0f} over all {args.repeats * args.rounds})", flush=True)
             if args.raw_only:
                 continue
             pushed = Path(tmp) / f"{algo}-pushed"
             f = stack_figures(algo, args.steps, args.skip, weights_to=pushed)
-            after = raw_rate(algo, model_dir, args.repeats, args.rounds)
+            after, after_mean = raw_rate(algo, model_dir, args.repeats, args.rounds)
             raw = (before + after) / 2
-            print(f"{algo}: raw rate before the stack {before:.0f}, after it {after:.0f} sequences/s; the "
-                  f"ratios below divide by their mean, {raw:.0f}", flush=True)
+            print(f"{algo}: raw rate before the stack {before:.0f}, after it {after:.0f} sequences/s (the best "
+                  f"generation's; over all of them {before_mean:.0f} and {after_mean:.0f}); the ratios below divide "
+                  f"by the mean of the best, {raw:.0f}", flush=True)
             report(algo, f, raw)
             report_policy(algo, f, pushed, args.repeats, args.rounds)
     return 0
@@ -182,9 +185,9 @@ def report_policy(algo: str, f: dict, pushed: Path, repeats: int, rounds: int) -
     if newest is None or f["env_busy_s"] <= 0:
         print(f"{algo}: no pushed weights to measure the served policy's raw rate", flush=True)
         return
-    rate = raw_rate(algo, newest, repeats, rounds)
-    print(f"{algo}: the served policy's raw rate ({newest.name}) {rate:.0f} sequences/s; environment's rollout rate "
-          f"= {f['env_seq_per_s'] / rate:.2f} of it", flush=True)
+    rate, mean = raw_rate(algo, newest, repeats, rounds)
+    print(f"{algo}: the served policy's raw rate ({newest.name}) {rate:.0f} sequences/s (over all generations "
+          f"{mean:.0f}); environment's rollout rate = {f['env_seq_per_s'] / rate:.2f} of it", flush=True)
 
 
 def report(algo: str, f: dict, raw: float) -> None:

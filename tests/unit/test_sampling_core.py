@@ -203,3 +203,52 @@ def test_sample_rows_on_done_hands_over_the_generated_it_returns(lm):
     assert seen == [[1], [2], [0, 3]]
     assert [by_index[i] for i in range(4)] == results
     assert results == sample_rows(model, tokenizer, rows)  # greedy: the same rows without the hook
+
+
+def test_ended_rows_leave_the_batch_and_the_rows_left_sample_as_in_the_whole_batch(lm, monkeypatch):
+    """Once the ended rows are a fifth of the batch they leave it (the KV cache, mask and positions cut to the rows left):
+    the rows left, of other prompt lengths (left-padded), sample the same tokens with the same log-probs and top
+    log-probs as when the batch keeps every row to the end."""
+    import hermes_stack.modelcore.sampling_core as core
+
+    model, tokenizer = lm
+    rows = prompts(tokenizer) + [tokenizer.encode("12+30=")]
+    widths: list[int] = []
+    hook = model.register_forward_pre_hook(lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape[0]),
+                                           with_kwargs=True)
+    kwargs = {"pad_token_id": tokenizer.pad_token_id, "stop_token_ids": [()] * 5, "budgets": [1, 7, 1, 2, 7],
+              "temperature": 0.0, "top_logprobs": 3}
+    try:
+        cut = sample_batch(model, rows, **kwargs)
+        cut_widths, widths[:] = list(widths), []
+        monkeypatch.setattr(core, "COMPACT_AT", 10**9)  # never cut
+        whole = sample_batch(model, rows, **kwargs)
+    finally:
+        hook.remove()
+    # after the 1st step 2 of 5 ended: 3 go on; after the 2nd 1 of 3: the 2 rows left go on alone
+    assert cut_widths == [5, 3, 2, 2, 2, 2, 2] and widths == [5] * 7
+    for a, b in zip(cut, whole):
+        assert a.tokens == b.tokens and a.finish == b.finish
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+        assert [[t for t, _ in pos] for pos in a.top] == [[t for t, _ in pos] for pos in b.top]
+    assert [len(s.tokens) for s in cut] == [1, 7, 1, 2, 7]
+
+
+def test_a_sampled_batch_that_drops_its_ended_rows_keeps_per_row_temperatures_and_stop_strings(lm):
+    """After the cut each row keeps its own parameters: greedy rows stay greedy (equal to sampling them alone), and
+    a stop string still ends its row."""
+    model, tokenizer = lm
+    prompt = prompts(tokenizer)[2]
+    alone = sample_rows(model, tokenizer, [Row(tuple(prompt), SamplingParams(max_new_tokens=6, temperature=0.0,
+                                                                           ignore_eos=True))])[0]
+    stop = tokenizer.decode(list(alone.output_ids[3:5]))
+    rows = [Row(tuple(prompt), SamplingParams(max_new_tokens=1, temperature=1.0)) for _ in range(6)] + [
+        Row(tuple(prompt), SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True)),
+        Row(tuple(prompt), SamplingParams(max_new_tokens=6, temperature=1.5, ignore_eos=True)),
+        Row(tuple(prompt), SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True, stop=[stop]))]
+    done = sample_rows(model, tokenizer, rows, torch.Generator().manual_seed(3))
+    assert done[6].output_ids == alone.output_ids and done[6].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+    assert len(done[7].output_ids) == 6
+    at, _ = find_stop(alone.text, [stop])
+    assert done[8].finish_reason == {"type": "stop", "matched": stop} and done[8].text == alone.text[:at]
+    assert done[8].output_ids == alone.output_ids[: len(done[8].output_ids)]
