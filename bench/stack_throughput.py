@@ -6,8 +6,8 @@
 Raw rate: the built-in backend (hermes_stack.inference.builtin.BuiltinBackend, in this process, one torch thread as
 in its container) generating one step's batch of the shipped config with the embedded profile (GRPO 32 prompts x 8,
 PPO 256 x 1; the environment's new-token budget) as one request, sequences per second, best of --repeats timed in
-each of --rounds rounds a few seconds apart (the mean over them is printed too: a batch samples until its longest
-row ends, and the best is a batch without a long row) (a reading right after a stack goes down can meet Docker's own clean-up);
+each of --rounds rounds a few seconds apart (a reading right after a stack goes down can meet Docker's own
+clean-up); the mean over them is printed too (the best is a batch without a long row);
 measured before the stack starts and again after it is down, and the ratios divide by the mean of the two. Both
 readings generate with the embedded model the stack starts from. The policy the stack served at its last step
 generates other completions (often a token or two longer, so a batch takes more sampling steps): the raw rate of

@@ -252,3 +252,17 @@ def test_a_sampled_batch_that_drops_its_ended_rows_keeps_per_row_temperatures_an
     at, _ = find_stop(alone.text, [stop])
     assert done[8].finish_reason == {"type": "stop", "matched": stop} and done[8].text == alone.text[:at]
     assert done[8].output_ids == alone.output_ids[: len(done[8].output_ids)]
+
+
+def test_the_cut_keeps_the_kept_rows_of_a_legacy_tuple_cache_and_leaves_an_unknown_cache_whole():
+    """The legacy (key, value)-per-layer tuple cache is cut along the batch axis; a cache kind this code does not
+    know gives None, so the batch keeps every row rather than sampling from a wrong cache."""
+    from hermes_stack.modelcore.sampling_core import _compact
+
+    layer = (torch.arange(24.0).reshape(4, 1, 3, 2), -torch.arange(24.0).reshape(4, 1, 3, 2))
+    kept = torch.tensor([0, 2])
+    (name, cut), = _compact({"past_key_values": (layer, layer)}, kept).items()
+    assert name == "past_key_values" and len(cut) == 2
+    for key, value in cut:
+        assert torch.equal(key, layer[0][[0, 2]]) and torch.equal(value, layer[1][[0, 2]])
+    assert _compact({"past_key_values": object()}, kept) is None
