@@ -100,7 +100,7 @@ class Totals:
         return {"groups": self.groups, "sequences": self.sequences, "accuracy": self.accuracy,
                 "format_rate": self.format_rate, "mean_reward": self.mean_reward,
                 "dropped_equal_score_groups": self.dropped_equal_scores, "format_failures": self.format_failures,
-                "judge_overturned": self.judge_overturned}
+                "judge_overturned": self.judge_overturned, "stream_failures": self.stream_failures}
 
 
 class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
@@ -280,6 +280,8 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
             async for answers in server.stream_many(requests):
                 complete = set()
                 for index, answer in answers:
+                    if not 0 <= index < len(rows) or rows[index] is not None:
+                        raise StreamFailed(f"the stream sent row {index} of {len(rows)} twice or out of range")
                     rows[index] = answer
                     missing[index // size] -= 1
                     if not missing[index // size]:
@@ -289,7 +291,11 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
                     texts = decode_all(self.tokenizer, [output for _, output, _, _ in group_rows])
                     results = self._rule_results(items[k], texts)
                     scored[k] = (group_rows, texts, results, layout(group_rows, results))
-        except (TimeoutError, aiohttp.ClientError, StreamFailed, ValueError, KeyError) as exc:
+            if None in scored:
+                raise StreamFailed(f"the stream ended with {scored.count(None)} of {len(items)} groups incomplete")
+        # A malformed answer (a wrong type, a missing field) is the stream's failure too: asked again plainly.
+        except (TimeoutError, aiohttp.ClientError, StreamFailed, ValueError, KeyError, IndexError, TypeError,
+                AttributeError) as exc:
             self.totals.stream_failures += 1
             if self.totals.stream_failures <= STREAM_FAILURES_SHOWN:
                 log.warning("streamed rollout chunk failed (%s: %s); asking again without streaming (failure #%d)",

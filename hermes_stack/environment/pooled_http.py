@@ -110,10 +110,19 @@ class StreamFailed(Exception):
 
 
 def stream_events(buffer: bytes) -> tuple[list[bytes], bytes]:
-    """(the payloads of the whole `data:` events in `buffer`, the incomplete rest). Server-sent events end with a
-    blank line; SGLang's /generate sends one `data: <json>` line per event."""
-    *whole, rest = buffer.split(b"\n\n")
-    return [event[len(b"data: "):] for event in whole if event.startswith(b"data: ")], rest
+    """(the payloads of the whole events in `buffer`, the incomplete rest), read as the server-sent-events format
+    says: lines end with CRLF, LF or CR; an event ends with a blank line; its `data:` lines (one space after the
+    colon dropped) are joined with LF; other fields and `:` comments are skipped. SGLang's /generate sends one
+    `data: <json>` line per event, but a proxy in between may re-frame them."""
+    held = b"\r" if buffer.endswith(b"\r") else b""  # maybe half of a CRLF split across chunks: wait for the next
+    text = (buffer[:-1] if held else buffer).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    *whole, rest = text.split(b"\n\n")
+    payloads = []
+    for event in whole:
+        data = [line[len(b"data:"):].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            payloads.append(b"\n".join(data))
+    return payloads, rest + held
 
 
 def finished_answers(payloads: list[bytes], bodies: list[dict]) -> tuple[list[tuple[int, tuple]], bool]:

@@ -334,7 +334,16 @@ class BuiltinBackend:
         ended: asyncio.Queue = asyncio.Queue()
         task = asyncio.ensure_future(self._submit(
             rows, adapter, emit=lambda pairs: loop.call_soon_threadsafe(ended.put_nowait, pairs)))
-        task.add_done_callback(lambda _: ended.put_nowait(None))
+
+
+        def job_ended(job: asyncio.Future) -> None:
+            # Read its outcome here: a client that left mid-stream leaves the job running (its rows are in the
+            # sampler's batch), and its error would otherwise be logged as never retrieved.
+            if not job.cancelled():
+                job.exception()
+            ended.put_nowait(None)
+
+        task.add_done_callback(job_ended)
         sent = 0
         try:
             while sent < len(rows):
@@ -344,7 +353,7 @@ class BuiltinBackend:
                     raise RuntimeError(f"the sampler ended with {len(rows) - sent} of {len(rows)} rows unsent")
                 answers = generate_response([g for _, g in pairs], want_lp, with_text, self.tokenizer,
                                             self.weight_version)
-                if not single:
+                if not single or len(rows) > 1:  # one prompt with n > 1 is a batch of n rows: they need an index
                     for (i, _), answer in zip(pairs, answers):
                         answer["index"] = i
                 sent += len(pairs)

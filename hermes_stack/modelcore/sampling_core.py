@@ -54,10 +54,26 @@ def kv_cache(output) -> dict:
 COMPACT_AT = 1.25
 
 
+def _cuttable_layers(cache) -> bool:
+    """Whether every layer of a transformers 5.x Cache is a plain key/value layer whose batch_select_indices cuts all
+    its state. Exact types on purpose: linear-attention (recurrent state), static and quantised layers lack the method
+    or cut only their keys and values, which would leave a hybrid model's state for the wrong rows."""
+    try:
+        from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+    except ImportError:
+        return False
+    return all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers)
+
+
 def _compact(cache: dict, kept: torch.Tensor) -> dict | None:
-    """The KV cache keyword (kv_cache) with only the batch rows `kept`; None for a cache kind not known here."""
+    """The KV cache keyword (kv_cache) with only the batch rows `kept`; None for a cache kind not known here (the
+    batch then keeps its width, which is only slower)."""
     (name, value), = cache.items()
-    if hasattr(value, "batch_select_indices"):  # transformers' Cache classes (4.38+ and 5.x)
+    if hasattr(value, "batch_select_indices"):  # transformers' Cache classes
+        # 5.x keeps per-layer objects; 4.x's DynamicCache (key_cache/value_cache lists, no layers) cuts all it holds.
+        layered = hasattr(value, "layers")
+        if (layered and not _cuttable_layers(value)) or (not layered and type(value).__name__ != "DynamicCache"):
+            return None
         value.batch_select_indices(kept)
         return {name: value}
     if isinstance(value, tuple) and all(isinstance(layer, tuple) for layer in value):  # the legacy tuple form

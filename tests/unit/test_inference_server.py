@@ -364,6 +364,16 @@ def test_streamed_generate_sends_each_row_once_with_its_index_as_the_unstreamed_
         assert event == expected
 
 
+def test_one_streamed_prompt_with_n_rows_gives_each_row_its_index_as_sglang_does(client):
+    """One prompt with n > 1 is a batch of n rows (SGLang expands it; its plain answer is a list), so each streamed
+    row carries its index: without it a client could not tell the rows' events apart."""
+    body = {"text": "5", "sampling_params": {"n": 3, "max_new_tokens": 2, "temperature": 0, "ignore_eos": True}}
+    plain = client.post("/generate", json=body, headers=AUTH).json()
+    events = sse_events(client.post("/generate", json={**body, "stream": True}, headers=AUTH).content)
+    assert isinstance(plain, list) and len(plain) == 3
+    assert events[-1] == "[DONE]" and sorted(e["index"] for e in events[:-1]) == [0, 1, 2]
+
+
 def test_streamed_rows_go_out_as_they_end_while_longer_rows_still_sample(client):
     """The point of streaming (issue 22): a row with a budget of 1 is sent at the first step, apart from the row
     that samples 6 tokens; the bytes of each step are one chunk of the stream."""

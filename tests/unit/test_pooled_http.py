@@ -375,3 +375,17 @@ def test_the_built_in_environment_uses_the_pooled_classes():
     assert HermesMathEnv.server_cls is PooledSGLangServer
     mro = HermesMathEnv.__mro__
     assert mro.index(PooledAtroposCalls) < mro.index(BaseEnv)
+
+
+def test_stream_events_reads_crlf_framing_multi_line_data_and_comments_however_the_bytes_are_split():
+    """The server-sent-events format, not only SGLang's own framing: CRLF (a proxy may re-frame), several `data:`
+    lines joined with LF, `:` comments and other fields skipped; a CRLF split across two chunks is not read as two
+    line ends."""
+    from hermes_stack.environment.pooled_http import stream_events
+
+    body = b': keep-alive\r\n\r\ndata: {"a":\r\ndata:1}\r\nid: 7\r\n\r\ndata: [DONE]\r\n\r\n'
+    for cut in range(len(body) + 1):
+        payloads, rest = stream_events(body[:cut])
+        more, rest = stream_events(rest + body[cut:])
+        assert payloads + more == [b'{"a":\n1}', b"[DONE]"] and rest == b"", cut
+    assert stream_events(b"data: x\n\ndata: y") == ([b"x"], b"data: y")

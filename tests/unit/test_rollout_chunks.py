@@ -203,6 +203,19 @@ def test_a_stream_that_fails_midway_is_asked_again_without_streaming_and_nothing
     assert any("streamed rollout chunk failed (StreamFailed" in line and "without streaming" in line for line in lines)
 
 
+@pytest.mark.parametrize("order, why", [([0, 0] + list(range(2, 16)), "sent row 0 of 16 twice"),
+                                        (list(range(16)) + [-1], "sent row -1 of 16 twice or out of range"),
+                                        (list(range(15)), "ended with 1 of 16 groups incomplete")])
+def test_a_stream_that_repeats_skips_or_invents_a_row_is_asked_again_without_streaming(order, why):
+    """A stream whose rows do not add up to the chunk's is not laid out half-scored: it is a failed stream."""
+    server = StreamingServer(order=order, per_yield=4)
+    env = streaming_env(server)
+    with _captured("hermes_stack.environment") as lines:
+        groups, _ = asyncio.run(env.collect_trajectories(env.train_items[0]))
+    assert len(server.calls) == 1 and groups == plain_groups() and env.totals.as_dict()["stream_failures"] == 1
+    assert any(why in line for line in lines)
+
+
 def test_with_a_judge_the_chunk_is_not_streamed():
     """The judge's second opinions are gateway calls gathered over the whole chunk: it takes the plain request."""
     server = StreamingServer()

@@ -266,3 +266,25 @@ def test_the_cut_keeps_the_kept_rows_of_a_legacy_tuple_cache_and_leaves_an_unkno
     for key, value in cut:
         assert torch.equal(key, layer[0][[0, 2]]) and torch.equal(value, layer[1][[0, 2]])
     assert _compact({"past_key_values": object()}, kept) is None
+
+
+def test_the_cut_takes_a_cache_of_plain_layers_and_refuses_one_with_a_recurrent_layer():
+    """A transformers Cache whose layers are all plain key/value layers is cut; one holding a linear-attention
+    (recurrent-state) layer, whose state batch_select_indices would not cut or which lacks it, is left whole."""
+    from transformers.cache_utils import DynamicCache, LinearAttentionLayer
+
+    from hermes_stack.modelcore.sampling_core import _compact
+
+    key = torch.arange(24.0).reshape(4, 1, 3, 2)
+    kept = torch.tensor([1, 3])
+    plain = DynamicCache()
+    plain.update(key, -key, 0)
+    plain.update(key, -key, 1)
+    (name, cut), = _compact({"cache": plain}, kept).items()
+    assert name == "cache" and all(torch.equal(layer.keys, key[[1, 3]]) for layer in cut.layers)
+
+    hybrid = DynamicCache()
+    hybrid.update(key, -key, 0)
+    hybrid.layers.append(LinearAttentionLayer())
+    assert _compact({"cache": hybrid}, kept) is None
+    assert torch.equal(hybrid.layers[0].keys, key)  # untouched
