@@ -119,7 +119,39 @@ def _load_model(path: str, device: str):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    model.hermes_config_json = (Path(path) / "config.json").read_bytes()  # what _load_weights_into compares
+    return model
+
+
+def _load_weights_into(model, path: str) -> bool:
+    """Copy the full weights saved at `path` into `model`, a model not serving now, when they are the same model
+    (config.json byte-identical to the one `model` was built from, the same tensor names); False, `model` then
+    unfit to serve, otherwise. A step's push is the same architecture every time: from_pretrained rebuilt the
+    whole model for it, ~16-22 ms of mostly Python on the tiny model, every step and holding the interpreter
+    lock the sampler's decode loop needs; this copy takes ~1 ms (docs/benchmarks.md, issue 22)."""
+    import torch
+    from safetensors.torch import load_file
+
+    directory = Path(path)
+    files = sorted(directory.glob("*.safetensors"))
+    if not files or getattr(model, "hermes_config_json", None) != (directory / "config.json").read_bytes():
+        return False
+    state: dict = {}
+    for file in files:
+        state.update(load_file(file, device=str(next(model.parameters()).device)))
+    with torch.no_grad():
+        try:
+            loaded = model.load_state_dict(state, strict=False)
+        except RuntimeError:  # a shape that differs: the caller builds the model afresh
+            return False
+    if loaded.unexpected_keys:
+        return False
+    # save_pretrained leaves tied weights out (lm_head sharing the embedding): a missing name is fine only where
+    # its tensor is one that was loaded.
+    params = dict(model.named_parameters(remove_duplicate=False)) | dict(model.named_buffers())
+    loaded_ptrs = {params[name].data_ptr() for name in state if name in params}
+    return all(name in params and params[name].data_ptr() in loaded_ptrs for name in loaded.missing_keys)
 
 
 def _emitter(batch: list[_Job]):
@@ -165,6 +197,8 @@ class BuiltinBackend:
         self._generator = torch.Generator(device=device)
         self._generator.manual_seed(seed if seed is not None else int(time.time_ns() % 2**31))
         self._model_lock = threading.Lock()
+        self._reload_lock = asyncio.Lock()
+        self._spare = None  # a model no batch uses, for the next full-weights reload (_load)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._warned: set[str] = set()
@@ -435,7 +469,8 @@ class BuiltinBackend:
         if not isinstance(path, str) or not Path(path).is_dir():
             return {"success": False, "message": f"model_path {path!r} is not a directory"}
         try:
-            model = await asyncio.to_thread(_load_model, path, self.device)
+            async with self._reload_lock:  # one reload at a time: they share the spare model
+                model = await asyncio.to_thread(self._load, path)
         except Exception as exc:  # noqa: BLE001 - reported to the caller like SGLang does
             return {"success": False, "message": f"failed to load {path}: {type(exc).__name__}: {exc}"}
         if model.config.vocab_size != self.model.config.vocab_size:
@@ -447,8 +482,20 @@ class BuiltinBackend:
         return {"success": True, "message": f"Succeeded to update model weights from {path}",
                 "weight_version": str(self.weight_version)}
 
+    def _load(self, path: str):
+        """The model at `path`, outside the model lock: the weights copied into the spare (the model the last swap
+        replaced, which no batch uses any more) where it is the same model, else built afresh."""
+        spare, self._spare = self._spare, None
+        if spare is not None and _load_weights_into(spare, path):
+            return spare
+        return _load_model(path, self.device)
+
     def _swap(self, model, path: str) -> None:
         with self._model_lock:
+            old = self.model
+            # The replaced model is the next reload's spare (memory: two copies of the model, as a reload held
+            # anyway while it built the new one); not one with LoRA layers attached, and not the model just loaded.
+            self._spare = old if not hasattr(old, "peft_config") and old is not model else None
             self.model = model
             self.weights_path = path
             self.adapters.clear()

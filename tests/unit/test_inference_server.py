@@ -409,3 +409,42 @@ def test_a_sampling_failure_after_the_stream_began_is_an_error_event(model_dir, 
                                            "sampling_params": {"max_new_tokens": 2}}, headers=AUTH)
     events = sse_events(answer.content)
     assert events[-1] == "[DONE]" and "the model fell over" in events[0]["error"]["message"]
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_reload_of_the_same_model_copies_into_the_replaced_one_and_serves_what_a_fresh_load_serves(
+        tmp_path, tied):
+    """Every step's push is the same architecture: the second reload copies the weights into the model the first
+    one replaced (no batch uses it) instead of building a model again, and serves exactly what a fresh load of
+    that folder serves; tied embeddings (left out of the saved file) come along. Another architecture at the same
+    folder shape is built afresh."""
+    from transformers import AutoModelForCausalLM
+
+    def saved(name: str, seed: int, layers: int = 2) -> Path:
+        directory = build_fixture_model(tmp_path / "weights" / name, seed=seed, layers=layers)
+        if tied:  # the same weights saved as a tied model: lm_head is the embedding, left out of the file
+            model = AutoModelForCausalLM.from_pretrained(directory, tie_word_embeddings=True)
+            model.save_pretrained(directory)
+        return directory
+
+    base = saved("base", 0)
+    backend = BuiltinBackend(str(base), served_model="tiny", seed=0)
+    request = {"text": "9+9=", "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True},
+               "return_logprob": True}
+
+    def served(c) -> tuple[list, list]:
+        meta = c.post("/generate", json=request, headers=AUTH).json()["meta_info"]
+        return [e[1] for e in meta["output_token_logprobs"]], [e[0] for e in meta["output_token_logprobs"]]
+
+    with TestClient(create_app(backend, KEY, data_dir=tmp_path)) as c:
+        first = backend.model
+        for name, seed, layers in (("step-1", 1, 2), ("step-2", 2, 2), ("step-3", 3, 3)):
+            path = saved(name, seed, layers)
+            assert c.post("/update_weights_from_disk", json={"model_path": str(path)}, headers=AUTH).json()["success"]
+            tokens, logprobs = served(c)
+            prompt = backend.tokenizer.encode("9+9=")
+            assert logprobs == pytest.approx(full_logprobs(path, prompt, tokens), abs=1e-5)
+            if name == "step-2":
+                assert backend.model is first  # copied into the model step-1 replaced
+            if name == "step-3":
+                assert backend.model is not first and len(backend.model.model.layers) == 3
