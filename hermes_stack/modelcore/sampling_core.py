@@ -194,12 +194,12 @@ def sample_batch(
     choose = _Chooser(count, temperature, top_p, top_k, device, generator)
 
     width = max(len(p) for p in prompts)
-    ids = torch.full((count, width), pad_token_id, dtype=torch.long)
-    attention = torch.zeros((count, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        attention[i, width - len(p):] = 1
-    ids, attention = ids.to(device), attention.to(device)
+    # Left-padded as plain lists, one tensor each: a slice assignment per row was ~8 % of the built-in server's
+    # sampling thread on 256-row chunks (py-spy, issue 22).
+    ids = torch.tensor([[pad_token_id] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long,
+                       device=device)
+    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
+                             device=device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
 
     out_tokens = torch.full((count, steps), pad_token_id, dtype=torch.long, device=device)
