@@ -295,13 +295,13 @@ class BuiltinBackend:
 
     def _rows(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[Row]:
         ctx = context_length(self.model)
+        vocab = self.model.config.vocab_size  # once: transformers' config attribute lookup is slow per row
         rows = []
         for ids, p in zip(prompts, params):
             if not ids:
                 raise RequestError("empty prompt")
             if len(ids) >= ctx:
                 raise RequestError(f"prompt has {len(ids)} tokens, the model's context is {ctx}")
-            vocab = self.model.config.vocab_size
             if any((not isinstance(t, int)) or t < 0 or t >= vocab for t in ids):
                 raise RequestError(f"input_ids must be integers in [0, {vocab})")
             self._check(p)
