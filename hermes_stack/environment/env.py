@@ -16,6 +16,7 @@ accuracy, format rate, groups dropped because every score in them was equal, jud
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -277,20 +278,23 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         missing = [size] * len(items)
         scored: list = [None] * len(items)
         try:
-            async for answers in server.stream_many(requests):
-                complete = set()
-                for index, answer in answers:
-                    if not 0 <= index < len(rows) or rows[index] is not None:
-                        raise StreamFailed(f"the stream sent row {index} of {len(rows)} twice or out of range")
-                    rows[index] = answer
-                    missing[index // size] -= 1
-                    if not missing[index // size]:
-                        complete.add(index // size)
-                for k in sorted(complete):
-                    group_rows = rows[k * size:(k + 1) * size]
-                    texts = decode_all(self.tokenizer, [output for _, output, _, _ in group_rows])
-                    results = self._rule_results(items[k], texts)
-                    scored[k] = (group_rows, texts, results, layout(group_rows, results))
+            # aclosing: a stream left midway (a raise below) closes its connection and semaphore slot now, not
+            # whenever the generator is collected.
+            async with contextlib.aclosing(server.stream_many(requests)) as stream:
+                async for answers in stream:
+                    complete = set()
+                    for index, answer in answers:
+                        if not 0 <= index < len(rows) or rows[index] is not None:
+                            raise StreamFailed(f"the stream sent row {index} of {len(rows)} twice or out of range")
+                        rows[index] = answer
+                        missing[index // size] -= 1
+                        if not missing[index // size]:
+                            complete.add(index // size)
+                    for k in sorted(complete):
+                        group_rows = rows[k * size:(k + 1) * size]
+                        texts = decode_all(self.tokenizer, [output for _, output, _, _ in group_rows])
+                        results = self._rule_results(items[k], texts)
+                        scored[k] = (group_rows, texts, results, layout(group_rows, results))
             if None in scored:
                 raise StreamFailed(f"the stream ended with {scored.count(None)} of {len(items)} groups incomplete")
         # A malformed answer (a wrong type, a missing field) is the stream's failure too: asked again plainly.

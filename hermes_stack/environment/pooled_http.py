@@ -112,12 +112,14 @@ class StreamFailed(Exception):
     before the last row."""
 
 
-def stream_events(buffer: bytes) -> tuple[list[bytes], bytes]:
+def stream_events(buffer: bytes, final: bool = False) -> tuple[list[bytes], bytes]:
     """(the payloads of the whole events in `buffer`, the incomplete rest), read as the server-sent-events format
     says: lines end with CRLF, LF or CR; an event ends with a blank line; its `data:` lines (one space after the
     colon dropped) are joined with LF; other fields and `:` comments are skipped. SGLang's /generate sends one
-    `data: <json>` line per event, but a proxy in between may re-frame them."""
-    held = b"\r" if buffer.endswith(b"\r") else b""  # maybe half of a CRLF split across chunks: wait for the next
+    `data: <json>` line per event, but a proxy in between may re-frame them. `final`: the body ended, so a last CR
+    is a line end, not half of a CRLF."""
+    # maybe half of a CRLF split across chunks: wait for the next (unless none comes)
+    held = b"\r" if buffer.endswith(b"\r") and not final else b""
     text = (buffer[:-1] if held else buffer).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     *whole, rest = text.split(b"\n\n")
     payloads = []
@@ -243,6 +245,11 @@ class PooledSGLangServer(SGLangServer):
                     yield answers
                 if done:
                     break
+            if not done and buffer:  # the body ended: what it held back (a last CR) is read as it is
+                answers, done = finished_answers(stream_events(buffer, final=True)[0], bodies)
+                if answers:
+                    left -= len(answers)
+                    yield answers
         if left or not done:
             raise StreamFailed(f"/generate's stream ended with {left} of {len(bodies)} answers missing")
 

@@ -120,14 +120,21 @@ def _load_model(path: str, device: str):
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model = model.to(device).eval()
-    model.hermes_config_json = (Path(path) / "config.json").read_bytes()  # what _load_weights_into compares
+    model.hermes_saved_config = _saved_config(path)  # what _load_weights_into compares
     return model
+
+
+def _saved_config(path: str) -> tuple[bytes, bytes | None]:
+    """config.json and generation_config.json as saved (the stop tokens are read off the generation config)."""
+    directory = Path(path)
+    generation = directory / "generation_config.json"
+    return (directory / "config.json").read_bytes(), generation.read_bytes() if generation.exists() else None
 
 
 def _load_weights_into(model, path: str) -> bool:
     """Copy the full weights saved at `path` into `model`, a model not serving now, when they are the same model
-    (config.json byte-identical to the one `model` was built from, the same tensor names); False, `model` then
-    unfit to serve, otherwise. A step's push is the same architecture every time: from_pretrained rebuilt the
+    (config.json and generation_config.json byte-identical to those `model` was built from, the same tensor names);
+    False, `model` then unfit to serve, otherwise. A step's push is the same architecture every time: from_pretrained rebuilt the
     whole model for it, ~16-22 ms of mostly Python on the tiny model, every step and holding the interpreter
     lock the sampler's decode loop needs; this copy takes ~1 ms (docs/benchmarks.md, issue 22)."""
     import torch
@@ -135,7 +142,7 @@ def _load_weights_into(model, path: str) -> bool:
 
     directory = Path(path)
     files = sorted(directory.glob("*.safetensors"))
-    if not files or getattr(model, "hermes_config_json", None) != (directory / "config.json").read_bytes():
+    if not files or getattr(model, "hermes_saved_config", None) != _saved_config(path):
         return False
     state: dict = {}
     for file in files:
@@ -468,16 +475,18 @@ class BuiltinBackend:
         path = body.get("model_path")
         if not isinstance(path, str) or not Path(path).is_dir():
             return {"success": False, "message": f"model_path {path!r} is not a directory"}
-        try:
-            async with self._reload_lock:  # one reload at a time: they share the spare model
+        # One reload at a time, loaded and swapped in the order they came (asyncio's lock is first come, first
+        # served): they share the spare model, and the newest push must be the one served.
+        async with self._reload_lock:
+            try:
                 model = await asyncio.to_thread(self._load, path)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller like SGLang does
-            return {"success": False, "message": f"failed to load {path}: {type(exc).__name__}: {exc}"}
-        if model.config.vocab_size != self.model.config.vocab_size:
-            return {"success": False, "message": f"vocab size {model.config.vocab_size} differs from the served "
-                                                 f"model's {self.model.config.vocab_size}"}
-        # Adapters were attached to the old base model: a full reload starts clean (the trainer re-sends LoRA).
-        await asyncio.to_thread(self._swap, model, path)
+            except Exception as exc:  # noqa: BLE001 - reported to the caller like SGLang does
+                return {"success": False, "message": f"failed to load {path}: {type(exc).__name__}: {exc}"}
+            if model.config.vocab_size != self.model.config.vocab_size:
+                return {"success": False, "message": f"vocab size {model.config.vocab_size} differs from the served "
+                                                     f"model's {self.model.config.vocab_size}"}
+            # Adapters were attached to the old base model: a full reload starts clean (the trainer re-sends LoRA).
+            await asyncio.to_thread(self._swap, model, path)
         log.info("weights updated from %s (version %d)", path, self.weight_version)
         return {"success": True, "message": f"Succeeded to update model weights from {path}",
                 "weight_version": str(self.weight_version)}
@@ -488,14 +497,17 @@ class BuiltinBackend:
         spare, self._spare = self._spare, None
         if spare is not None and _load_weights_into(spare, path):
             return spare
+        del spare  # a half-copied spare is not held while the new model is built
         return _load_model(path, self.device)
 
     def _swap(self, model, path: str) -> None:
         with self._model_lock:
             old = self.model
-            # The replaced model is the next reload's spare (memory: two copies of the model, as a reload held
-            # anyway while it built the new one); not one with LoRA layers attached, and not the model just loaded.
-            self._spare = old if not hasattr(old, "peft_config") and old is not model else None
+            # The replaced model is the next reload's spare: on CPU only, where two copies of the models this
+            # backend serves there (tiny, 135M) are cheap and a reload held two anyway while it built the new one;
+            # not one with LoRA layers attached, and not the model just loaded.
+            keep = self.device == "cpu" and not hasattr(old, "peft_config") and old is not model
+            self._spare = old if keep else None
             self.model = model
             self.weights_path = path
             self.adapters.clear()

@@ -448,3 +448,50 @@ def test_a_reload_of_the_same_model_copies_into_the_replaced_one_and_serves_what
                 assert backend.model is first  # copied into the model step-1 replaced
             if name == "step-3":
                 assert backend.model is not first and len(backend.model.model.layers) == 3
+
+
+def test_the_copy_takes_only_the_same_model_and_then_holds_what_a_fresh_load_holds(tmp_path):
+    """_load_weights_into copies a folder's weights only when it is the same model: a missing tensor that is not a
+    tied one, an extra tensor, another config.json (a rope_theta alone) or another generation_config.json (the stop
+    tokens) each say False, so the caller builds the model afresh."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from hermes_stack.inference.builtin import _load_model, _load_weights_into
+
+    base, same = build_fixture_model(tmp_path / "base", seed=0), build_fixture_model(tmp_path / "same", seed=1)
+    model = _load_model(str(base), "cpu")
+    assert _load_weights_into(model, str(same))
+    fresh = _load_model(str(same), "cpu").state_dict()
+    assert all(torch.equal(value, fresh[name]) for name, value in model.state_dict().items())
+
+    def variant(name: str, edit) -> str:
+        directory = tmp_path / name
+        shutil.copytree(same, directory)
+        edit(directory)
+        return str(directory)
+
+    def tensors(change):
+        def edit(directory):
+            state = load_file(directory / "model.safetensors")
+            change(state)
+            save_file(state, directory / "model.safetensors", metadata={"format": "pt"})
+        return edit
+
+    def json_key(file: str, key: str, value):
+        def edit(directory):
+            data = json.loads((directory / file).read_text())
+            data[key] = value
+            (directory / file).write_text(json.dumps(data, indent=2))
+        return edit
+
+    refused = {
+        "missing": tensors(lambda state: state.pop("model.layers.0.mlp.up_proj.weight")),
+        "extra": tensors(lambda state: state.update({"model.extra.weight": torch.zeros(2)})),
+        "rope": json_key("config.json", "rope_theta", 1234.0),
+        "stops": json_key("generation_config.json", "eos_token_id", 5),
+    }
+    for name, edit in refused.items():
+        model = _load_model(str(base), "cpu")
+        assert not _load_weights_into(model, variant(name, edit)), name

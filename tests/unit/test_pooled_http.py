@@ -9,6 +9,7 @@ import asyncio
 import gzip
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -95,7 +96,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        for event in [*events, *finals, "[DONE]"]:
+        for n, event in enumerate([*events, *finals, "[DONE]"]):
+            if n == len(events) + 1:  # a pause after the first row's answer: the rest comes in a later read, even
+                time.sleep(0.05)      # on a loaded machine whose client would otherwise read the body at once
             data = b"data: " + (event.encode() if isinstance(event, str) else json.dumps(event).encode()) + b"\n\n"
             for piece in (data[:7], data[7:]):  # an event split across reads
                 self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
@@ -389,3 +392,6 @@ def test_stream_events_reads_crlf_framing_multi_line_data_and_comments_however_t
         more, rest = stream_events(rest + body[cut:])
         assert payloads + more == [b'{"a":\n1}', b"[DONE]"] and rest == b"", cut
     assert stream_events(b"data: x\n\ndata: y") == ([b"x"], b"data: y")
+    # CR-only framing: the body's last CR is held as maybe half a CRLF, and read as a line end once the body ends
+    payloads, rest = stream_events(b"data: x\r\rdata: [DONE]\r\r")
+    assert payloads == [b"x"] and stream_events(rest, final=True) == ([b"[DONE]"], b"")

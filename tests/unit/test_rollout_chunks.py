@@ -204,7 +204,7 @@ def test_a_stream_that_fails_midway_is_asked_again_without_streaming_and_nothing
 
 
 @pytest.mark.parametrize("order, why", [([0, 0] + list(range(2, 16)), "sent row 0 of 16 twice"),
-                                        (list(range(16)) + [-1], "sent row -1 of 16 twice or out of range"),
+                                        ([-1] + list(range(16)), "sent row -1 of 16 twice or out of range"),
                                         (list(range(15)), "ended with 1 of 16 groups incomplete")])
 def test_a_stream_that_repeats_skips_or_invents_a_row_is_asked_again_without_streaming(order, why):
     """A stream whose rows do not add up to the chunk's is not laid out half-scored: it is a failed stream."""

@@ -271,7 +271,7 @@ def test_the_cut_keeps_the_kept_rows_of_a_legacy_tuple_cache_and_leaves_an_unkno
 def test_the_cut_takes_a_cache_of_plain_layers_and_refuses_one_with_a_recurrent_layer():
     """A transformers Cache whose layers are all plain key/value layers is cut; one holding a linear-attention
     (recurrent-state) layer, whose state batch_select_indices would not cut or which lacks it, is left whole."""
-    from transformers.cache_utils import DynamicCache, LinearAttentionLayer
+    from transformers.cache_utils import DynamicCache, LinearAttentionAndFullAttentionLayer, LinearAttentionLayer
 
     from hermes_stack.modelcore.sampling_core import _compact
 
@@ -283,8 +283,11 @@ def test_the_cut_takes_a_cache_of_plain_layers_and_refuses_one_with_a_recurrent_
     (name, cut), = _compact({"cache": plain}, kept).items()
     assert name == "cache" and all(torch.equal(layer.keys, key[[1, 3]]) for layer in cut.layers)
 
-    hybrid = DynamicCache()
-    hybrid.update(key, -key, 0)
-    hybrid.layers.append(LinearAttentionLayer())
-    assert _compact({"cache": hybrid}, kept) is None
-    assert torch.equal(hybrid.layers[0].keys, key)  # untouched
+    # A plain linear-attention layer, and a hybrid one that is a DynamicLayer too (its inherited cut would leave
+    # the recurrent state for the wrong rows): neither is cut.
+    for layer in (LinearAttentionLayer(), LinearAttentionAndFullAttentionLayer()):
+        hybrid = DynamicCache()
+        hybrid.update(key, -key, 0)
+        hybrid.layers.append(layer)
+        assert _compact({"cache": hybrid}, kept) is None, type(layer).__name__
+        assert torch.equal(hybrid.layers[0].keys, key)  # untouched
