@@ -237,19 +237,20 @@ class PooledSGLangServer(SGLangServer):
             timeout=aiohttp.ClientTimeout(total=self.config.timeout),
         ) as response:
             response.raise_for_status()
-            async for chunk in response.content.iter_any():
-                payloads, buffer = stream_events(buffer + chunk)
+
+            async def reads():  # the body's pieces, then its end: what stream_events held back (a last CR) is read
+                async for piece in response.content.iter_any():
+                    yield piece, False
+                yield b"", True
+
+            async for chunk, final in reads():
+                payloads, buffer = stream_events(buffer + chunk, final)
                 answers, done = finished_answers(payloads, bodies)
                 if answers:
                     left -= len(answers)
                     yield answers
                 if done:
                     break
-            if not done and buffer:  # the body ended: what it held back (a last CR) is read as it is
-                answers, done = finished_answers(stream_events(buffer, final=True)[0], bodies)
-                if answers:
-                    left -= len(answers)
-                    yield answers
         if left or not done:
             raise StreamFailed(f"/generate's stream ended with {left} of {len(bodies)} answers missing")
 

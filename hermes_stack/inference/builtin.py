@@ -134,9 +134,10 @@ def _saved_config(path: str) -> tuple[bytes, bytes | None]:
 def _load_weights_into(model, path: str) -> bool:
     """Copy the full weights saved at `path` into `model`, a model not serving now, when they are the same model
     (config.json and generation_config.json byte-identical to those `model` was built from, the same tensor names);
-    False, `model` then unfit to serve, otherwise. A step's push is the same architecture every time: from_pretrained rebuilt the
-    whole model for it, ~16-22 ms of mostly Python on the tiny model, every step and holding the interpreter
-    lock the sampler's decode loop needs; this copy takes ~1 ms (docs/benchmarks.md, issue 22)."""
+    False, `model` then unfit to serve, otherwise. A step's push is the same architecture every time:
+    from_pretrained rebuilt the whole model for it, ~16-22 ms of mostly Python on the tiny model, every step and
+    holding the interpreter lock the sampler's decode loop needs; this copy takes ~1 ms (docs/benchmarks.md,
+    issue 22)."""
     import torch
     from safetensors.torch import load_file
 
@@ -144,9 +145,10 @@ def _load_weights_into(model, path: str) -> bool:
     files = sorted(directory.glob("*.safetensors"))
     if not files or getattr(model, "hermes_saved_config", None) != _saved_config(path):
         return False
+    device = str(next(model.parameters()).device)
     state: dict = {}
     for file in files:
-        state.update(load_file(file, device=str(next(model.parameters()).device)))
+        state.update(load_file(file, device=device))
     with torch.no_grad():
         try:
             loaded = model.load_state_dict(state, strict=False)
@@ -375,7 +377,6 @@ class BuiltinBackend:
         ended: asyncio.Queue = asyncio.Queue()
         task = asyncio.ensure_future(self._submit(
             rows, adapter, emit=lambda pairs: loop.call_soon_threadsafe(ended.put_nowait, pairs)))
-
 
         def job_ended(job: asyncio.Future) -> None:
             # Read its outcome here: a client that left mid-stream leaves the job running (its rows are in the

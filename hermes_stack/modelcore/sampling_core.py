@@ -54,10 +54,13 @@ def kv_cache(output) -> dict:
 COMPACT_AT = 1.25
 
 
-def _cuttable_layers(cache) -> bool:
-    """Whether every layer of a transformers 5.x Cache is a plain key/value layer whose batch_select_indices cuts all
-    its state. Exact types on purpose: linear-attention (recurrent state), static and quantised layers lack the method
-    or cut only their keys and values, which would leave a hybrid model's state for the wrong rows."""
+def _cuttable(cache) -> bool:
+    """Whether a transformers Cache's batch_select_indices cuts all its state: 4.x's DynamicCache (key/value lists,
+    no layers), or a 5.x cache whose every layer is a plain key/value layer. Exact types on purpose: linear-attention
+    (recurrent state), static and quantised layers lack the method or cut only their keys and values, which would
+    leave a hybrid model's state for the wrong rows."""
+    if not hasattr(cache, "layers"):
+        return type(cache).__name__ == "DynamicCache"
     try:
         from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
     except ImportError:
@@ -70,9 +73,7 @@ def _compact(cache: dict, kept: torch.Tensor) -> dict | None:
     batch then keeps its width, which is only slower)."""
     (name, value), = cache.items()
     if hasattr(value, "batch_select_indices"):  # transformers' Cache classes
-        # 5.x keeps per-layer objects; 4.x's DynamicCache (key_cache/value_cache lists, no layers) cuts all it holds.
-        layered = hasattr(value, "layers")
-        if (layered and not _cuttable_layers(value)) or (not layered and type(value).__name__ != "DynamicCache"):
+        if not _cuttable(value):
             return None
         value.batch_select_indices(kept)
         return {name: value}
