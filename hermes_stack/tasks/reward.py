@@ -112,10 +112,14 @@ def reference_answer(answer: str) -> str:
 
 
 def is_well_formatted(completion: str) -> bool:
-    lines = [line.strip() for line in completion.strip().splitlines() if line.strip()]
-    if not lines or not lines[-1].startswith(MARKER):
+    # The last non-empty line. Stripped, the text ends in a character that is not whitespace (everything
+    # splitlines() splits on is whitespace to strip()), so its last line is that line: no list of every stripped
+    # line (~3 us a completion, a share of the CPU stack's rollout path: issue 22).
+    text = completion.strip()
+    last = text.splitlines()[-1].strip() if text else ""
+    if not last.startswith(MARKER):
         return False
-    value = lines[-1][len(MARKER):].strip()
+    value = last[len(MARKER):].strip()
     return bool(value) and (_PLAIN_INT.fullmatch(value) is not None or bool(_parse(value)))
 
 

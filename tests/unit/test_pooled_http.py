@@ -392,6 +392,11 @@ def test_stream_events_reads_crlf_framing_multi_line_data_and_comments_however_t
         more, rest = stream_events(rest + body[cut:])
         assert payloads + more == [b'{"a":\n1}', b"[DONE]"] and rest == b"", cut
     assert stream_events(b"data: x\n\ndata: y") == ([b"x"], b"data: y")
+    # LF framing, as SGLang and the built-in server send it: a one-line event is read without splitting it (issue
+    # 22), and reads as the general rule reads it; other one-line fields and comments are still skipped
+    lf = b'data: {"i":0}\n\ndata:{"i":1}\n\nid: 3\n\n: ping\n\ndata:  two spaces\n\nevent: x\ndata: y\n\ndata: [DONE]\n\n'
+    assert stream_events(lf) == ([b'{"i":0}', b'{"i":1}', b" two spaces", b"y", b"[DONE]"], b"")
+    assert stream_events(lf.replace(b"\n", b"\r\n")) == stream_events(lf)
     # CR-only framing: the body's last CR is held as maybe half a CRLF, and read as a line end once the body ends
     payloads, rest = stream_events(b"data: x\r\rdata: [DONE]\r\r")
     assert payloads == [b"x"] and stream_events(rest, final=True) == ([b"[DONE]"], b"")

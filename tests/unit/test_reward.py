@@ -74,6 +74,25 @@ def test_format_needs_a_number_after_marker():
     assert not is_well_formatted("#### twelve and a half-ish ??")
 
 
+def test_the_format_reads_the_last_non_empty_line_as_a_list_of_every_stripped_line_would():
+    """is_well_formatted reads only the last line of the stripped text (issue 22: no list of every line); the verdict
+    is the one of the last non-empty stripped line of splitlines(), whatever line ends and blank lines surround it
+    (splitlines also splits on \\x1c, \\x85, \\u2028 ..., all whitespace to strip())."""
+    def by_every_line(completion: str) -> bool:  # the definition: the last non-empty stripped line
+        lines = [line.strip() for line in completion.strip().splitlines() if line.strip()]
+        return bool(lines) and lines[-1].startswith("####") and is_well_formatted(lines[-1])
+
+    ends = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+    cases = ["", " ", "\n\n", "#### 12", "#### ", "x\n#### 12", "#### 12\nx", "#### 12\n\n  \n", "  #### 7  ",
+             "#### twelve", "a\n####\n", "#### 3 apples\n \t", "#### 1,000"]
+    cases += [f"work{end}#### 42{end}{end} " for end in ends] + [f"#### 42{end}tail" for end in ends]
+    cases += [f"#### 5{end}{end}" for end in ends] + [f"{end}#### 9" for end in ends]
+    verdicts = [(case, is_well_formatted(case), by_every_line(case)) for case in cases]
+    assert [v for v in verdicts if v[1] != v[2]] == []
+    assert sum(v[1] for v in verdicts) > len(ends) * 2  # both verdicts occur: the comparison is not vacuous
+    assert sum(not v[1] for v in verdicts) > len(ends)
+
+
 def test_reward_works_off_the_main_thread():
     # math-verify's timeout uses SIGALRM (main thread only): the reward must still work in worker threads.
     results = []
