@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{algo}: raw rate before the stack {before:.0f}, after it {after:.0f} sequences/s (the best "
                   f"generation's; over all of them {before_mean:.0f} and {after_mean:.0f}); the ratios below divide "
                   f"by the mean of the best, {raw:.0f}", flush=True)
-            report(algo, f, raw)
+            report(algo, f, raw, (before_mean + after_mean) / 2)
             report_policy(algo, f, pushed, args.repeats, args.rounds)
     return 0
 
@@ -190,14 +190,18 @@ def report_policy(algo: str, f: dict, pushed: Path, repeats: int, rounds: int) -
           f"{mean:.0f}); environment's rollout rate = {f['env_seq_per_s'] / rate:.2f} of it", flush=True)
 
 
-def report(algo: str, f: dict, raw: float) -> None:
+def report(algo: str, f: dict, raw: float, raw_mean: float) -> None:
+    """The stack's figures against `raw` (the mean of the best raw generations before and after: the goal's
+    divisor) and, for the environment's rate, against `raw_mean` too (the mean over all raw generations, long rows
+    included, as the environment meets them)."""
     print(f"{algo}: stack {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw:.2f} of the raw rate; "
           f"per step {f['step_wall_s']:.2f} s wall: rollout wait {f['wait_s']:.2f} s, train {f['step_s']:.2f} s, "
           f"sync {f['sync_s']:.2f} s, eval {f['eval_s']:.2f} s (mean over {f['steps']:.0f} steps); "
           f"staleness max {f['staleness_max']:.0f}, {f['stale_dropped']:.0f} stale group(s) dropped", flush=True)
     if f["env_busy_s"] > 0:
         print(f"{algo}: environment's rollout rate {f['env_seq_per_s']:.0f} sequences/s = "
-              f"{f['env_seq_per_s'] / raw:.2f} of the raw rate ({f['env_sequences']:.0f} sequences "
+              f"{f['env_seq_per_s'] / raw:.2f} of the raw rate, {f['env_seq_per_s'] / raw_mean:.2f} of the mean raw "
+              f"generation's {raw_mean:.0f}/s ({f['env_sequences']:.0f} sequences "
               f"generated, dropped groups included, in {f['env_busy_s']:.1f} s with groups in flight; chunks "
               f"awaited /generate {f['env_awaiting_s']:.1f} s, summed over chunks); "
               f"trained {f['seq_per_s']:.0f} sequences/s = {f['seq_per_s'] / raw:.2f}; "
