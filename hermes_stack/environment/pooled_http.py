@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Any
 
 import aiohttp
 import orjson
@@ -99,12 +100,19 @@ def sglang_results(prompt_tokens: list, results) -> tuple[list, list, list, list
         results = [results]
     tokens, logprobs, reasons = [], [], []
     for result in results:
-        meta = result.get("meta_info", {})
-        triples = meta.get("output_token_logprobs", [])
-        logprobs.append([item[0] for item in triples])
-        tokens.append([item[1] for item in triples])
-        reasons.append(meta.get("finish_reason", None))
+        row_tokens, row_logprobs, reason = answer_fields(result)
+        tokens.append(row_tokens)
+        logprobs.append(row_logprobs)
+        reasons.append(reason)
     return prompt_tokens, tokens, logprobs, reasons
+
+
+def answer_fields(result: dict) -> tuple[list, list, Any]:
+    """(output ids, output logprobs, finish reason) of one /generate answer. Read per row where a chunk's rows are
+    read one by one: sglang_results' lists of one for each row were ~1 ms of a 256-row chunk (issue 22)."""
+    meta = result.get("meta_info", {})
+    triples = meta.get("output_token_logprobs", [])
+    return [item[1] for item in triples], [item[0] for item in triples], meta.get("finish_reason", None)
 
 
 class StreamFailed(Exception):
@@ -148,14 +156,10 @@ def finished_answers(payloads: list[bytes], bodies: list[dict]) -> tuple[list[tu
         if "error" in event:
             message = event["error"].get("message") if isinstance(event["error"], dict) else event["error"]
             raise StreamFailed(f"/generate's stream failed: {message}")
-        meta = event.get("meta_info", {})
-        if meta.get("finish_reason") is None:
+        if event.get("meta_info", {}).get("finish_reason") is None:
             continue
         index = event["index"]
-        # sglang_results' reading of one answer, inline: called per row, its lists of one were ~1 ms of a chunk
-        triples = meta.get("output_token_logprobs", [])
-        answers.append((index, (bodies[index]["input_ids"], [item[1] for item in triples],
-                                [item[0] for item in triples], meta["finish_reason"])))
+        answers.append((index, (bodies[index]["input_ids"], *answer_fields(event))))
     return answers, done
 
 
@@ -284,8 +288,7 @@ class PooledSGLangServer(SGLangServer):
             raise ValueError(f"/generate answered {len(results) if isinstance(results, list) else 1} result(s) "
                              f"for {len(rows)} prompts")
         for i, result in zip(rows, results):
-            prompt, tokens, logprobs, reasons = sglang_results(bodies[i]["input_ids"], [result])
-            answers[i] = (prompt, tokens[0], logprobs[0], reasons[0])
+            answers[i] = (bodies[i]["input_ids"], *answer_fields(result))
 
     @retry(stop=stop_after_attempt(3), wait=wait_random_exponential(multiplier=1, max=10))
     async def _post_generate_held(self, request: dict):
