@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import math
 import time
@@ -38,7 +37,7 @@ from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the marke
 from hermes_stack.service_env import ServiceEnv, load_service_stack
 from hermes_stack.tasks.datasets import load_items
 from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, new_token_budget, prompt_text
-from hermes_stack.tasks.reward import CORRECT_OVERRIDE, RewardResult, RewardWeights, reference_answer, score_completion
+from hermes_stack.tasks.reward import CORRECT_OVERRIDE, RewardResult, reference_answer, score_remembered
 
 log = logging.getLogger("hermes_stack.environment")
 
@@ -57,9 +56,6 @@ DRAWS_PER_WORKER = 8  # GRPO outside the serve loop: prompts tried for a group w
 # chunk then draws at most 20x what is still needed, within CHUNK_ROWS).
 KEEP_RATE_WEIGHT = 0.5
 MIN_KEEP_RATE = 0.05
-# The reward weights of a configuration, built once, not per completion (a frozen dataclass is ~1.5 us of a 256-row
-# chunk's path, issue 22).
-_reward_weights = functools.lru_cache(maxsize=8)(RewardWeights)
 
 
 @dataclass
@@ -441,8 +437,7 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
     # ------------------------------------------------------------ scoring
 
     def _score(self, text: str, answer: str) -> RewardResult:
-        return score_completion(text, answer, _reward_weights(correctness=self.config.correctness_weight,
-                                                              format=self.config.format_weight))
+        return score_remembered(text, answer, self.config.correctness_weight, self.config.format_weight)
 
     def _rule_results(self, item: dict, texts: list[str]) -> list[RewardResult]:
         """The rule reward of each completion; nothing counted (_finish counts)."""

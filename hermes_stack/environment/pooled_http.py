@@ -149,7 +149,8 @@ def finished_answers(payloads: list[bytes], bodies: list[dict]) -> tuple[list[tu
     holds the whole answer: its default, non-incremental stream): those events are skipped."""
     answers, done = [], False
     for payload in payloads:
-        if payload.strip() == b"[DONE]":
+        # (an answer is a JSON object: no stripped copy of each ~0.5 kB row to tell it from [DONE])
+        if not payload.startswith(b"{") and payload.strip() == b"[DONE]":
             done = True
             continue
         event = orjson.loads(payload)

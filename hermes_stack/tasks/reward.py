@@ -155,3 +155,13 @@ def score_completion(completion: str, answer: str, weights: RewardWeights = Rewa
         reason = "wrong answer"
     score = weights.correctness * float(correct) + weights.format * float(formatted)
     return RewardResult(score=score, correct=correct, well_formatted=formatted, extracted=extracted, reason=reason)
+
+
+@functools.lru_cache(maxsize=16384)
+def score_remembered(completion: str, answer: str, correctness: float, format: float) -> RewardResult:
+    """score_completion with these weights, remembered per (completion, answer): a pure function, and a policy that
+    has learnt an item writes the same completion for it again each time the item comes round. A hit is ~0.3 us
+    where scoring is ~5 us, ~1.3 ms of a 256-row PPO chunk's tail in the environment (issue 22). The result is
+    frozen, so a caller cannot change what the next one gets."""
+    return score_completion(completion, answer, RewardWeights(correctness=correctness, format=format))
+

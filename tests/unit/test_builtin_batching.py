@@ -141,3 +141,15 @@ def test_a_non_finite_log_prob_is_a_server_error_not_a_null():
     for bad in (float("nan"), float("-inf")):
         with pytest.raises(BackendReply, match="500"):
             generate_response([Generated(**{**good, "logprobs": (-0.5, bad)})], True, False, None, 0)
+
+
+def test_each_generate_answer_has_its_own_request_id_in_sglangs_shape():
+    """meta_info.id stands for SGLang's request id (a uuid4's 32 hex digits): one per row, never repeated, also not
+    by the next answer."""
+    from hermes_stack.inference.backend import Generated
+    from hermes_stack.inference.openai_shapes import generate_response
+
+    row = Generated(prompt_ids=(1,), output_ids=(3,), logprobs=(-0.5,), text="3", finish_reason={"type": "stop"})
+    ids = [a["meta_info"]["id"] for _ in range(2) for a in generate_response([row] * 3, False, False, None, 0)]
+    assert len(set(ids)) == 6
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)

@@ -9,6 +9,7 @@ from hermes_stack.tasks.reward import (
     is_well_formatted,
     reference_answer,
     score_completion,
+    score_remembered,
 )
 
 GSM8K_ANSWER = (
@@ -51,6 +52,13 @@ def test_weights_are_applied():
     assert result.score == pytest.approx(2.5)
     wrong = score_completion("#### 71", "#### 72", RewardWeights(correctness=2.0, format=0.5))
     assert wrong.score == pytest.approx(0.5)
+
+
+def test_remembered_scores_are_score_completions_for_each_weight_pair():
+    for case, completion, answer, *_ in TABLE:
+        for c, f in ((1.0, 0.1), (2.0, 0.5), (1.0, 0.1)):
+            assert score_remembered(completion, answer, c, f) == score_completion(
+                completion, answer, RewardWeights(correctness=c, format=f)), case
 
 
 def test_missing_marker_reason_is_named():
