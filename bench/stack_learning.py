@@ -53,7 +53,7 @@ def line(run: StackRun) -> str:
     when = (f"first >= {GOAL} after {goal['time'] - run.started:.0f} s of training (step {goal['step']})" if goal
             else f"never >= {GOAL} in {run.records[-1]['time'] - run.started:.0f} s" if run.records
             else "no step trained")
-    return f"{run.algo}: held-out {start} -> {end}, {when}"
+    return f"{run.algo}: held-out {start} -> {end}, {when}; the hypervisor took {run.steal:.0%} of the host's CPU (steal)"
 
 
 def curve(run: StackRun) -> dict:

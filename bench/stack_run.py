@@ -35,6 +35,7 @@ class StackRun:
     log_tail: str = ""
     env_log: str = ""  # the environment's log (its batch lines carry its own rollout rate)
     inference_log: str = ""  # the inference server's log (its "sampled ... batches" lines: rows a batch, busy share)
+    steal: float = float("nan")  # the host's CPU share its hypervisor took while the stack trained (steal_share)
 
     @property
     def started(self) -> float | None:
@@ -43,6 +44,32 @@ class StackRun:
             return None
         first = self.records[0]
         return first["time"] - sum(first.get(k) or 0.0 for k in ("step_s", "sync_s", "eval_s"))
+
+
+def cpu_times(stat: str | None = None) -> list[int]:
+    """The host's CPU time so far, in ticks, by kind: the aggregate `cpu` line of /proc/stat (user, nice, system,
+    idle, iowait, irq, softirq, steal, ...); [] where there is none (not Linux)."""
+    if stat is None:
+        try:
+            stat = Path("/proc/stat").read_text()
+        except OSError:
+            return []
+    for line in stat.splitlines():
+        if line.startswith("cpu "):
+            return [int(x) for x in line.split()[1:]]
+    return []
+
+
+def steal_share(before: list[int], after: list[int]) -> float:
+    """The share of the host's CPU time between two cpu_times() readings that its hypervisor gave to other guests
+    (steal, the 8th field; guest time is counted within user already, so fields 9 and 10 are left out); NaN when
+    either reading lacks it. A raw rate that reads a third lower within minutes, code unchanged, comes with steal
+    (issue 22, docs/benchmarks.md): a bench prints it beside figures it cannot control for."""
+    if len(before) < 8 or len(after) < 8:
+        return float("nan")
+    spent = [b - a for a, b in zip(before[:8], after[:8])]
+    total = sum(spent)
+    return spent[7] / total if total > 0 else float("nan")
 
 
 def project_for(algo: str) -> str:
@@ -98,6 +125,7 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
         log(f"{algo}: up in {run.up_s:.0f} s (project {project_for(algo)}); training")
         deadline = time.monotonic() + timeout_s + 120  # the first step may wait for the environment's registration
         reported = 0
+        times = cpu_times()
         while time.monotonic() < deadline:
             time.sleep(poll_s)
             # Once the trainer has finished its steps its container exits and `exec` reads nothing: copy the file out
@@ -121,6 +149,7 @@ def run_stack(algo: str, done: Callable[[StackRun], bool], timeout_s: float, pol
                 break
             if run.started is not None and time.time() - run.started > timeout_s:
                 break
+        run.steal = steal_share(times, cpu_times())
         run.log_tail = compose(algo, "logs", "--tail", "30", "trainer").stdout
         run.env_log = compose(algo, "logs", "--no-log-prefix", "environment").stdout
         run.inference_log = compose(algo, "logs", "--no-log-prefix", "inference").stdout

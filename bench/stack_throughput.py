@@ -22,6 +22,10 @@ Environment rate: the environment's own batch lines (env.py, rollout_clock.py): 
 dropped for equal scores included, per second during which it had groups in flight, over its batch lines after the
 first --skip. Its ratio to the raw rate says how much of the server's rate the rollout path keeps; the trained
 rate above is also bounded by training time and by the share of groups GRPO drops, so both are printed.
+
+Steal: the share of the host's CPU its hypervisor gave other guests during each raw reading and the stack run
+(stack_run.steal_share). On a shared cloud host the raw rate can move by a third within minutes (issue 22); a
+ratio read beside high steal says more about the host than about the code.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import itertools
+
+from stack_run import cpu_times, steal_share
 
 from hermes_stack.config.loader import load_stack
 from hermes_stack.tasks.offline_arith import format_prompt, offline_arith
@@ -116,7 +122,7 @@ def stack_figures(algo: str, steps: int, skip: int, weights_to: Path | None = No
             "staleness_max": max((r.get("staleness_max") or 0.0) for r in records[1:]),
             "stale_dropped": sum((r.get("stale_groups_dropped") or 0.0) for r in records[1:]),
             "steps": float(len(spans)), "sampler_lines": sampler_lines(run.inference_log),
-            "cancelled": cancelled(run.env_log)}
+            "cancelled": cancelled(run.env_log), "steal": run.steal}
 
 
 CANCELLED = re.compile(r"chunks cancelled (\d+) \((\d+) prompts\)")
@@ -158,19 +164,23 @@ def main(argv: list[str] | None = None) -> int:
             # Read again once the stack is down, and each algorithm's pair right around its own run: this machine's
             # speed drifts (the same code's raw rate read 3779 and 5948/s two minutes apart), so the ratio divides by
             # the mean of the two readings.
+            times = cpu_times()
             before, before_mean = raw_rate(algo, model_dir, args.repeats, args.rounds)
             prompts_n, group, _ = batch_shape(algo)
             print(f"{algo}: built-in server raw rate {before:.0f} sequences/s, the best generation's ({prompts_n} x "
-                  f"{group} in one request; {before_mean:.0f} over all {args.repeats * args.rounds})", flush=True)
+                  f"{group} in one request; {before_mean:.0f} over all {args.repeats * args.rounds}; steal "
+                  f"{steal_share(times, cpu_times()):.0%})", flush=True)
             if args.raw_only:
                 continue
             pushed = Path(tmp) / f"{algo}-pushed"
             f = stack_figures(algo, args.steps, args.skip, weights_to=pushed)
+            times = cpu_times()
             after, after_mean = raw_rate(algo, model_dir, args.repeats, args.rounds)
             raw = (before + after) / 2
             print(f"{algo}: raw rate before the stack {before:.0f}, after it {after:.0f} sequences/s (the best "
-                  f"generation's; over all of them {before_mean:.0f} and {after_mean:.0f}); the ratios below divide "
-                  f"by the mean of the best, {raw:.0f}", flush=True)
+                  f"generation's; over all of them {before_mean:.0f} and {after_mean:.0f}; steal after "
+                  f"{steal_share(times, cpu_times()):.0%}); the ratios below divide by the mean of the best, {raw:.0f}",
+                  flush=True)
             report(algo, f, raw, (before_mean + after_mean) / 2)
             report_policy(algo, f, pushed, args.repeats, args.rounds)
     return 0
@@ -211,7 +221,8 @@ def report(algo: str, f: dict, raw: float, raw_mean: float) -> None:
         print(f"{algo}: the environment's log has no rollout rate (an environment without it)", flush=True)
     for line in f["sampler_lines"]:
         print(f"{algo}: inference server: {line}", flush=True)
-    print(f"{algo}: load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"{algo}: load average {os.getloadavg()[0]:.1f}; the hypervisor took {f['steal']:.0%} of the host's CPU "
+          "time while the stack trained (steal)", flush=True)
 
 
 if __name__ == "__main__":
