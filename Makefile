@@ -19,6 +19,8 @@ PIP_NOISE := is neither a file nor a directory
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 # REPLICAS=N: N inference replicas behind SGLang's router (docs/scaling.md); unset: settings inference.replicas
 MODEL_ARG += $(if $(REPLICAS),--replicas $(REPLICAS),)
+# status, logs, down, report: ALGO as given, else the controller's default, the stack the last `up` here started
+STACK_ALGO := $(if $(filter command line environment environment override override,$(origin ALGO)),--algo $(ALGO),)
 
 # Checked here, before the controller runs: an empty value would reach the CLI as a missing option, and a variable
 # in the wrong case (algo=ppo) would be ignored, silently running the default.
@@ -31,6 +33,9 @@ $(error ALGO: found an empty value, expected ALGO=ppo or ALGO=grpo. Hint: leave 
 endif
 ifneq ($(filter-out ppo grpo,$(ALGO)),)
 $(error ALGO=$(ALGO) is not an algorithm hermes-stack knows; expected ALGO=ppo or ALGO=grpo)
+endif
+ifneq ($(filter-out 0 1,$(VOLUMES)),)
+$(error VOLUMES=$(VOLUMES): found a value make down does not know, expected VOLUMES=1 (delete the checkpoints) or VOLUMES=0. Hint: leave VOLUMES out to keep them)
 endif
 ifeq ($(strip $(DEVICE)),)
 $(error DEVICE: found an empty value, expected DEVICE=auto, cpu or gpu. Hint: leave DEVICE out for the default, auto)
@@ -76,19 +81,19 @@ dry-run: venv docker ## Start the stack up to the dry-run stage only
 
 .PHONY: status
 status: venv ## Health, training step, reward trend, last checkpoint
-	$(HS) status --algo $(ALGO)
+	$(HS) status $(STACK_ALGO)
 
 .PHONY: report
 report: venv ## PNG + HTML of the run's metrics (.hermes/reports/<algo>/)
-	$(HS) report --algo $(ALGO)
+	$(HS) report $(STACK_ALGO)
 
 .PHONY: logs
 logs: venv ## Logs of one service: make logs SERVICE=trainer
-	$(HS) logs --algo $(ALGO) $(SERVICE)
+	$(HS) logs $(STACK_ALGO) $(SERVICE)
 
 .PHONY: down
 down: venv ## Stop the stack (volumes kept; make down VOLUMES=1 removes them)
-	$(HS) down --algo $(ALGO) $(if $(VOLUMES),--volumes,)
+	$(HS) down $(STACK_ALGO) $(if $(filter 1,$(VOLUMES)),--volumes,)
 
 .PHONY: render
 render: venv ## Print the exact compose commands and the merged config (secrets redacted)

@@ -77,6 +77,21 @@ def save_plan(state_dir: Path, plan: Plan) -> None:
                                                  "project": plan.project}))
 
 
+def last_up_algo(state_dir: Path) -> str | None:
+    """The algorithm of the last `up` in this checkout (None before any): what `status`, `logs`, `down` and `report`
+    talk to when no --algo is given, so `make logs SERVICE=trainer` after `make up ALGO=ppo` shows the PPO stack."""
+    try:
+        algo = json.loads((state_dir / LAST_UP).read_text()).get("algo")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return algo if isinstance(algo, str) and algo else None
+
+
+def stack_algo(state_dir: Path, algo: str | None) -> str:
+    """--algo as given, else the last `up`'s, else grpo (the default everywhere else)."""
+    return algo or last_up_algo(state_dir) or "grpo"
+
+
 def load_plan(state_dir: Path, algo: str) -> Plan:
     """The files (and project) the last `up` of this algo used, so `logs`/`status`/`down` talk to the same stack."""
     try:

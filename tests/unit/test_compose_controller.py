@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from hermes_stack.controller.cli import main
-from hermes_stack.controller.stack_state import Plan, inference_key, load_plan, save_plan
+from hermes_stack.controller.stack_state import Plan, inference_key, load_plan, save_plan, stack_algo
 from hermes_stack.redaction import redact_config
 
 
@@ -94,3 +94,13 @@ def test_build_progress_is_shown_without_buildkits_blank_separator_lines(capsys)
     shown = captured.out.splitlines() + captured.err.splitlines()
     assert [line.strip() for line in shown if "#1" in line] == ["#1 [atropos] load", "#1 DONE 0.0s"]
     assert not any(line.strip() == "" for line in shown)
+
+
+def test_without_algo_the_running_stack_commands_talk_to_the_last_up(tmp_path):
+    assert stack_algo(tmp_path, None) == "grpo"  # nothing started here yet: the default everywhere else
+    save_plan(tmp_path, Plan("ppo", "cpu", ("compose.ppo.yml", "compose.cpu.yml")))
+    assert stack_algo(tmp_path, None) == "ppo"
+    assert stack_algo(tmp_path, "grpo") == "grpo"  # a given --algo wins
+    (tmp_path / "last-up.json").write_text("not json")
+    assert stack_algo(tmp_path, None) == "grpo"
+

@@ -36,6 +36,8 @@ def stop_line(done: subprocess.CompletedProcess) -> str:
                  "default, auto")),
     ("DEVICE=tpu", ("DEVICE=tpu: found a device hermes-stack does not know, expected DEVICE=auto, cpu or gpu. Hint: "
                     "auto picks gpu when nvidia-smi finds one")),
+    ("VOLUMES=yes", ("VOLUMES=yes: found a value make down does not know, expected VOLUMES=1 (delete the "
+                     "checkpoints) or VOLUMES=0. Hint: leave VOLUMES out to keep them")),
 ])
 def test_a_bad_make_variable_is_one_line_exit_2_before_the_controller(arg, line):
     done = make(arg)
@@ -48,3 +50,26 @@ def test_a_bad_make_variable_is_one_line_exit_2_before_the_controller(arg, line)
 def test_good_make_variables_pass(args):
     done = make(*args)
     assert done.returncode == 0, done.stderr
+
+
+def dispatched(*args: str) -> str:
+    done = subprocess.run(["make", "-n", "-s", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if "-m hermes_stack" in x]
+    return line.split("-m hermes_stack", 1)[1].split()
+
+
+@pytest.mark.parametrize("target", ["status", "report", "down"])
+def test_the_running_stack_commands_leave_the_algorithm_to_the_last_up_unless_algo_is_given(target):
+    # `make up ALGO=ppo` then `make logs SERVICE=trainer` must show the PPO stack: the controller picks the last
+    # `up`'s algorithm when no --algo comes (stack_state.stack_algo); a given ALGO still wins.
+    assert "--algo" not in dispatched(target)
+    assert dispatched(target, "ALGO=ppo")[1:3] == ["--algo", "ppo"]
+
+
+def test_logs_and_down_pass_what_was_asked():
+    assert dispatched("logs", "SERVICE=trainer") == ["logs", "trainer"]
+    assert dispatched("down", "VOLUMES=0") == ["down"]
+    assert dispatched("down", "VOLUMES=1", "ALGO=grpo") == ["down", "--algo", "grpo", "--volumes"]
+

@@ -65,7 +65,8 @@ def mcp(
 
 @app.command()
 def report(
-    algo: str = typer.Option("grpo", "--algo", help="ppo or grpo: the stack whose metrics are read"),
+    algo: str | None = typer.Option(None, "--algo", help="ppo or grpo: the stack whose metrics are read (default: "
+                                    "the last `up`'s here, else grpo)"),
     metrics: Annotated[Path | None, typer.Option(
         "--metrics", help="A metrics.jsonl file instead of the running stack's")] = None,
     out: Annotated[Path | None, typer.Option(
@@ -75,9 +76,11 @@ def report(
     fraction and step times against step, with checkpoints, restarts and events marked."""
     from hermes_stack.controller import console
     from hermes_stack.controller.report import write_report
-    from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose, project_root
+    from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose, project_root, stack_algo
     from hermes_stack.controller.status import parse_events, parse_metrics, read_metrics
     from hermes_stack.errors import StackError
+
+    algo = stack_algo(project_root() / STATE_DIR, algo)
 
     if algo not in ("ppo", "grpo"):
         raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo", "e.g. --algo grpo"))

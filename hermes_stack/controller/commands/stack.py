@@ -12,10 +12,21 @@ import typer
 
 from hermes_stack.controller import console
 from hermes_stack.controller.commands.app import app
-from hermes_stack.controller.stack_state import STATE_DIR, Plan, load_plan, plan_compose, project_root, remove_dotenv
+from hermes_stack.controller.stack_state import (
+    STATE_DIR,
+    Plan,
+    load_plan,
+    plan_compose,
+    project_root,
+    remove_dotenv,
+    stack_algo,
+)
 from hermes_stack.errors import InputError
 
 ALGO_OPT = typer.Option("grpo", "--algo", help="ppo or grpo: picks compose.<algo>.yml and configs/*_<algo>.*")
+# The commands that talk to a running stack: without --algo, the one the last `up` here started.
+STACK_ALGO_OPT = typer.Option(None, "--algo", help="ppo or grpo: the stack to talk to (default: the last `up`'s "
+                              "here, else grpo)")
 DEVICE_OPT = typer.Option("auto", "--device", help="auto (GPU only when the NVIDIA runtime is usable), cpu or gpu")
 TIMEOUT_OPT = typer.Option(900, "--wait-timeout", help="Seconds `up --wait` may take before failing")
 FILE_OPT = typer.Option(None, "--file", "-f", help="Extra compose override file, layered last (repeatable)")
@@ -87,7 +98,7 @@ def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
 
 
 @app.command()
-def status(algo: str = ALGO_OPT) -> None:
+def status(algo: str | None = STACK_ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
     from hermes_stack.controller.status import (
         event_lines,
@@ -99,6 +110,7 @@ def status(algo: str = ALGO_OPT) -> None:
         summarize,
     )
 
+    algo = stack_algo(project_root() / STATE_DIR, algo)
     _check_algo(algo)
     plan = load_plan(project_root() / STATE_DIR, algo)
     compose = plan_compose(plan, echo=False)
@@ -121,11 +133,12 @@ def status(algo: str = ALGO_OPT) -> None:
 
 @app.command()
 def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, environment or gateway-check"),
-         algo: str = ALGO_OPT, follow: bool = typer.Option(False, "--follow", "-f"),
+         algo: str | None = STACK_ALGO_OPT, follow: bool = typer.Option(False, "--follow", "-f"),
          tail: int = typer.Option(None, "--tail", help="Only the last N lines per service")) -> None:
     """Service logs (secrets redacted)."""
     from hermes_stack.controller.compose import logs_argv
 
+    algo = stack_algo(project_root() / STATE_DIR, algo)
     _check_algo(algo)
     compose = plan_compose(load_plan(project_root() / STATE_DIR, algo), echo=False)
     for line in compose.stream(logs_argv(compose.params, service, follow, tail)):
@@ -133,9 +146,10 @@ def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, 
 
 
 @app.command()
-def down(algo: str = ALGO_OPT,
+def down(algo: str | None = STACK_ALGO_OPT,
          volumes: bool = typer.Option(False, "--volumes", help="Also delete the data volume (checkpoints)")) -> None:
     """Stop and remove the stack's containers; the data volume stays unless --volumes."""
+    algo = stack_algo(project_root() / STATE_DIR, algo)
     _check_algo(algo)
     plan = load_plan(project_root() / STATE_DIR, algo)
     compose = plan_compose(plan)
