@@ -4,23 +4,16 @@ from, and its own weights (the same parameter tensors the optimiser holds) come 
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from bench_helpers import bench_module
 
 torch = pytest.importorskip("torch")
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "learn.py"
 
 
 def learn_module():
-    spec = importlib.util.spec_from_file_location("bench_learn_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("learn")
 
 
 def test_the_policy_samples_with_the_older_weights_and_gets_its_own_back():

@@ -4,20 +4,13 @@ comes with it)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "stack_run.py"
+from bench_helpers import bench_module
 
 
 def stack_run_module():
-    spec = importlib.util.spec_from_file_location("bench_stack_run_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("stack_run")
 
 
 STAT = """cpu  100 5 50 800 10 1 2 32 7 0
