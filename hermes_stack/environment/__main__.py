@@ -1,7 +1,7 @@
 """python -m hermes_stack.environment serve | process [--groups N] [--out FILE] | evaluate
 
 serve: register with Atropos (HERMES_ATROPOS_URL), stream scored groups until `total_steps` ([trainer] num_steps) is
-reached, then exit 0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
+reached (the step the trainer pushed last, where it writes one on the data volume: stack_behaviour.py), then exit 0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
 process: atroposlib's process mode: N groups written to a JSONL file, no Atropos needed. `hermes-stack
 test-inference` runs this command on the host (with --gateway, --inference-url, --tokenizer, --offline, --summary).
 Configuration: hermes_stack.service_env.ServiceEnv (docs/architecture.md), through service_env.load_service_stack.
@@ -38,6 +38,7 @@ def setup_logging() -> None:
 async def serve(env_config, server_configs, env_class=None) -> int:
     """Serve `env_class` (a user's environment, prepared by user_env.prepare) or the built-in one."""
     from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker
+    from hermes_stack.environment.stack_behaviour import TrainerFinished
     from hermes_stack.service_heap import freeze_startup_heap
 
     # slurm/testing given as atroposlib's `serve` CLI gives them (ServerManagerConfig: off): upstream files default
@@ -46,12 +47,18 @@ async def serve(env_config, server_configs, env_class=None) -> int:
     freeze_startup_heap("environment")  # the libraries and the tokenizer stay for the run (the dataset comes after)
     try:
         await env.env_manager()
+        reached = f"Atropos at step {env.curr_step}"
+    except TrainerFinished as done:
+        for worker in list(env.workers):  # what upstream's loop does when it leaves
+            worker.cancel()
+        reached = f"the trainer pushed step {done.args[0]}"
     finally:
         remove_ready_marker(env.ready_marker)
         if hasattr(env, "close_pools"):
             await env.close_pools()
     totals = env.totals.as_dict() if hasattr(env, "totals") else {"groups returned as None": env.none_groups}
-    log.info("total_steps %d reached (Atropos at step %s): %s; exiting", env.config.total_steps, env.curr_step, totals)
+    steps = env.trainer_steps if env.trainer_steps is not None else env.config.total_steps
+    log.info("total_steps %d reached (%s): %s; exiting", steps, reached, totals)
     return 0
 
 

@@ -1,6 +1,7 @@
 """What every environment the stack runs does the same way, the built-in one and a user's BaseEnv file alike:
-the readiness marker from registration on, registering again when Atropos forgot it, and groups returned as None
-counted and logged (upstream files return None for a group whose scores are all equal).
+the readiness marker from registration on, registering again when Atropos forgot it, leaving once the trainer has
+trained its last step, and groups returned as None counted and logged (upstream files return None for a group
+whose scores are all equal).
 
 A mixin placed before the environment's own class (`class Run(StackBehaviour, UserEnv)`), so its methods wrap the
 environment's through `super()`.
@@ -11,15 +12,23 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
+from hermes_stack.modelcore.weights_layout import read_served_step
+
 log = logging.getLogger("hermes_stack.environment")
+
+
+class TrainerFinished(Exception):
+    """The trainer has trained (and pushed) its last step: the environment's serve loop ends (environment/__main__)."""
 
 
 class StackBehaviour:
     ready_marker: Path | None = None
     ready_dir: str | None = None  # $HERMES_DATA_DIR; else the config's data_dir (HermesEnvConfig has one)
     none_groups: int = 0
+    trainer_steps: int | None = None  # [trainer] num_steps, kept when config.total_steps is lifted (get_status)
 
     async def register_env(self):
         await super().register_env()
@@ -40,6 +49,25 @@ class StackBehaviour:
                         "again", getattr(self, "env_id", None), type(exc).__name__)
             await self.register_env()
             await super().get_status()
+        self._leave_when_trainer_finished()
+
+    def _leave_when_trainer_finished(self) -> None:
+        """atroposlib's loop leaves once Atropos' step plus the batches queued pass total_steps. Atropos' step counts
+        the batches handed out, and the trainer hands some back unused (a batch whose every group lags the policy
+        past max_staleness), so that guess can leave a trainer waiting for a batch no environment will send. Where
+        the trainer writes the step it pushed (weights/served-step on the data volume, after every step), the
+        environment stays until that step reaches total_steps instead; elsewhere upstream's rule stands."""
+        data_dir = self.ready_dir or getattr(self.config, "data_dir", None)
+        if not data_dir:
+            return
+        trained = read_served_step(Path(data_dir) / "weights")
+        if not trained:  # no push yet (or no trainer writing one): upstream's rule
+            return
+        if self.trainer_steps is None:
+            self.trainer_steps = self.config.total_steps
+        if trained >= self.trainer_steps:
+            raise TrainerFinished(trained)
+        self.config.total_steps = sys.maxsize  # upstream's guess off: the trainer's own step decides
 
     async def collect_trajectories(self, item):
         result = await super().collect_trajectories(item)

@@ -208,7 +208,10 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
         trainer_logs = compose(env, "logs", "trainer").stdout
         logs = compose(env, "logs", "inference").stdout
         said = "\n".join(line for line in logs.splitlines() if "hermes.inference" in line or "sglang-standin:" in line)
-        assert len(rows) >= STEPS, (trainer_logs[-3000:], logs[-3000:])
+        if len(rows) < STEPS:  # the three services' own words, untruncated by pytest's repr of a tuple
+            env_logs = compose(env, "logs", "--tail", "40", "environment").stdout
+            pytest.fail(f"{len(rows)} of {STEPS} steps\n--- trainer\n{trainer_logs[-3000:]}\n--- inference\n"
+                        f"{logs[-2000:]}\n--- environment\n{env_logs[-4000:]}", pytrace=False)
         assert [r["step"] for r in rows][-1] == STEPS and "training finished" in trainer_logs, trainer_logs[-3000:]
         # Long sequences were trained: the JSONL's long rows are 60-120 prompt tokens, up to 512 with the answer
         # (the tiny model's own context is 64), sampled at T = 0.8.

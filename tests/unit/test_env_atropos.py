@@ -142,3 +142,48 @@ def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos, 
     # atroposlib sets its logger to DEBUG on import: its per-worker and per-poll lines must stay out of the log
     assert "handle_env: Starting with item" not in log_text and "env_manager: Status dict" not in log_text
     assert "total_steps 2 reached" in log_text
+
+
+@pytest.mark.slow
+def test_serve_stays_until_the_trainer_pushed_its_last_step_though_it_handed_batches_back(tmp_path, atropos):
+    """A trainer hands back batches whose every group lags the policy (trainer/loop.py): Atropos' step runs ahead of
+    the steps trained. atroposlib's own exit (Atropos' step plus the queued batches past total_steps) would leave the
+    trainer waiting for a batch nobody sends; the environment stays until the trainer's pushed step says it is done."""
+    from hermes_stack.modelcore.weights_layout import write_served_step
+
+    tokenizer_dir = build_tiny_tokenizer(tmp_path / "tok")
+    rows = [{"question": f"What is {a}+{b}?", "answer": f"#### {a + b}"} for a in range(10) for b in range(6)]
+    (tmp_path / "sums.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    write_stack(tmp_path / "configs", dataset=str(tmp_path / "sums.jsonl"), model_path=str(tokenizer_dir),
+                group_size=GROUP, batch_size=PROMPTS, max_token_length=200, num_steps=STEPS)
+    data_dir = tmp_path / "data"
+    with FakeInference(tokenizer_dir) as inference:
+        registration = {"wandb_group": "g", "wandb_project": "p", "batch_size": PROMPTS * GROUP, "max_token_len": 256,
+                        "checkpoint_dir": str(tmp_path / "ckpt"), "save_checkpoint_interval": -1,
+                        "starting_step": 0, "num_steps": STEPS}
+        assert httpx.post(atropos + "/register", json=registration, timeout=5).status_code == 200
+        assert httpx.get(atropos + "/batch", timeout=5).json()["batch"] is None
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("TAOTOKEN_", "WANDB_"))}
+        environ.update(HERMES_ALGO="grpo", HERMES_CONFIG_DIR=str(tmp_path / "configs"), HERMES_PROFILE="gpu",
+                       HERMES_ATROPOS_URL=atropos, HERMES_INFERENCE_URL=inference.base_url,
+                       HERMES_INFERENCE_KEY=inference.api_key, HERMES_DATA_DIR=str(data_dir),
+                       HERMES_KEYFILE=str(tmp_path / "absent"), PYTHONPATH=str(REPO))
+        with open(tmp_path / "env.log", "w") as env_log:
+            env = subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "serve"], env=environ,
+                                   cwd=tmp_path, stdout=env_log, stderr=subprocess.STDOUT)
+        try:
+            def a_batch():
+                return httpx.get(atropos + "/batch", timeout=5).json().get("batch")
+
+            wait_for(a_batch, 120, "the first batch", env)
+            write_served_step(data_dir / "weights", 1)  # step 1 trained and pushed
+            for n in (2, 3):  # two batches handed back as too stale: Atropos at step 3, the trainer at 1 of 2
+                wait_for(a_batch, 120, f"batch {n}", env)
+            wait_for(a_batch, 120, "a batch for step 2 after two handed back", env)
+            assert env.poll() is None, "the environment left while the trainer still needed a batch"
+            write_served_step(data_dir / "weights", STEPS)
+            assert env.wait(60) == 0
+        finally:
+            if env.poll() is None:
+                env.kill()
+    assert f"total_steps {STEPS} reached (the trainer pushed step {STEPS})" in (tmp_path / "env.log").read_text()

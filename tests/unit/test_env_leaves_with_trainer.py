@@ -1,0 +1,114 @@
+"""The environment leaves when the trainer has pushed its last step (stack_behaviour.StackBehaviour), not when
+Atropos' step plus its queue pass total_steps: Atropos counts batches handed out, and a trainer that hands one back
+unused (every group too stale) would otherwise wait for a batch no environment sends (the GPU rehearsal's stall)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from hermes_stack.environment import __main__ as env_main
+from hermes_stack.environment.stack_behaviour import StackBehaviour, TrainerFinished
+from hermes_stack.modelcore.weights_layout import write_served_step
+
+TOTAL = 8
+
+
+class Upstream:
+    """BaseEnv's get_status as far as the mixin sees it: it fills status_dict."""
+
+    def __init__(self, config):
+        self.config = config
+        self.status_dict: dict = {}
+
+    async def get_status(self):
+        self.status_dict = {"current_step": 7, "queue_size": 12}
+
+
+class Env(StackBehaviour, Upstream):
+    pass
+
+
+def env(data_dir=None) -> Env:
+    return Env(SimpleNamespace(total_steps=TOTAL, data_dir=str(data_dir) if data_dir else None))
+
+
+def status(e: Env) -> None:
+    asyncio.run(e.get_status())
+
+
+def test_without_a_data_volume_upstreams_rule_stands():
+    e = env()
+    status(e)
+    assert e.config.total_steps == TOTAL and e.trainer_steps is None
+
+
+def test_before_the_first_push_upstreams_rule_stands(tmp_path):
+    e = env(tmp_path)
+    status(e)
+    assert e.config.total_steps == TOTAL and e.trainer_steps is None
+
+
+def test_while_the_trainer_is_behind_the_environment_stays(tmp_path):
+    write_served_step(tmp_path / "weights", 5)
+    e = env(tmp_path)
+    status(e)
+    # Atropos at step 7 with 12 groups queued (3 batches) is past 8 by upstream's sum; the trainer has pushed 5
+    assert e.trainer_steps == TOTAL
+    assert e.status_dict["current_step"] + e.status_dict["queue_size"] // 4 <= e.config.total_steps
+    write_served_step(tmp_path / "weights", TOTAL - 1)
+    status(e)  # still behind: still no exit, and the kept total is not the lifted one
+    assert e.trainer_steps == TOTAL
+
+
+def test_once_the_trainer_pushed_its_last_step_it_leaves(tmp_path):
+    write_served_step(tmp_path / "weights", 3)
+    e = env(tmp_path)
+    status(e)
+    write_served_step(tmp_path / "weights", TOTAL)
+    with pytest.raises(TrainerFinished) as raised:
+        status(e)
+    assert raised.value.args == (TOTAL,)
+
+
+def test_a_users_environment_reads_the_volume_from_ready_dir(tmp_path):
+    write_served_step(tmp_path / "weights", TOTAL)
+    e = Env(SimpleNamespace(total_steps=TOTAL))  # a user's config has no data_dir
+    e.ready_dir = str(tmp_path)
+    with pytest.raises(TrainerFinished):
+        status(e)
+
+
+def test_serve_ends_cleanly_and_cancels_the_workers(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr("hermes_stack.service_heap.freeze_startup_heap", lambda name: None)
+    write_served_step(tmp_path / "weights", TOTAL)
+    seen = {}
+
+    class Served(Env):
+        ready_marker = None
+
+        def __init__(self, config, server_configs, slurm, testing):
+            super().__init__(config)
+            self.workers: set = set()
+            self.curr_step = 0
+
+        async def env_manager(self):  # upstream's loop polls the status first, then starts workers
+            worker = asyncio.create_task(asyncio.sleep(3600))
+            self.workers.add(worker)
+            seen["worker"] = worker
+            while True:
+                await self.get_status()
+                await asyncio.sleep(0)
+
+        async def close_pools(self):  # serve's `finally`: the worker was told to stop before the loop ends
+            seen["cancelling"] = seen["worker"].cancelling()
+
+    config = SimpleNamespace(total_steps=TOTAL, data_dir=str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="hermes_stack.environment"):
+        assert asyncio.run(env_main.serve(config, [], env_class=Served)) == 0
+    assert seen["cancelling"] == 1
+    assert f"total_steps {TOTAL} reached (the trainer pushed step {TOTAL})" in caplog.text
+    assert config.total_steps == TOTAL  # never lifted: the trainer was done at the first look
