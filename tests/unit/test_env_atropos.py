@@ -46,6 +46,38 @@ def reset_and_register_again(url: str, registration: dict, attempts: int = 5) ->
     raise AssertionError(f"could not register again after /reset_data ({attempts} attempts): groups kept arriving")
 
 
+def write_sums_stack(tmp_path: Path) -> Path:
+    """configs/ for a GRPO run over 60 sums with the tiny tokenizer; the tokenizer's folder."""
+    tokenizer_dir = build_tiny_tokenizer(tmp_path / "tok")
+    rows = [{"question": f"What is {a}+{b}?", "answer": f"#### {a + b}"} for a in range(10) for b in range(6)]
+    (tmp_path / "sums.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    write_stack(tmp_path / "configs", dataset=str(tmp_path / "sums.jsonl"), model_path=str(tokenizer_dir),
+                group_size=GROUP, batch_size=PROMPTS, max_token_length=200, num_steps=STEPS)
+    return tokenizer_dir
+
+
+def register_stub_trainer(atropos: str, tmp_path: Path) -> dict:
+    """Register (Atropos counts sequences), then one GET /batch so environments may register."""
+    registration = {"wandb_group": "g", "wandb_project": "p", "batch_size": PROMPTS * GROUP, "max_token_len": 256,
+                    "checkpoint_dir": str(tmp_path / "ckpt"), "save_checkpoint_interval": -1,
+                    "starting_step": 0, "num_steps": STEPS}
+    assert httpx.post(atropos + "/register", json=registration, timeout=5).status_code == 200
+    assert httpx.get(atropos + "/batch", timeout=5).json()["batch"] is None
+    return registration
+
+
+def start_serving(tmp_path: Path, atropos: str, inference, data_dir: Path) -> subprocess.Popen:
+    """`python -m hermes_stack.environment serve` against them, its log in tmp_path/env.log."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TAOTOKEN_", "WANDB_"))}
+    environ.update(HERMES_ALGO="grpo", HERMES_CONFIG_DIR=str(tmp_path / "configs"), HERMES_PROFILE="gpu",
+                   HERMES_ATROPOS_URL=atropos, HERMES_INFERENCE_URL=inference.base_url,
+                   HERMES_INFERENCE_KEY=inference.api_key, HERMES_DATA_DIR=str(data_dir),
+                   HERMES_KEYFILE=str(tmp_path / "absent"), PYTHONPATH=str(REPO))
+    with open(tmp_path / "env.log", "w") as env_log:
+        return subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "serve"], env=environ,
+                                cwd=tmp_path, stdout=env_log, stderr=subprocess.STDOUT)
+
+
 @pytest.fixture
 def atropos(tmp_path):
     port = free_port()
@@ -71,30 +103,13 @@ def atropos(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("behind_router", [False, True], ids=["inference", "router-refuses-list-form"])
 def test_serve_feeds_a_stub_trainer_and_exits_at_total_steps(tmp_path, atropos, behind_router):
-    tokenizer_dir = build_tiny_tokenizer(tmp_path / "tok")
-    rows = [{"question": f"What is {a}+{b}?", "answer": f"#### {a + b}"} for a in range(10) for b in range(6)]
-    (tmp_path / "sums.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    write_stack(tmp_path / "configs", dataset=str(tmp_path / "sums.jsonl"), model_path=str(tokenizer_dir),
-                group_size=GROUP, batch_size=PROMPTS, max_token_length=200, num_steps=STEPS)
+    tokenizer_dir = write_sums_stack(tmp_path)
     data_dir = tmp_path / "data"
     marker = data_dir / "ready" / "environment"
 
     with FakeInference(tokenizer_dir, refuse_list_form=behind_router) as inference:
-        # Stub trainer: register (Atropos counts sequences), then one GET /batch so environments may register.
-        registration = {"wandb_group": "g", "wandb_project": "p", "batch_size": PROMPTS * GROUP, "max_token_len": 256,
-                        "checkpoint_dir": str(tmp_path / "ckpt"), "save_checkpoint_interval": -1,
-                        "starting_step": 0, "num_steps": STEPS}
-        assert httpx.post(atropos + "/register", json=registration, timeout=5).status_code == 200
-        assert httpx.get(atropos + "/batch", timeout=5).json()["batch"] is None
-
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("TAOTOKEN_", "WANDB_"))}
-        environ.update(HERMES_ALGO="grpo", HERMES_CONFIG_DIR=str(tmp_path / "configs"), HERMES_PROFILE="gpu",
-                       HERMES_ATROPOS_URL=atropos, HERMES_INFERENCE_URL=inference.base_url,
-                       HERMES_INFERENCE_KEY=inference.api_key, HERMES_DATA_DIR=str(data_dir),
-                       HERMES_KEYFILE=str(tmp_path / "absent"), PYTHONPATH=str(REPO))
-        with open(tmp_path / "env.log", "w") as env_log:
-            env = subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "serve"], env=environ,
-                                   cwd=tmp_path, stdout=env_log, stderr=subprocess.STDOUT)
+        registration = register_stub_trainer(atropos, tmp_path)
+        env = start_serving(tmp_path, atropos, inference, data_dir)
         try:
             wait_for(marker.exists, 120, "the readiness marker", env)
             assert json.loads(marker.read_text())["pid"] == env.pid
@@ -151,26 +166,10 @@ def test_serve_stays_until_the_trainer_pushed_its_last_step_though_it_handed_bat
     trainer waiting for a batch nobody sends; the environment stays until the trainer's pushed step says it is done."""
     from hermes_stack.modelcore.weights_layout import write_served_step
 
-    tokenizer_dir = build_tiny_tokenizer(tmp_path / "tok")
-    rows = [{"question": f"What is {a}+{b}?", "answer": f"#### {a + b}"} for a in range(10) for b in range(6)]
-    (tmp_path / "sums.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    write_stack(tmp_path / "configs", dataset=str(tmp_path / "sums.jsonl"), model_path=str(tokenizer_dir),
-                group_size=GROUP, batch_size=PROMPTS, max_token_length=200, num_steps=STEPS)
     data_dir = tmp_path / "data"
-    with FakeInference(tokenizer_dir) as inference:
-        registration = {"wandb_group": "g", "wandb_project": "p", "batch_size": PROMPTS * GROUP, "max_token_len": 256,
-                        "checkpoint_dir": str(tmp_path / "ckpt"), "save_checkpoint_interval": -1,
-                        "starting_step": 0, "num_steps": STEPS}
-        assert httpx.post(atropos + "/register", json=registration, timeout=5).status_code == 200
-        assert httpx.get(atropos + "/batch", timeout=5).json()["batch"] is None
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("TAOTOKEN_", "WANDB_"))}
-        environ.update(HERMES_ALGO="grpo", HERMES_CONFIG_DIR=str(tmp_path / "configs"), HERMES_PROFILE="gpu",
-                       HERMES_ATROPOS_URL=atropos, HERMES_INFERENCE_URL=inference.base_url,
-                       HERMES_INFERENCE_KEY=inference.api_key, HERMES_DATA_DIR=str(data_dir),
-                       HERMES_KEYFILE=str(tmp_path / "absent"), PYTHONPATH=str(REPO))
-        with open(tmp_path / "env.log", "w") as env_log:
-            env = subprocess.Popen([sys.executable, "-m", "hermes_stack.environment", "serve"], env=environ,
-                                   cwd=tmp_path, stdout=env_log, stderr=subprocess.STDOUT)
+    with FakeInference(write_sums_stack(tmp_path)) as inference:
+        register_stub_trainer(atropos, tmp_path)
+        env = start_serving(tmp_path, atropos, inference, data_dir)
         try:
             def a_batch():
                 return httpx.get(atropos + "/batch", timeout=5).json().get("batch")
