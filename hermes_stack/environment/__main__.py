@@ -1,7 +1,8 @@
 """python -m hermes_stack.environment serve | process [--groups N] [--out FILE] | evaluate
 
 serve: register with Atropos (HERMES_ATROPOS_URL), stream scored groups until `total_steps` ([trainer] num_steps) is
-reached (the step the trainer pushed last, where it writes one on the data volume: stack_behaviour.py), then exit 0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
+reached (the step the trainer pushed last, where it writes one on the data volume: stack_behaviour.py), then exit
+0. The readiness marker $HERMES_DATA_DIR/ready/environment exists from registration to exit.
 process: atroposlib's process mode: N groups written to a JSONL file, no Atropos needed. `hermes-stack
 test-inference` runs this command on the host (with --gateway, --inference-url, --tokenizer, --offline, --summary).
 Configuration: hermes_stack.service_env.ServiceEnv (docs/architecture.md), through service_env.load_service_stack.

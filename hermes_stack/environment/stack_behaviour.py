@@ -32,8 +32,7 @@ class StackBehaviour:
 
     async def register_env(self):
         await super().register_env()
-        data_dir = self.ready_dir or getattr(self.config, "data_dir", None)
-        if data_dir:
+        if data_dir := self._data_dir():
             self.ready_marker = write_ready_marker(Path(data_dir), env_id=getattr(self, "env_id", None))
         log.info("registered with Atropos at %s (env_id %s); ready", self.config.rollout_server_url,
                  getattr(self, "env_id", None))
@@ -57,7 +56,7 @@ class StackBehaviour:
         past max_staleness), so that guess can leave a trainer waiting for a batch no environment will send. Where
         the trainer writes the step it pushed (weights/served-step on the data volume, after every step), the
         environment stays until that step reaches total_steps instead; elsewhere upstream's rule stands."""
-        data_dir = self.ready_dir or getattr(self.config, "data_dir", None)
+        data_dir = self._data_dir()
         if not data_dir:
             return
         trained = read_served_step(Path(data_dir) / "weights")
@@ -68,6 +67,9 @@ class StackBehaviour:
         if trained >= self.trainer_steps:
             raise TrainerFinished(trained)
         self.config.total_steps = sys.maxsize  # upstream's guess off: the trainer's own step decides
+
+    def _data_dir(self) -> str | None:
+        return self.ready_dir or getattr(self.config, "data_dir", None)
 
     async def collect_trajectories(self, item):
         result = await super().collect_trajectories(item)
