@@ -280,13 +280,18 @@ class GpuSplit:
                   f"weights {g(self.weights_bytes)} + KV cache {g(self.kv_pool_bytes)} GiB (~{self.concurrent_sequences} "
                   f"of the {self.sequences} sequences x {self.tokens} tokens of a step at once; the rest queue)")
         lora = self.trainer_fixed_bytes - self.weights_bytes - LOGPROB_WORKING_BYTES
-        trainer = (f"  trainer {g(self.trainer_bytes)} GiB: weights {g(self.weights_bytes)} + LoRA with gradients and "
-                   f"AdamW {g(lora)} + log-softmax chunk {g(LOGPROB_WORKING_BYTES)} + micro_batch_size "
-                   f"{self.micro_batch} x {g(self.activation_bytes)} GiB activations ({self.tokens} tokens each, "
-                   f"every row padded to the longest; gradient checkpointing keeps "
-                   f"{g(self.activation_kept_bytes)} GiB of layer inputs and logits, backward recomputes one layer "
-                   f"with its float32 LoRA inputs in {g(self.activation_bytes - self.activation_kept_bytes)} GiB; "
-                   f"{-(-self.sequences // max(self.micro_batch, 1))} micro-batches a step, gradients accumulated)")
+        fixed = (f"  trainer {g(self.trainer_bytes)} GiB: weights {g(self.weights_bytes)} + LoRA with gradients and "
+                 f"AdamW {g(lora)} + log-softmax chunk {g(LOGPROB_WORKING_BYTES)} + ")
+        kept = (f"gradient checkpointing keeps {g(self.activation_kept_bytes)} GiB of layer inputs and logits, backward "
+                f"recomputes one layer with its float32 LoRA inputs in "
+                f"{g(self.activation_bytes - self.activation_kept_bytes)} GiB")
+        if self.micro_batch:
+            trainer = (f"{fixed}micro_batch_size {self.micro_batch} x {g(self.activation_bytes)} GiB activations "
+                       f"({self.tokens} tokens each, every row padded to the longest; {kept}; "
+                       f"{-(-self.sequences // self.micro_batch)} micro-batches a step, gradients accumulated)")
+        else:  # not one sequence fits: the refusal below names the fix; a "micro_batch_size 0" line only confused
+            trainer = (f"{fixed}no room for one sequence's {g(self.activation_bytes)} GiB of activations "
+                       f"({self.tokens} tokens; {kept})")
         reserve = (f"  reserve {g(self.reserve_bytes)} GiB: SGLang's runtime outside its static pool, the trainer's "
                    "CUDA context and allocator slack")
         return [f"GPU memory split ({g(self.gpu_bytes)} GiB, one GPU shared by SGLang and the trainer):", sglang,

@@ -221,7 +221,10 @@ def test_validate_prints_the_split_for_80_gib_and_refuses_44(capsys, tmp_path, m
     assert "trainer 38.3 GiB" in out and "micro_batch_size 5 x 3.8 GiB activations" in out
     assert "gradient checkpointing keeps 1.7 GiB" in out and "float32 LoRA inputs" in out
     assert main([*args, "44"]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    # not one sequence fits: the split says so, not "micro_batch_size 0 x ... 256 micro-batches a step"
+    assert "no room for one sequence's 3.8 GiB of activations (2048 tokens;" in out
+    assert "micro_batch_size 0" not in out and "micro-batches a step" not in out
     assert ("config_grpo.toml: rollout.max_token_length: found 2048, expected a model and batch that fit the GPU "
             "next to SGLang. Hint: micro_batch_size 1 x 2048 tokens needs ~3.8 GiB") in err
 
