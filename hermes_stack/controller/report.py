@@ -93,6 +93,26 @@ def summary(records: list[dict], events: list[dict] = ()) -> dict[str, Any]:
     }
 
 
+# The step-time panel's scale: a few steps far above the rest (the first step waits for the environment's first
+# batch, seconds against a steady state of ~0.3 s on CPU) are cut off and named on the panel instead of squashing
+# every other step to a flat line at the bottom.
+OUTLIER_FACTOR = 3.0   # a step above this many times the 95th percentile is off the scale
+HEADROOM = 1.5         # the scale then ends at this many times the 95th percentile
+
+
+def step_time_scale(steps: list[int], totals: list[float]) -> tuple[float | None, list[tuple[int, float]]]:
+    """(the step-time panel's upper limit, or None to let matplotlib choose; the (step, seconds) left above it).
+    Pure: the percentile is the nearest-rank one of the stacked totals."""
+    if len(totals) < 10:
+        return None, []
+    ranked = sorted(totals)
+    p95 = ranked[min(len(ranked) - 1, math.ceil(0.95 * len(ranked)) - 1)]
+    if p95 <= 0 or ranked[-1] <= OUTLIER_FACTOR * p95:
+        return None, []
+    top = HEADROOM * p95
+    return top, [(s, t) for s, t in zip(steps, totals) if t > top]
+
+
 def build_figure(records: list[dict], events: list[dict], title: str) -> Figure:
     """The report's figure: one panel per PANELS entry, marks on each."""
     from matplotlib.figure import Figure
@@ -115,6 +135,12 @@ def build_figure(records: list[dict], events: list[dict], title: str) -> Figure:
             stacks = [[dict(zip(s, v))[x] for x in common] for _, s, v in drawn]
             ax.stackplot(common, stacks, labels=[label for label, _, _ in drawn])
             ax.legend(loc="upper left", fontsize="small")
+            top, above = step_time_scale(common, [sum(column) for column in zip(*stacks)])
+            if top is not None:
+                ax.set_ylim(0, top)
+                named = ", ".join(f"step {s}: {t:.1f} s" for s, t in above[:3]) + (" …" if len(above) > 3 else "")
+                ax.text(0.98, 0.97, f"off the scale: {named}", ha="right", va="top", transform=ax.transAxes,
+                        fontsize="small", color="0.3")
         else:
             for label, s, v in drawn:
                 ax.plot(s, v, marker="o" if len(s) < 30 else None, markersize=6, label=label)
