@@ -74,6 +74,15 @@ def test_once_the_trainer_pushed_its_last_step_it_leaves(tmp_path):
     assert raised.value.args == (TOTAL,)
 
 
+def test_it_says_the_step_the_trainer_pushed_even_past_total_steps(tmp_path):
+    """A trainer resumed with a larger num_steps than this environment was started with pushes past TOTAL: the
+    environment leaves, naming the step pushed, not its own total."""
+    write_served_step(tmp_path / "weights", TOTAL + 2)
+    with pytest.raises(TrainerFinished) as raised:
+        status(env(tmp_path))
+    assert raised.value.args == (TOTAL + 2,)
+
+
 def test_a_users_environment_reads_the_volume_from_ready_dir(tmp_path):
     write_served_step(tmp_path / "weights", TOTAL)
     e = Env(SimpleNamespace(total_steps=TOTAL))  # a user's config has no data_dir
@@ -82,10 +91,25 @@ def test_a_users_environment_reads_the_volume_from_ready_dir(tmp_path):
         status(e)
 
 
-def test_serve_ends_cleanly_and_cancels_the_workers(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr("hermes_stack.service_heap.freeze_startup_heap", lambda name: None)
-    write_served_step(tmp_path / "weights", TOTAL)
-    seen = {}
+def test_the_stacks_ready_dir_wins_over_a_users_own_data_dir_field(tmp_path):
+    """A user's config may have a `data_dir` of its own meaning something else: the stack's volume (ready_dir) is
+    the one read."""
+    stack, other = tmp_path / "stack", tmp_path / "theirs"
+    other.mkdir()
+    write_served_step(stack / "weights", TOTAL)
+    e = Env(SimpleNamespace(total_steps=TOTAL, data_dir=str(other)))
+    e.ready_dir = str(stack)
+    assert e._data_dir() == str(stack)
+    with pytest.raises(TrainerFinished):
+        status(e)
+
+
+POLLS = 50  # the fake loop's bound: a rule that never raises fails the test instead of hanging it
+
+
+def served_class(seen: dict, fail: Exception | None = None, workers: int = 3):
+    """An environment class `serve` runs: upstream's loop polls the status (starting `workers` workers first), or
+    raises `fail` as a broken environment or an unreachable Atropos would."""
 
     class Served(Env):
         ready_marker = None
@@ -95,20 +119,44 @@ def test_serve_ends_cleanly_and_cancels_the_workers(tmp_path, monkeypatch, caplo
             self.workers: set = set()
             self.curr_step = 0
 
-        async def env_manager(self):  # upstream's loop polls the status first, then starts workers
-            worker = asyncio.create_task(asyncio.sleep(3600))
-            self.workers.add(worker)
-            seen["worker"] = worker
-            while True:
+        async def env_manager(self):
+            seen["workers"] = [asyncio.create_task(asyncio.sleep(3600)) for _ in range(workers)]
+            self.workers.update(seen["workers"])
+            if fail is not None:
+                raise fail
+            for _ in range(POLLS):
                 await self.get_status()
                 await asyncio.sleep(0)
+            seen["loop ran out"] = True
 
-        async def close_pools(self):  # serve's `finally`: the worker was told to stop before the loop ends
-            seen["cancelling"] = seen["worker"].cancelling()
+        async def close_pools(self):  # serve's `finally`: every worker was told to stop before the loop ends
+            seen["cancelling"] = [worker.cancelling() for worker in seen["workers"]]
+            for worker in seen["workers"]:
+                worker.cancel()
 
+    return Served
+
+
+def test_serve_ends_cleanly_and_cancels_the_workers(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr("hermes_stack.service_heap.freeze_startup_heap", lambda name: None)
+    write_served_step(tmp_path / "weights", TOTAL)
+    seen: dict = {}
     config = SimpleNamespace(total_steps=TOTAL, data_dir=str(tmp_path))
     with caplog.at_level(logging.INFO, logger="hermes_stack.environment"):
-        assert asyncio.run(env_main.serve(config, [], env_class=Served)) == 0
-    assert seen["cancelling"] == 1
+        assert asyncio.run(env_main.serve(config, [], env_class=served_class(seen))) == 0
+    assert "loop ran out" not in seen
+    assert seen["cancelling"] == [1, 1, 1]
     assert f"total_steps {TOTAL} reached (the trainer pushed step {TOTAL})" in caplog.text
     assert config.total_steps == TOTAL  # never lifted: the trainer was done at the first look
+
+
+def test_a_real_failure_is_not_taken_for_the_end_of_training(tmp_path, monkeypatch, caplog):
+    """Only TrainerFinished ends serve with 0: a broken environment (or an unreachable Atropos) raises, so compose
+    restarts the service, and the ready marker and pools are still cleaned up."""
+    monkeypatch.setattr("hermes_stack.service_heap.freeze_startup_heap", lambda name: None)
+    seen: dict = {}
+    config = SimpleNamespace(total_steps=TOTAL, data_dir=str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="hermes_stack.environment"), pytest.raises(RuntimeError, match="boom"):
+        asyncio.run(env_main.serve(config, [], env_class=served_class(seen, fail=RuntimeError("boom"))))
+    assert "cancelling" in seen  # the `finally` ran
+    assert "reached" not in caplog.text

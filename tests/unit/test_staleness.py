@@ -69,6 +69,13 @@ def test_a_malformed_policy_step_is_untagged(value):
     assert policy_step_of({"generation_params": None}) is None
 
 
+def test_a_whole_float_policy_step_is_a_step():
+    """A JSON decoder (or a user's environment) may give 9.0 for 9: it is tagged and bounded like 9."""
+    assert policy_step_of({"generation_params": {"policy_step": 3.0}}) == 3
+    report = split_by_staleness([tagged(9.0), tagged(8.0)], policy_version=10, bound=1)
+    assert report.staleness == [1] and report.untagged == 0 and len(report.dropped) == 1
+
+
 def test_served_step_marker_round_trip(tmp_path):
     assert read_served_step(tmp_path / "weights") == 0  # nothing pushed yet: the base model
     write_served_step(tmp_path / "weights", 7)
