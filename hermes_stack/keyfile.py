@@ -84,9 +84,11 @@ class KeyFile:
 
 
 def resolve_path(path: str | Path | None = None) -> Path:
+    """The key file's path; a leading ~ is the home folder, as a shell would have made it (a quoted '~/k.env', or
+    the Makefile's or a compose file's variable, reaches us unexpanded)."""
     if path is not None:
-        return Path(path)
-    return Path(os.environ.get(PATH_ENV) or DEFAULT_PATH)
+        return Path(path).expanduser()
+    return Path(os.environ.get(PATH_ENV) or DEFAULT_PATH).expanduser()
 
 
 def path_is_explicit(path: str | Path | None = None) -> bool:
@@ -342,12 +344,21 @@ def _key_value_problem(where: str, key: str, value: str) -> Problem | None:
         return Problem(where, key, "the example's placeholder, not a key", "your real key",
                        hint + "; until then, remove the file to run offline")
     if not value.isascii():
-        return Problem(where, key, "a value with non-ASCII characters", "a key of ASCII letters, digits and - _ .",
+        return Problem(where, key, "a value with non-ASCII characters", KEY_CHARACTERS,
                        hint)
     if any(c.isspace() or not c.isprintable() for c in value):
         return Problem(where, key, "a value with a space or a control character inside",
-                       "a key of ASCII letters, digits and - _ .", hint)
+                       KEY_CHARACTERS, hint)
+    if value[-1] in _PASTE_TAILS:  # copied from code or a shell line along with its key: the gateway says only 401
+        return Problem(where, key, f"a value ending in {value[-1]!r}", KEY_CHARACTERS,
+                       f"remove the trailing {value[-1]!r}; " + hint)
     return None
+
+
+KEY_CHARACTERS = "a key of ASCII letters, digits, '-', '_' and '.'"  # (no bare "." to end a sentence on)
+# What a key copied out of code, a shell line or prose ends with, and no key does (not brackets: a password the user
+# chose for HERMES_INFERENCE_KEY may end with one).
+_PASTE_TAILS = frozenset(";,\\`")
 
 
 _NON_SECRET_EXPECTED = {"TAOTOKEN_BASE_URL": f"the gateway root, e.g. {BASE_URL_EXAMPLE}",

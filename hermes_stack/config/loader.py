@@ -293,7 +293,13 @@ def _validate(model: type[BaseModel], data: dict | None, path: Path, label: str)
 def load_files(algo: str, config_dir: Path) -> tuple[AlgoConfig, Settings, Path, Path]:
     """Parse and type-check both files (no rules). Raises InputError with the problems of both files."""
     check_algo(algo)
-    config_path, settings_path = paths(algo, Path(config_dir))
+    config_dir = Path(config_dir)
+    if not config_dir.is_dir():  # one line for the folder, not one per file it should hold
+        found = "a file, not a folder" if config_dir.exists() else "no such folder"
+        raise InputError(Problem(str(config_dir), "(folder)", found,
+                                 f"the folder holding config_{algo}.toml and settings_{algo}.json",
+                                 "--config-dir names it (default: configs, next to the Makefile)"))
+    config_path, settings_path = paths(algo, config_dir)
     config_data, p1 = read_toml(config_path)
     settings_data, p2 = read_json(settings_path)
     config, p3 = _validate(AlgoConfig, config_data, config_path, "TOML")

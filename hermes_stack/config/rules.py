@@ -599,6 +599,17 @@ def grpo_groups_can_differ(i: Inputs) -> list[Problem]:
                     "group, so nothing is learned")]
 
 
+def rewards_can_differ(i: Inputs) -> list[Problem]:
+    """Both weights 0: every completion scores 0, so no completion is better than another (GRPO drops every group,
+    PPO's advantages are the critic's noise) and nothing is learned."""
+    r = i.config.reward
+    if r.correctness_weight > 0 or r.format_weight > 0:
+        return []
+    return [Problem(i.config_file, "reward", "correctness_weight 0 and format_weight 0",
+                    "at least one weight > 0 (the seed uses 1.0 and 0.1)",
+                    "with both at 0 every reward is 0 and nothing is learned")]
+
+
 def minibatches_fit_the_batch(i: Inputs) -> list[Problem]:
     """A pass cannot take more optimiser steps than the batch has sequences: each minibatch needs one."""
     r = i.config.rollout
@@ -714,6 +725,7 @@ RULES: tuple[Rule, ...] = (
     host_ports_distinct,
     replicas_at_least_one,
     grpo_groups_can_differ,
+    rewards_can_differ,
     minibatches_fit_the_batch,
     judge_needs_the_gateway,
     checkpoint_interval_reached,
@@ -727,7 +739,11 @@ RULES: tuple[Rule, ...] = (
 
 
 def check(i: Inputs, rules: tuple[Rule, ...] = RULES) -> tuple[list[Problem], list[Problem]]:
-    """-> (errors, cautions), every rule run, duplicates removed, in rule order."""
+    """-> (errors, cautions), every rule run, duplicates removed, in rule order. A file whose [algorithm] name is
+    the other algorithm's is that one finding alone: every other rule would judge, say, a PPO file copied over
+    config_grpo.toml as a wrong GRPO file (group_size, gae, value_loss_coef...), burying the one fix."""
+    if algo_matches_files in rules and (mismatch := algo_matches_files(i)):
+        return mismatch, []
     errors: list[Problem] = []
     cautions: list[Problem] = []
     for rule in rules:

@@ -228,13 +228,13 @@ CASES = [
                                       "your real key. " + H_KEYPASTE + "; until then, remove the file to run "
                                       "offline")], keyfile=GOOD_KEYFILE.replace(KEY, "sk-replace-me")),
     Case("key-non-ascii", [("{kf}:1: TAOTOKEN_API_KEY: found a value with non-ASCII characters, expected a key of "
-                            "ASCII letters, digits and - _ .. " + H_KEYPASTE)],
+                            "ASCII letters, digits, '-', '_' and '.'. " + H_KEYPASTE)],
          keyfile=GOOD_KEYFILE.replace(KEY, "sk-test-0123456789abcdéf")),
     Case("key-space-inside", [("{kf}:1: TAOTOKEN_API_KEY: found a value with a space or a control character inside, "
-                               "expected a key of ASCII letters, digits and - _ .. " + H_KEYPASTE)],
+                               "expected a key of ASCII letters, digits, '-', '_' and '.'. " + H_KEYPASTE)],
          keyfile=GOOD_KEYFILE.replace(KEY, "sk-test-01234 56789abcdef")),
     Case("wandb-key-non-ascii", [("{kf}:4: WANDB_API_KEY: found a value with non-ASCII characters, expected a key of "
-                                  "ASCII letters, digits and - _ .. Hint: paste the key from your account page over "
+                                  "ASCII letters, digits, '-', '_' and '.'. Hint: paste the key from your account page over "
                                   "the whole value of WANDB_API_KEY")],
          keyfile=GOOD_KEYFILE + "WANDB_API_KEY=wandb-ключ-0123456789\n"),
     # ---- the blog's PPO settings shape: value_loss_coef is checked against the TOML, like kl_coef

@@ -4,7 +4,7 @@ environment loads it, the controller's environment variables. The Makefile's var
 
 Same contract as test_validate_bad_inputs.py, whose machinery this reuses: the exact one-line messages, exit 2, no
 call to the compose choke point, no new container, the key never printed. test_no_case_prints_a_secret runs every
-case of the three modules again and looks for any 8-character piece of any secret in everything printed.
+case of the four modules again and looks for any 8-character piece of any secret in everything printed.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from test_validate_bad_inputs import CASES as ROUND_1
 from test_validate_bad_inputs import DELETE, GOOD_KEYFILE, GPU200, KEY, Case, build, run_case
 from test_validate_bad_inputs_more import CASES as ROUND_2
+from test_validate_bad_inputs_round4 import CASES as ROUND_4
 
 from hermes_stack import keyfile as kf
 from hermes_stack.controller.cli import main
@@ -304,7 +305,7 @@ def secrets_of(case: Case) -> list[str]:
     return sorted(set(found))
 
 
-ALL = ROUND_1 + ROUND_2 + CASES
+ALL = ROUND_1 + ROUND_2 + CASES + ROUND_4
 
 
 @pytest.mark.parametrize("case", ALL, ids=[c.id for c in ALL])

@@ -1,0 +1,87 @@
+"""`hermes-stack validate` on bad inputs, round 4 (an exploratory sweep of ~155 mistakes, 2026-12-06): values that
+pass but cannot train (both reward weights 0), a key pasted with its code's `;`, the other algorithm's file copied
+in (one line, not five), a --config-dir that is not a folder (one line, not one per file), and a key-file path
+with `~`.
+
+Same contract as test_validate_bad_inputs.py, whose machinery this reuses: the exact one-line messages, exit 2, no
+call to the compose choke point, no new container, the key never printed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_validate_bad_inputs import GOOD_KEYFILE, KEY, Case, error_lines, run_case
+
+from hermes_stack.controller.cli import main
+
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
+
+ROOT = Path(__file__).resolve().parents[2]
+ZERO_REWARDS = [("correctness_weight = 1.0", "correctness_weight = 0.0"), ("format_weight = 0.1", "format_weight = 0.0")]
+H_KEYCHARS = ("expected a key of ASCII letters, digits, '-', '_' and '.'. Hint: remove the trailing {tail}; paste the "
+              "key from your account page over the whole value of TAOTOKEN_API_KEY")
+
+CASES = [
+    Case("grpo-zero-rewards", [("{toml}: reward: found correctness_weight 0 and format_weight 0, expected at least one "
+                               "weight > 0 (the seed uses 1.0 and 0.1). Hint: with both at 0 every reward is 0 and "
+                               "nothing is learned")], toml=ZERO_REWARDS),
+    Case("ppo-zero-rewards", [("{toml}: reward: found correctness_weight 0 and format_weight 0, expected at least one "
+                              "weight > 0 (the seed uses 1.0 and 0.1). Hint: with both at 0 every reward is 0 and "
+                              "nothing is learned")], algo="ppo", toml=ZERO_REWARDS),
+    Case("ppo-file-copied-over-grpo", [("{toml}: algorithm.name: found 'ppo', expected 'grpo' (from --algo grpo). "
+                                       "Hint: run with --algo ppo, or restore name = \"grpo\"; the ppo files are "
+                                       "config_ppo.toml/settings_ppo.json")],
+         files={"configs/config_grpo.toml": (ROOT / "configs" / "config_ppo.toml").read_text()}),
+    Case("grpo-file-copied-over-ppo", [("{toml}: algorithm.name: found 'grpo', expected 'ppo' (from --algo ppo). "
+                                       "Hint: run with --algo grpo, or restore name = \"ppo\"; the grpo files are "
+                                       "config_grpo.toml/settings_grpo.json")], algo="ppo",
+         files={"configs/config_ppo.toml": (ROOT / "configs" / "config_grpo.toml").read_text()}),
+    Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
+         keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
+    Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
+                                + H_KEYCHARS.format(tail="'\\\\'")],
+         keyfile=GOOD_KEYFILE.replace(KEY, KEY + "\\")),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_line_each_exit_2_nothing_started(case, tmp_path, monkeypatch, capsys, compose_calls):
+    run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_a_config_dir_that_is_not_a_folder_is_one_line(kind, tmp_path, monkeypatch, capsys, compose_calls):
+    monkeypatch.chdir(tmp_path)
+    given = tmp_path / "nope"
+    if kind == "a file":
+        given.write_text("")
+    rc = main(["validate", "--algo", "grpo", "--config-dir", str(given), "--device", "cpu"])
+    found = "no such folder" if kind == "missing" else "a file, not a folder"
+    assert error_lines(capsys.readouterr().err) == [
+        (f"{given}: (folder): found {found}, expected the folder holding config_grpo.toml and settings_grpo.json. "
+        "Hint: --config-dir names it (default: configs, next to the Makefile)")]
+    assert rc == 2 and compose_calls == []
+
+
+@pytest.mark.parametrize("source", ["option", "environment"])
+def test_a_key_file_path_with_a_tilde_is_the_home_folders(source, tmp_path, monkeypatch, capsys, compose_calls):
+    """A quoted '~/k.env' (or HERMES_KEYFILE=~/k.env from a Makefile or a compose file) reaches validate unexpanded;
+    before, it said `no such file` and told the user to create the file it would still not find."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "k.env").write_text(GOOD_KEYFILE)
+    (home / "k.env").chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    argv = ["validate", "--algo", "grpo", "--config-dir", str(ROOT / "configs"), "--device", "cpu"]
+    if source == "option":
+        argv += ["--keyfile", "~/k.env"]
+    else:
+        monkeypatch.setenv("HERMES_KEYFILE", "~/k.env")
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert f"key file {home / 'k.env'}: TAOTOKEN_API_KEY=" in out
+    assert KEY not in out + err and compose_calls == []
