@@ -599,6 +599,18 @@ def grpo_groups_can_differ(i: Inputs) -> list[Problem]:
                     "group, so nothing is learned")]
 
 
+def rollouts_fit_the_trainer(i: Inputs) -> list[Problem]:
+    """The trainer registers tinker.max_token_trainer_length with Atropos as its max_token_len, and environments
+    drop every group with a sequence at or above it: rollouts allowed to grow longer are silently thrown away."""
+    width, limit = i.config.rollout.max_token_length, i.settings.tinker.max_token_trainer_length
+    if i.profile != "gpu" or width <= limit:  # the CPU profiles set their own width (16; 112 for the real model)
+        return []
+    return [Problem(i.config_file, "rollout.max_token_length", f"{width} with tinker.max_token_trainer_length {limit} "
+                    f"in {i.settings_file}", f"at most {limit}",
+                    f"the trainer takes sequences below {limit} tokens and Atropos environments drop every group "
+                    f"with a longer one; lower max_token_length (raising max_token_trainer_length needs --unlock)")]
+
+
 def rewards_can_differ(i: Inputs) -> list[Problem]:
     """Both weights 0: every completion scores 0, so no completion is better than another (GRPO drops every group,
     PPO's advantages are the critic's noise) and nothing is learned."""
@@ -726,6 +738,7 @@ RULES: tuple[Rule, ...] = (
     replicas_at_least_one,
     grpo_groups_can_differ,
     rewards_can_differ,
+    rollouts_fit_the_trainer,
     minibatches_fit_the_batch,
     judge_needs_the_gateway,
     checkpoint_interval_reached,

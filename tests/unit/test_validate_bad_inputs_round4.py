@@ -1,5 +1,6 @@
 """`hermes-stack validate` on bad inputs, round 4 (an exploratory sweep of ~155 mistakes, 2026-12-06): values that
-pass but cannot train (both reward weights 0), a key pasted with its code's `;`, the other algorithm's file copied
+pass but cannot train (both reward weights 0, rollouts longer than the trainer
+takes), a key pasted with its code's `;`, the other algorithm's file copied
 in (one line, not five), a --config-dir that is not a folder (one line, not one per file), and a key-file path
 with `~`.
 
@@ -38,6 +39,11 @@ CASES = [
                                        "Hint: run with --algo grpo, or restore name = \"ppo\"; the grpo files are "
                                        "config_grpo.toml/settings_grpo.json")], algo="ppo",
          files={"configs/config_ppo.toml": (ROOT / "configs" / "config_grpo.toml").read_text()}),
+    Case("rollouts-longer-than-the-trainer-takes",
+         [("{toml}: rollout.max_token_length: found 16000 with tinker.max_token_trainer_length 9000 in {json}, "
+           "expected at most 9000. Hint: the trainer takes sequences below 9000 tokens and Atropos environments drop "
+           "every group with a longer one; lower max_token_length (raising max_token_trainer_length needs --unlock)")],
+         toml=[("max_token_length = 2048", "max_token_length = 16000")], args=["--device", "gpu", "--gpu-memory", "2000"]),
     Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
