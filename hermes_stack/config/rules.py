@@ -6,6 +6,7 @@ A rule returns errors as `Problem` and advice as `Caution` (a Problem that print
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile import KeyFile, check_tinker_key
-from hermes_stack.redaction import is_keyfile_secret
+from hermes_stack.redaction import is_keyfile_secret, looks_like_a_key, redact
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
 from hermes_stack.service_defaults import DATA_DIR
 
@@ -245,11 +246,31 @@ def locked_fields(i: Inputs) -> list[Problem]:
     return out
 
 
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def api_key_env_is_a_name(i: Inputs) -> list[Problem]:
+    """inference.api_key_env holds a variable's NAME. The key itself pasted there sits in clear in every copy of the
+    settings file (offline too, where no key file is read to compare with); anything else that is no name can
+    never match a key-file line."""
+    name = i.settings.inference.api_key_env
+    if _VARIABLE_NAME.fullmatch(name):
+        return []
+    expected = f"the name of a key-file variable, e.g. {INFERENCE_KEY_ENV}"
+    if looks_like_a_key(name):
+        return [Problem(i.settings_file, "inference.api_key_env", f"a key ({redact(name)})", expected,
+                        f"put the key in the key file as {INFERENCE_KEY_ENV}=… and leave api_key_env out (the "
+                        f"default names it); a key in {i.settings_file} is in clear wherever the file is copied")]
+    return [Problem(i.settings_file, "inference.api_key_env", repr(name), expected,
+                    "a name is ASCII letters, digits and _, not starting with a digit")]
+
+
 def keyfile_names(i: Inputs) -> list[Problem]:
     """inference.api_key_env names a variable that exists in the key file (skipped offline; the default,
-    HERMES_INFERENCE_KEY, is optional: without the line the controller generates the inference key)."""
+    HERMES_INFERENCE_KEY, is optional: without the line the controller generates the inference key). A value that
+    is no name at all is api_key_env_is_a_name's one line."""
     kf = i.keyfile
-    if kf is None or kf.offline:
+    if kf is None or kf.offline or not _VARIABLE_NAME.fullmatch(i.settings.inference.api_key_env):
         return []
     out = []
     name = i.settings.inference.api_key_env
@@ -727,6 +748,7 @@ RULES: tuple[Rule, ...] = (
     inference_port_agrees,
     inference_base_url_v1,
     locked_fields,
+    api_key_env_is_a_name,
     keyfile_names,
     inference_key_is_not_the_gateway_key,
     base_url_env_names_the_gateway_root,

@@ -44,6 +44,20 @@ CASES = [
            "expected at most 9000. Hint: the trainer takes sequences below 9000 tokens and Atropos environments drop "
            "every group with a longer one; lower max_token_length (raising max_token_trainer_length needs --unlock)")],
          toml=[("max_token_length = 2048", "max_token_length = 16000")], args=["--device", "gpu", "--gpu-memory", "2000"]),
+    Case("api-key-env-holds-the-key-offline",
+         [("{json}: inference.api_key_env: found a key (sk-…cdef), expected the name of a key-file variable, e.g. "
+           "HERMES_INFERENCE_KEY. Hint: put the key in the key file as HERMES_INFERENCE_KEY=… and leave api_key_env "
+           "out (the default names it); a key in {json} is in clear wherever the file is copied")],
+         json={"inference.api_key_env": KEY}),
+    Case("api-key-env-holds-the-key-with-a-key-file",
+         [("{json}: inference.api_key_env: found a key (sk-…cdef), expected the name of a key-file variable, e.g. "
+           "HERMES_INFERENCE_KEY. Hint: put the key in the key file as HERMES_INFERENCE_KEY=… and leave api_key_env "
+           "out (the default names it); a key in {json} is in clear wherever the file is copied")],
+         json={"inference.api_key_env": KEY}, keyfile=GOOD_KEYFILE),
+    Case("api-key-env-not-a-name",
+         [("{json}: inference.api_key_env: found 'my inference key', expected the name of a key-file variable, e.g. "
+           "HERMES_INFERENCE_KEY. Hint: a name is ASCII letters, digits and _, not starting with a digit")],
+         json={"inference.api_key_env": "my inference key"}),
     Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
