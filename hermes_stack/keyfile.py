@@ -116,6 +116,11 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True, must_
         )
     text = _read(path)
     raw, problems, notices, warnings, lines = _parse(name, text)
+    if not raw and not problems:  # one line for the file, not "no such line" for each required name
+        found = "an empty file" if not text.strip() else "only comments and blank lines"
+        raise InputError(Problem(name, "(file)", found, "NAME=value lines (TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL)",
+                                 f"cp .env.taotoken.example {name} and fill it in; to run offline, "
+                                 + (f"leave out --keyfile and ${PATH_ENV}" if must_exist else "remove the file")))
     if register:
         register_secrets(raw, secret=is_keyfile_secret)
     # A name that already has its line (shell syntax) gets no second one about what dotenv made of it.

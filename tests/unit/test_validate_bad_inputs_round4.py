@@ -58,6 +58,13 @@ CASES = [
          [("{json}: inference.api_key_env: found 'my inference key', expected the name of a key-file variable, e.g. "
            "HERMES_INFERENCE_KEY. Hint: a name is ASCII letters, digits and _, not starting with a digit")],
          json={"inference.api_key_env": "my inference key"}),
+    Case("keyfile-empty", [("{kf}: (file): found an empty file, expected NAME=value lines (TAOTOKEN_API_KEY, "
+                           "TAOTOKEN_BASE_URL). Hint: cp .env.taotoken.example {kf} and fill it in; to run offline, "
+                           "leave out --keyfile and $HERMES_KEYFILE")], keyfile=""),
+    Case("keyfile-only-comments", [("{kf}: (file): found only comments and blank lines, expected NAME=value lines "
+                                   "(TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL). Hint: cp .env.taotoken.example {kf} and "
+                                   "fill it in; to run offline, leave out --keyfile and $HERMES_KEYFILE")],
+         keyfile="# the gateway key goes here\n\n# TAOTOKEN_BASE_URL later\n"),
     Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
