@@ -222,20 +222,56 @@ def _section_of(model: type[BaseModel], loc: tuple) -> str | None:
     return None
 
 
+def _nested_section(model: type[BaseModel], loc: tuple, value: Any) -> str | None:
+    """A whole top-level section written inside another one (`reward = {…}` after `[algorithm]` in TOML, where a
+    key belongs to the section above it): that section's name, else None."""
+    if len(loc) != 2 or not isinstance(value, dict) or loc[-1] == loc[0]:
+        return None
+    info = model.model_fields.get(loc[-1])
+    nested = getattr(info, "annotation", None)
+    return loc[-1] if isinstance(nested, type) and issubclass(nested, BaseModel) else None
+
+
+def _inside_hint(loc: tuple, value: Any, sections_label: str) -> str | None:
+    """`rollout.batch_size = 32` under `[rollout]` (or a "rollout" object inside "rollout"): the section's name
+    written twice. Removing the key, the generic hint, would drop the user's value."""
+    if len(loc) < 2 or loc[-1] != loc[-2] or not isinstance(value, dict) or not value:
+        return None
+    if sections_label == "TOML":
+        return (f"inside [{'.'.join(map(str, loc[:-1]))}] write {', '.join(f'{k} = …' for k in value)} without the "
+                f"{loc[-1]}. prefix")
+    keys = ", ".join(f'"{k}"' for k in value)
+    return f'inside the "{loc[-2]}" object write {keys} directly, not in a "{loc[-1]}" object'
+
+
 def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sections_label: str) -> list[Problem]:
     out = []
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    # Sections written inside another section: their "no such section" line would only repeat the same mistake.
+    nested = {n for err in errors if err["type"] == "extra_forbidden"
+              and (n := _nested_section(model, tuple(err["loc"]), err.get("input")))}
+    for err in errors:
         loc = tuple(err["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
         kind = err["type"]
         value = err.get("input")
         owner = _model_at(model, loc)
+        if kind == "missing" and len(loc) == 1 and loc[0] in nested:
+            continue
         if kind == "extra_forbidden":
             known = sorted(owner.model_fields) if owner else []
             close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
             prefix = ".".join(str(p) for p in loc[:-1])
             home = _section_of(model, loc)
-            if home is not None:
+            inside = _inside_hint(loc, value, sections_label)
+            if inside is not None:
+                hint = inside
+            elif loc[-1] in nested and len(loc) == 2:
+                hint = (f"[{loc[-1]}] is a section of its own: a key belongs to the [section] above it, so write "
+                        f"[{loc[-1]}] with its keys under it, or move this line above the first [section]"
+                        if sections_label == "TOML" else
+                        f'"{loc[-1]}" is an object of its own at the top level, not inside "{loc[0]}"')
+            elif home is not None:
                 # Removing it would silently change the run; moving it keeps what the user meant.
                 where = f"[{home}]" if sections_label == "TOML" else f'the "{home}" object'
                 hint = f"{loc[-1]} belongs in {where}; move it there"

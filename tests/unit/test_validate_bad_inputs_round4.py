@@ -65,6 +65,22 @@ CASES = [
                                    "(TAOTOKEN_API_KEY, TAOTOKEN_BASE_URL). Hint: cp .env.taotoken.example {kf} and "
                                    "fill it in; to run offline, leave out --keyfile and $HERMES_KEYFILE")],
          keyfile="# the gateway key goes here\n\n# TAOTOKEN_BASE_URL later\n"),
+    Case("section-name-twice-as-a-prefix",
+         [("{toml}: rollout.rollout: found an unknown key, expected one of batch_size, group_size, max_token_length, "
+           "temperature, top_p. Hint: inside [rollout] write batch_size = … without the rollout. prefix")],
+         toml=[("batch_size = 32", "rollout.batch_size = 32")]),
+    Case("object-name-twice-in-json",
+         [("{json}: trainer.trainer: found an unknown key, expected one of engine, epochs, lr_decay_start, "
+           "lr_schedule, max_staleness, micro_batch_size, min_lr_ratio, minibatches, num_steps. Hint: inside the "
+           "\"trainer\" object write \"num_steps\" directly, not in a \"trainer\" object")],
+         json={"trainer.trainer": {"num_steps": 10}}),
+    Case("section-as-an-inline-table-under-another",
+         [("{toml}: algorithm.reward: found an unknown key, expected one of advantage_estimator, clip_epsilon, "
+           "entropy_coef, gamma, kl_coef, kl_penalty, lam, name, value_loss_coef. Hint: [reward] is a section of its "
+           "own: a key belongs to the [section] above it, so write [reward] with its keys under it, or move this line "
+           "above the first [section]")],
+         toml=[("[reward]\ncorrectness_weight = 1.0\nformat_weight = 0.1\n",
+                "reward = { correctness_weight = 1.0, format_weight = 0.1 }\n")]),
     Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
