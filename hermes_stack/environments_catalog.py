@@ -18,6 +18,7 @@ Shared code: imports no service package, so the controller (`hermes-stack enviro
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import re
 import sys
@@ -184,6 +185,10 @@ def select(project_root: Path, name: str) -> Selection:
                                     + ", ".join(environment_names(project_root))))
         return _one_of(scan, name, [scan])
     scans = scan_folder(project_root)
+    near = _near(name, [e.name for e in BUILTIN] + ([] if not root.is_dir() else environment_names(project_root)))
+    if near is not None:  # a near miss of a name that exists: say that, not "create a folder" or a list
+        return Selection(None, (repr(name), f"an environment's name exactly ({near!r} is one)",
+                                f"did you mean {near}? Names are the classes' `name` attributes"))
     if not root.is_dir():
         return Selection(None, (f"{name!r} (no {FOLDER}/ folder: {root})",
                                 "a built-in environment (" + ", ".join(e.name for e in BUILTIN)
@@ -206,6 +211,20 @@ def select(project_root: Path, name: str) -> Selection:
     if empty:
         hint += "; " + ", ".join(empty) + " define no BaseEnv subclass"
     return Selection(None, (repr(name), "one of: " + ", ".join(environment_names(project_root)), hint))
+
+
+def _near(name: str, names: list[str]) -> str | None:
+    """The one existing name `name` misspells: the same ignoring case and - vs _, else the closest by difflib."""
+    def norm(text: str) -> str:
+        return text.lower().replace("_", "-")
+
+    if name in names:  # it exists (twice, or with a broken import, perhaps: the caller says which)
+        return None
+    same = [n for n in names if norm(n) == norm(name)]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(norm(name), [norm(n) for n in names], n=1, cutoff=0.75)
+    return next((n for n in names if close and norm(n) == close[0]), None)
 
 
 def _one_of(scan: FileScan, name: str, scans: list[FileScan]) -> Selection:

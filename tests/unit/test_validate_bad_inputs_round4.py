@@ -81,6 +81,14 @@ CASES = [
            "above the first [section]")],
          toml=[("[reward]\ncorrectness_weight = 1.0\nformat_weight = 0.1\n",
                 "reward = { correctness_weight = 1.0, format_weight = 0.1 }\n")]),
+    Case("environment-name-with-underscore", [("{toml}: environment.name: found 'hermes_math', expected an "
+                                               "environment's name exactly ('hermes-math' is one). Hint: did you mean "
+                                               "hermes-math? Names are the classes' `name` attributes")],
+         toml=[('name = "gsm8k"', 'name = "hermes_math"')]),
+    Case("environment-name-in-capitals", [("{toml}: environment.name: found 'GSM8K', expected an environment's name "
+                                           "exactly ('gsm8k' is one). Hint: did you mean gsm8k? Names are the "
+                                           "classes' `name` attributes")],
+         toml=[('name = "gsm8k"', 'name = "GSM8K"')]),
     Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
