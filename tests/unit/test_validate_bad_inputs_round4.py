@@ -89,6 +89,12 @@ CASES = [
                                            "exactly ('gsm8k' is one). Hint: did you mean gsm8k? Names are the "
                                            "classes' `name` attributes")],
          toml=[('name = "gsm8k"', 'name = "GSM8K"')]),
+    Case("keyfile-utf16", [("{kf}:1: (file): found a UTF-16 file (its byte-order mark), expected UTF-8 text. Hint: "
+                            "save it as \"UTF-8\" (not \"Unicode\"); `iconv -f UTF-16 -t UTF-8` converts it")],
+         keyfile=GOOD_KEYFILE.encode("utf-16")),
+    Case("toml-utf16", [("{toml}:1: (file): found a UTF-16 file (its byte-order mark), expected UTF-8 text. Hint: "
+                         "save it as \"UTF-8\" (not \"Unicode\"); `iconv -f UTF-16 -t UTF-8` converts it")],
+         files={"configs/config_grpo.toml": (ROOT / "configs" / "config_grpo.toml").read_text().encode("utf-16")}),
     Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
