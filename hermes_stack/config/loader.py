@@ -288,9 +288,21 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
                 out.append(Problem(str(path), key, "nothing", _expected_type(owner, loc[-1]),
                                    f"add {loc[-1]} to the {'.'.join(map(str, loc[:-1]))} section"))
         elif kind.endswith("_type") or kind == "model_type" or kind == "dict_type":
-            found = f"{_show(value)} ({_TYPE_NAMES.get(type(value), type(value).__name__)})"
+            found = "null" if value is None else f"{_show(value)} ({_TYPE_NAMES.get(type(value), type(value).__name__)})"
             expected = _expected_type(owner, loc[-1]) if owner else err["msg"].removeprefix("Input should be ")
             hint = "quotes make a string; write numbers and booleans bare" if isinstance(value, str) else ""
+            if expected == "a table" and isinstance(value, list) and value and isinstance(value[0], dict):
+                toml = sections_label == "TOML"
+                found = "an array of tables" if toml else "a list of objects"
+                hint = (f"[[{key}]] makes an array of tables; write [{key}] with single brackets" if toml
+                        else f'write "{loc[-1]}" as one object, not a list of objects')
+            if value is None:
+                info = owner.model_fields.get(loc[-1]) if owner else None
+                hint = ("write a value" if info is None or info.is_required()
+                        else f"write a value, or leave {loc[-1]} out for its default")
+            if sections_label == "JSON":  # the user's file says object, not TOML's table
+                expected = expected.replace("a table", "an object")
+                found = found.replace("a table", "an object")
             out.append(Problem(str(path), key, found, expected, hint))
         else:
             expected = err["msg"].removeprefix("Input should be ").removeprefix("Value error, ")

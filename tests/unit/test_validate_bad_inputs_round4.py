@@ -95,6 +95,11 @@ CASES = [
     Case("toml-utf16", [("{toml}:1: (file): found a UTF-16 file (its byte-order mark), expected UTF-8 text. Hint: "
                          "save it as \"UTF-8\" (not \"Unicode\"); `iconv -f UTF-16 -t UTF-8` converts it")],
          files={"configs/config_grpo.toml": (ROOT / "configs" / "config_grpo.toml").read_text().encode("utf-16")}),
+    Case("json-null-value", [("{json}: trainer.num_steps: found null, expected an integer. Hint: write a value, or "
+                              "leave num_steps out for its default")], json={"trainer.num_steps": None}),
+    Case("toml-array-of-tables", [("{toml}: reward: found an array of tables, expected a table. Hint: [[reward]] "
+                                   "makes an array of tables; write [reward] with single brackets")],
+         toml=[("[reward]", "[[reward]]")]),
     Case("key-with-semicolon", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in ';', " + H_KEYCHARS.format(tail="';'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + ";")),
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
