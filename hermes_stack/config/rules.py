@@ -269,11 +269,10 @@ def keyfile_names(i: Inputs) -> list[Problem]:
     """inference.api_key_env names a variable that exists in the key file (skipped offline; the default,
     HERMES_INFERENCE_KEY, is optional: without the line the controller generates the inference key). A value that
     is no name at all is api_key_env_is_a_name's one line."""
-    kf = i.keyfile
-    if kf is None or kf.offline or not _VARIABLE_NAME.fullmatch(i.settings.inference.api_key_env):
+    kf, name = i.keyfile, i.settings.inference.api_key_env
+    if kf is None or kf.offline or not _VARIABLE_NAME.fullmatch(name):
         return []
     out = []
-    name = i.settings.inference.api_key_env
     if name != INFERENCE_KEY_ENV and not kf.values.get(name):
         present = ", ".join(sorted(kf.values)) or "nothing"
         out.append(Problem(i.settings_file, "inference.api_key_env", repr(name),
@@ -782,6 +781,8 @@ def check(i: Inputs, rules: tuple[Rule, ...] = RULES) -> tuple[list[Problem], li
     errors: list[Problem] = []
     cautions: list[Problem] = []
     for rule in rules:
+        if rule is algo_matches_files:  # just run above, and found nothing
+            continue
         for p in rule(i):
             bucket = cautions if isinstance(p, Caution) else errors
             if p not in bucket:
