@@ -165,6 +165,10 @@ def _path_problem(path: Path, must_exist: bool) -> Problem | None:
                      else f"a symlink to nothing ({os.readlink(path)})")
             return Problem(name, "(file)", found, "a key file (or a link to one)", hint)
     if path.is_dir():
+        # `cp .env.taotoken.example <folder>` would copy the example under its own name, which is not a key file.
+        inside = path / DEFAULT_PATH.name
+        hint = (f"name the key file itself: --keyfile {inside}" if inside.is_file() else
+                f"name a file, not a folder: cp .env.taotoken.example {inside} makes one; then --keyfile {inside}")
         return Problem(name, "(file)", "a directory", "a key file of NAME=value lines", hint)
     if not path.is_file():
         kind = next((label for test, label in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

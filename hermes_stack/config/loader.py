@@ -110,8 +110,44 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
         else:
             where, msg = f"{path}:{text.count(chr(10)) + 1}:1", re.sub(r"\s*\(at end of document\)$", "", msg)
             number = text.count("\n") + 1
+        duplicate = _toml_duplicate(path, text, msg, number)
+        if duplicate is not None:
+            return None, [duplicate]
         hint = _typing_cause(text, number) or "fix that line; `git diff configs/` shows what changed"
         return None, [Problem(where, "syntax", _lower_first(msg), "valid TOML", hint)]
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\s-]+?)\s*\]\s*(#.*)?$")
+_TOML_KEY = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*=")
+
+
+def _toml_duplicate(path: Path, text: str, msg: str, number: int) -> Problem | None:
+    """tomllib's "Cannot overwrite a value" / "Cannot declare ('x',) twice" said as what it is: a key or a section
+    written twice, both lines named (the same shape as a JSON file's duplicate key)."""
+    lines = text.splitlines()
+    twice = re.fullmatch(r"Cannot declare \((.*)\) twice", msg)
+    if twice:
+        section = ".".join(re.findall(r"'([^']*)'", twice.group(1)))
+        first = next((n for n, line in enumerate(lines[: number - 1], 1)
+                      if (m := _TOML_HEADER.match(line)) and re.sub(r"\s", "", m.group(1)) == section), None)
+        found = f"a second [{section}] section" + (f" (the first is on line {first})" if first else "")
+        return Problem(f"{path}:{number}", f"[{section}]", found, "each section once",
+                       f"move this section's keys under the first [{section}] and delete this header")
+    if msg != "Cannot overwrite a value" or not 0 < number <= len(lines):
+        return None
+    key = _TOML_KEY.match(lines[number - 1])
+    if key is None:
+        return None
+    section, first = "", None
+    for n, line in enumerate(lines[: number - 1], 1):
+        if m := _TOML_HEADER.match(line):
+            section, first = re.sub(r"\s", "", m.group(1)), None
+        elif (k := _TOML_KEY.match(line)) and k.group(1) == key.group(1) and first is None:
+            first = n
+    name = f"{section}.{key.group(1)}" if section else key.group(1)
+    found = f"a second {key.group(1)}" + (f" (the first is on line {first})" if first else "")
+    return Problem(f"{path}:{number}", name, found, "each key once per section",
+                   "delete one of the two; TOML refuses a key written twice")
 
 
 # Characters a word processor or a chat window types for quotes and dashes; TOML and JSON want ASCII ones.
@@ -139,8 +175,11 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     try:
         data = json.loads(text, object_pairs_hook=partial(_no_duplicates, duplicates))
     except json.JSONDecodeError as exc:
-        hint = _typing_cause(text, exc.lineno) or ("JSON has no comments and no trailing commas; strings take "
-                                                   "double quotes")
+        hint = _typing_cause(text, exc.lineno) or (
+            # A Windows path pasted as it is: JSON reads \U, \m, … as escapes.
+            "a backslash starts an escape in JSON: write it twice (C:\\\\data) or use forward slashes (C:/data)"
+            if exc.msg.startswith("Invalid \\escape") else
+            "JSON has no comments and no trailing commas; strings take double quotes")
         return None, [Problem(f"{path}:{exc.lineno}:{exc.colno}", "syntax", _lower_first(exc.msg), "valid JSON",
                               hint)]
     if duplicates:
@@ -306,8 +345,30 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
             out.append(Problem(str(path), key, found, expected, hint))
         else:
             expected = err["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
-            out.append(Problem(str(path), key, _show(value), expected))
+            out.append(Problem(str(path), key, _show(value), expected, _range_hint(owner, loc[-1])))
     return out
+
+
+def _first_clause(text: str) -> str:
+    """`text` up to its first "; " or ": " outside parentheses."""
+    depth = 0
+    for n, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and c in ";:" and text[n + 1:n + 2] == " ":
+            return text[:n]
+    return text
+
+
+def _range_hint(owner: type[BaseModel] | None, name: Any) -> str:
+    """For a value of the right type outside its range or choices: what the setting is (its description's first
+    clause), and where the shipped value is. Not the model's default: a field's default is one algorithm's seed
+    value (batch_size 32 is GRPO's; the shipped PPO file has 256), so it would mislead the other's user."""
+    info = owner.model_fields.get(name) if owner else None
+    what = _first_clause(info.description or "") if info is not None else ""
+    if engine := re.fullmatch(r"(\w+ engine)", what):  # "torch engine: sequences per …": what it is, then whose
+        what = f"{_first_clause(info.description[len(what) + 2:])} ({engine.group(1)})"
+    shipped = "`git diff configs/` shows the shipped value"
+    return f"{name}: {what}; {shipped}" if what else shipped
 
 
 def _expected_type(owner: type[BaseModel] | None, name: Any) -> str:

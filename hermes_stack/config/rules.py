@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import InputError, Problem
+from hermes_stack.hub import is_hub_id
 from hermes_stack.keyfile import KeyFile, check_tinker_key
 from hermes_stack.redaction import is_keyfile_secret, looks_like_a_key, redact
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
@@ -419,10 +420,16 @@ def model_path_local(i: Inputs) -> list[Problem]:
     model = i.settings.inference.model_path
     directory = _model_dir(i)
     if directory is None:
-        if not _looks_local(model):
+        # A hub name (org/name) is left to memory_budget; a path with more parts (models/m1/weights.bin) is no hub
+        # name, and would otherwise pass here and fail in SGLang.
+        if not (_looks_local(model) or ("/" in model and not is_hub_id(model, i.base_dir))):
             return []
         where = Path(model).expanduser()
         tried = str(where) if where.is_absolute() or i.base_dir is None else f"{i.base_dir / where}"
+        if Path(tried).exists():  # a file (a weights file, config.json itself): the folder is the one above it
+            return [Problem(i.settings_file, "inference.model_path", f"{model!r} (a file, not a folder: {tried})",
+                            "a local model folder holding config.json and the weights",
+                            f"name the folder that holds it: {Path(model).parent}")]
         return [Problem(i.settings_file, "inference.model_path", f"{model!r} (no such folder: {tried})",
                         "a local model folder holding config.json and the weights",
                         "copy or link the model there, or name a hub model such as Qwen/Qwen3-8B")]

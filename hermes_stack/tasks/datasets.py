@@ -98,6 +98,13 @@ def _resolve(dataset: str, base_dir: Path | None, config_file: str) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate
+    folders = [c for c in candidates if c.is_dir()]
+    if folders:  # "no such file" would send the user looking for something that is there
+        inside = sorted(p.name for p in folders[0].glob("*.jsonl"))[:3]
+        hint = (f"name the JSONL file inside it: {', '.join(str(Path(dataset) / n) for n in inside)}" if inside
+                else "name a JSONL file; this folder holds no .jsonl file")
+        raise InputError(Problem(config_file, KEY, f"{dataset!r} (a folder, not a file: {folders[0]})",
+                                 '"gsm8k", "offline-arith" or an existing JSONL file', hint))
     tried = ", ".join(str(c) for c in candidates)
     raise InputError(Problem(config_file, KEY, f"{dataset!r} (no such file: {tried})",
                              '"gsm8k", "offline-arith" or an existing JSONL file',

@@ -52,6 +52,10 @@ class Case:
 H_AGREE = "Hint: the two files must agree; change one of them"
 H_QUOTES = "Hint: quotes make a string; write numbers and booleans bare"
 H_LOCKED = "or pass --unlock if you mean to change it"
+# A value of the right type out of its range or choices: what the setting is, and where the shipped value is.
+H_SHIPPED = "; `git diff configs/` shows the shipped value"
+H_LOG = " Hint: log_level: Atropos's log level (any case)" + H_SHIPPED
+H_SERVER = " Hint: server: SGLang (GPU) or the built-in torch server" + H_SHIPPED
 GPU24 = ["--device", "gpu", "--gpu-memory", "24"]
 GPU200 = ["--device", "gpu", "--gpu-memory", "200"]
 
@@ -105,7 +109,7 @@ CASES = [
     Case("toml-float-as-word", ['{toml}: rollout.temperature: found "hot" (a string), expected a number. ' + H_QUOTES],
          toml=[("temperature = 0.8", 'temperature = "hot"')]),
     Case("toml-bad-log-level", [("{toml}: atropos.log_level: found \"verbose\", expected 'debug', 'info', 'warning' "
-                                "or 'error'")], toml=[('log_level = "info"', 'log_level = "verbose"')]),
+                                "or 'error'." + H_LOG)], toml=[('log_level = "info"', 'log_level = "verbose"')]),
     Case("toml-missing-equals", [("{toml}:{line}:{col}: syntax: found expected '=' after a key in a key/value pair, "
                                  "expected valid TOML. Hint: fix that line; `git diff configs/` shows what changed")],
          toml=[("batch_size = 32", "batch_size 32")], line_of="batch_size 32", col_after="batch_size "),
@@ -118,17 +122,24 @@ CASES = [
          toml=[("[reward]\ncorrectness_weight = 1.0\nformat_weight = 0.1\n", "")]),
     Case("toml-missing-key", [("{toml}: algorithm.name: found nothing, expected 'ppo' or 'grpo'. Hint: add name to "
                               "the algorithm section")], toml=[('name = "grpo"\n', "")]),
-    Case("toml-port-zero", ["{toml}: atropos.api_port: found 0, expected greater than or equal to 1"],
+    Case("toml-port-zero", ["{toml}: atropos.api_port: found 0, expected greater than or equal to 1. Hint: api_port: Atropos's API port "
+                            "(settings atropos.rollout_server_url must use the same)" + H_SHIPPED],
          toml=[("api_port = 8000", "api_port = 0")]),
-    Case("toml-top-p-zero", ["{toml}: rollout.top_p: found 0.0, expected greater than 0"],
+    Case("toml-top-p-zero", ["{toml}: rollout.top_p: found 0.0, expected greater than 0. Hint: top_p: nucleus sampling's probability "
+                             "mass" + H_SHIPPED],
          toml=[("top_p = 0.95", "top_p = 0.0")]),
-    Case("toml-bad-kl-penalty", ["{toml}: algorithm.kl_penalty: found \"k2\", expected 'k3_loss' or 'k1_reward'"],
+    Case("toml-bad-kl-penalty", ["{toml}: algorithm.kl_penalty: found \"k2\", expected 'k3_loss' or 'k1_reward'. Hint: "
+                                 "kl_penalty: the KL regulariser, the same in both engines (trainer/algorithms.py)"
+                                 + H_SHIPPED],
          toml=[('kl_penalty = "k3_loss"', 'kl_penalty = "k2"')]),
-    Case("json-micro-batch-zero", ["{json}: trainer.micro_batch_size: found 0, expected greater than or equal to 1"],
+    Case("json-micro-batch-zero", ["{json}: trainer.micro_batch_size: found 0, expected greater than or equal to 1. Hint: "
+                                   "micro_batch_size: sequences per forward/backward pass (torch engine)" + H_SHIPPED],
          json={"trainer.micro_batch_size": 0}),
-    Case("toml-bad-split", ["{toml}: environment.split: found \"validation\", expected 'train' or 'test'"],
+    Case("toml-bad-split", ["{toml}: environment.split: found \"validation\", expected 'train' or 'test'. Hint: split: which "
+                            "split the environment serves" + H_SHIPPED],
          toml=[('split = "train"', 'split = "validation"')]),
-    Case("toml-tiny-max-tokens", ["{toml}: rollout.max_token_length: found 8, expected greater than or equal to 16"],
+    Case("toml-tiny-max-tokens", ["{toml}: rollout.max_token_length: found 8, expected greater than or equal to 16. Hint: "
+                                  "max_token_length: per-sequence limit for rollouts (prompt + completion)" + H_SHIPPED],
          toml=[("max_token_length = 2048", "max_token_length = 8")]),
     Case("toml-missing-file", [("{toml}: (file): found no such file, expected the file config_grpo.toml. Hint: pass "
                                "--config-dir pointing at the configs/ folder, or restore it from git")],
@@ -146,7 +157,7 @@ CASES = [
          json={"tinker.lora_rank": DELETE, "tinker.lora_rnak": 32}),
     Case("json-int-as-string", ['{json}: tinker.lora_rank: found "32" (a string), expected an integer. ' + H_QUOTES],
          json={"tinker.lora_rank": "32"}),
-    Case("json-bad-server", ["{json}: inference.server: found \"vllm\", expected 'sglang' or 'builtin'"],
+    Case("json-bad-server", ["{json}: inference.server: found \"vllm\", expected 'sglang' or 'builtin'." + H_SERVER],
          json={"inference.server": "vllm"}),
     Case("locked-lora-rank", ["{json}: tinker.lora_rank: found 16, expected 32 (locked). Hint: restore 32, " + H_LOCKED],
          json={"tinker.lora_rank": 16}),
@@ -299,7 +310,7 @@ def build(case: Case, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
                             else case.keyfile)
         os.chmod(kf_path, 0o600)
     elif case.keyfile_kind == "dir":
-        kf_path.mkdir()
+        kf_path.mkdir(exist_ok=True)  # `files` may have put a key file inside it
     elif case.keyfile_kind == "dangling":
         kf_path.symlink_to(tmp_path / "gone.env")
     elif case.keyfile_kind == "loop":

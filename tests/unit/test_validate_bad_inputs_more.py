@@ -10,7 +10,7 @@ import json
 
 import pytest
 from test_validate_bad_inputs import CASES as ROUND_1
-from test_validate_bad_inputs import DELETE, GOOD_KEYFILE, GPU200, KEY, Case, run_case
+from test_validate_bad_inputs import DELETE, GOOD_KEYFILE, GPU200, H_LOG, H_SHIPPED, KEY, Case, run_case
 
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
@@ -36,18 +36,38 @@ def url_case(id: str, url: str, found: str, expected: str, hint: str) -> Case:
                 keyfile=GOOD_KEYFILE.replace("https://taotoken.net/api", url))
 
 
-def toml_number(id: str, old: str, new: str, key: str, found: str, expected: str, **kw) -> Case:
-    return Case(id, [f"{{toml}}: {key}: found {found}, {expected}"], toml=[(old, new)], **kw)
+def shipped_hint(key: str, what: str | None) -> str:
+    """A range or choice error's hint: `what` is the setting's account (its description's first clause). None: the
+    expected text carries its own hint (a rule's message)."""
+    return f". Hint: {key.rsplit('.', 1)[1]}: {what}{H_SHIPPED}" if what else ""
 
 
-def json_number(id: str, dotted: str, value: object, found: str, expected: str, **kw) -> Case:
-    return Case(id, [f"{{json}}: {dotted}: found {found}, {expected}"], json={dotted: value}, **kw)
+def toml_number(id: str, old: str, new: str, key: str, found: str, expected: str, what: str | None = None,
+                **kw) -> Case:
+    return Case(id, [f"{{toml}}: {key}: found {found}, {expected}{shipped_hint(key, what)}"], toml=[(old, new)], **kw)
+
+
+def json_number(id: str, dotted: str, value: object, found: str, expected: str, what: str | None = None,
+                **kw) -> Case:
+    return Case(id, [f"{{json}}: {dotted}: found {found}, {expected}{shipped_hint(dotted, what)}"],
+                json={dotted: value}, **kw)
+
+
+TEMPERATURE = "sampling temperature (OpenAI-style servers cap it at 2)"
+JUDGE_TIMEOUT = "seconds one judge call may take"
+LEARNING_RATE = "the policy's learning rate (locked)"
+H_KEYDIR = ("Hint: name a file, not a folder: cp .env.taotoken.example {kf}/.env.taotoken makes one; then --keyfile "
+            "{kf}/.env.taotoken")
 
 
 CASES = [
     # ---- key-file path: only the absence of the default file is offline mode
     Case("keyfile-is-a-directory", ["{kf}: (file): found a directory, expected a key file of NAME=value lines. "
-                                    + H_KEYFILE], keyfile_kind="dir"),
+                                    + H_KEYDIR], keyfile_kind="dir"),
+    # `cp .env.taotoken.example <folder>` would make <folder>/.env.taotoken.example, no key file: name the one inside
+    Case("keyfile-is-a-directory-holding-one", [("{kf}: (file): found a directory, expected a key file of NAME=value "
+                                                "lines. Hint: name the key file itself: --keyfile {kf}/.env.taotoken")],
+         keyfile_kind="dir", files={"keys.env/.env.taotoken": GOOD_KEYFILE}),
     Case("keyfile-dangling-symlink", ["{kf}: (file): found a symlink to nothing ({root}/gone.env), expected a key "
                                       "file (or a link to one). " + H_KEYFILE], keyfile_kind="dangling"),
     Case("keyfile-looping-symlink", ["{kf}: (file): found a symlink that loops, expected a key file (or a link to "
@@ -59,7 +79,7 @@ CASES = [
                                      + H_KEYFILE + "; without one, leave out --keyfile and $HERMES_KEYFILE for "
                                      "offline mode"], keyfile_kind="missing", env={"HERMES_KEYFILE": "{kf}"}),
     Case("keyfile-env-var-directory", ["{kf}: (file): found a directory, expected a key file of NAME=value lines. "
-                                       + H_KEYFILE], keyfile_kind="dir", env={"HERMES_KEYFILE": "{kf}"}),
+                                       + H_KEYDIR], keyfile_kind="dir", env={"HERMES_KEYFILE": "{kf}"}),
     # ---- TAOTOKEN_BASE_URL beyond the /v1 rule
     url_case("base-url-space-inside", "https://taotoken.net/my api",
              "a URL with a space inside ('https://taotoken.net/my api')", "a URL without spaces",
@@ -83,36 +103,44 @@ CASES = [
              "https://taotoken.net/api/chat/completions", "the gateway root, not an endpoint",
              "set TAOTOKEN_BASE_URL=https://taotoken.net/api; clients add /v1/chat/completions themselves"),
     # ---- non-finite and absurd numbers: every numeric field has a finite, sane range
-    toml_number("temperature-inf", "temperature = 0.8", "temperature = inf", "rollout.temperature", "inf", FINITE),
-    toml_number("temperature-nan", "temperature = 0.8", "temperature = nan", "rollout.temperature", "nan", FINITE),
+    toml_number("temperature-inf", "temperature = 0.8", "temperature = inf", "rollout.temperature", "inf", FINITE,
+                TEMPERATURE),
+    toml_number("temperature-nan", "temperature = 0.8", "temperature = nan", "rollout.temperature", "nan", FINITE,
+                TEMPERATURE),
     toml_number("temperature-5", "temperature = 0.8", "temperature = 5.0", "rollout.temperature", "5.0",
-                "expected less than or equal to 2"),
-    toml_number("kl-coef-inf", "kl_coef = 0.1", "kl_coef = inf", "algorithm.kl_coef", "inf", FINITE),
+                "expected less than or equal to 2", TEMPERATURE),
+    toml_number("kl-coef-inf", "kl_coef = 0.1", "kl_coef = inf", "algorithm.kl_coef", "inf", FINITE,
+                "weight of the KL regulariser to the reference model"),
     toml_number("judge-timeout-inf", "format_weight = 0.1", "format_weight = 0.1\njudge_timeout_s = inf",
-                "reward.judge_timeout_s", "inf", FINITE),
+                "reward.judge_timeout_s", "inf", FINITE, JUDGE_TIMEOUT),
     toml_number("judge-timeout-week", "format_weight = 0.1", "format_weight = 0.1\njudge_timeout_s = 604800.0",
-                "reward.judge_timeout_s", "604800.0", "expected less than or equal to 3600"),
+                "reward.judge_timeout_s", "604800.0", "expected less than or equal to 3600", JUDGE_TIMEOUT),
     toml_number("batch-size-1e30-cpu", "batch_size = 32", "batch_size = 1000000000000000000000000000000",
-                "rollout.batch_size", "1000000000000000000000000000000", "expected less than or equal to 65536"),
+                "rollout.batch_size", "1000000000000000000000000000000", "expected less than or equal to 65536",
+                "prompts (groups) per training step"),
     toml_number("max-samples-huge", "max_samples = 1000", "max_samples = 1000000000000", "environment.max_samples",
-                "1000000000000", "expected less than or equal to 10000000"),
+                "1000000000000", "expected less than or equal to 10000000", "rows taken from the split (shuffled by seed)"),
     toml_number("max-token-length-huge", "max_token_length = 2048", "max_token_length = 100000000",
-                "rollout.max_token_length", "100000000", "expected less than or equal to 1048576"),
-    toml_number("ppo-gamma-inf", "gamma = 1.0", "gamma = inf", "algorithm.gamma", "inf", FINITE, algo="ppo"),
+                "rollout.max_token_length", "100000000", "expected less than or equal to 1048576",
+                "per-sequence limit for rollouts (prompt + completion)"),
+    toml_number("ppo-gamma-inf", "gamma = 1.0", "gamma = inf", "algorithm.gamma", "inf", FINITE,
+                "discount (PPO's GAE; GRPO ignores it)", algo="ppo"),
     toml_number("entropy-coef-5", "entropy_coef = 0.0", "entropy_coef = 5.0", "algorithm.entropy_coef", "5.0",
-                "expected less than or equal to 1"),
+                "expected less than or equal to 1", "weight of the entropy bonus"),
     toml_number("format-weight-negative-inf", "format_weight = 0.1", "format_weight = -inf", "reward.format_weight",
-                "-inf", FINITE),
+                "-inf", FINITE, "reward for the `#### N` answer format"),
     json_number("num-steps-1e30", "trainer.num_steps", 10**30, "1000000000000000000000000000000",
-                "expected less than or equal to 10000000"),
-    json_number("learning-rate-inf-unlocked", "tinker.learning_rate", float("inf"), "inf", FINITE, args=UNLOCK),
-    json_number("learning-rate-2-unlocked", "tinker.learning_rate", 2.0, "2.0", "expected less than or equal to 1",
+                "expected less than or equal to 10000000", "training steps"),
+    json_number("learning-rate-inf-unlocked", "tinker.learning_rate", float("inf"), "inf", FINITE, LEARNING_RATE,
                 args=UNLOCK),
+    json_number("learning-rate-2-unlocked", "tinker.learning_rate", 2.0, "2.0", "expected less than or equal to 1",
+                LEARNING_RATE, args=UNLOCK),
     json_number("lora-rank-huge-unlocked", "tinker.lora_rank", 10**6, "1000000",
-                "expected less than or equal to 4096", args=UNLOCK),
-    json_number("settings-kl-coef-nan", "algorithm.kl_coef", float("nan"), "nan", FINITE),
+                "expected less than or equal to 4096", "the LoRA adapter's rank (locked: the seed's value)", args=UNLOCK),
+    json_number("settings-kl-coef-nan", "algorithm.kl_coef", float("nan"), "nan", FINITE,
+                "mirror of [algorithm] kl_coef"),
     json_number("checkpoint-interval-huge", "tinker.save_checkpoint_interval", 10**12, "1000000000000",
-                "expected less than or equal to 10000000"),
+                "expected less than or equal to 10000000", "steps between checkpoints"),
     Case("gpu-memory-inf", [("command line: --gpu-memory: found inf, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
                              "memory budget compares against this")], args=["--gpu-memory", "inf"]),
     Case("gpu-memory-nan", [("command line: --gpu-memory: found nan, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
@@ -243,7 +271,7 @@ CASES = [
                                                 "agree; change one of them")],
          algo="ppo", json={"algorithm.value_loss_coef": 0.25, "algorithm.group_size": DELETE}),
     Case("log-level-unknown-any-case", [("{toml}: atropos.log_level: found \"VERBOSE\", expected 'debug', 'info', "
-                                        "'warning' or 'error'")], toml=[('log_level = "info"', 'log_level = "VERBOSE"')]),
+                                        "'warning' or 'error'." + H_LOG)], toml=[('log_level = "info"', 'log_level = "VERBOSE"')]),
 ]
 
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 from test_validate_bad_inputs import CASES as ROUND_1
-from test_validate_bad_inputs import DELETE, GOOD_KEYFILE, GPU200, KEY, Case, build, run_case
+from test_validate_bad_inputs import DELETE, GOOD_KEYFILE, GPU200, H_LOG, H_SERVER, KEY, Case, build, run_case
 from test_validate_bad_inputs_more import CASES as ROUND_2
 from test_validate_bad_inputs_round4 import CASES as ROUND_4
 
@@ -129,10 +129,10 @@ CASES = [
          json={"inference.model_path": "./models/m"}, args=GPU200, files={"models/m/config.json": "[]"}),
     # ---- output size
     Case("blob-pasted-as-log-level", [("{toml}: atropos.log_level: found \"" + "A" * 40 + "…\" (6000 characters), "
-                                       "expected 'debug', 'info', 'warning' or 'error'")],
+                                       "expected 'debug', 'info', 'warning' or 'error'." + H_LOG)],
          toml=[('log_level = "info"', f'log_level = "{"A" * 6000}"')]),
     Case("blob-pasted-as-server", [("{json}: inference.server: found \"" + "x" * 40 + "…\" (5000 characters), "
-                                    "expected 'sglang' or 'builtin'")], json={"inference.server": "x" * 5000}),
+                                    "expected 'sglang' or 'builtin'." + H_SERVER)], json={"inference.server": "x" * 5000}),
     Case("many-unknown-keys-capped", [f"{{toml}}: reward.extra_{n}: found an unknown key, expected one of "
                                       "correctness_weight, format_weight, judge, judge_style, judge_timeout_s. Hint: "
                                       "remove it" for n in range(10)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_validate_bad_inputs import GOOD_KEYFILE, KEY, Case, error_lines, run_case
+from test_validate_bad_inputs import GOOD_KEYFILE, GPU200, KEY, Case, error_lines, run_case
 
 from hermes_stack.controller.cli import main
 
@@ -105,6 +105,31 @@ CASES = [
     Case("key-with-backslash", ["{kf}:1: TAOTOKEN_API_KEY: found a value ending in '\\\\', "
                                 + H_KEYCHARS.format(tail="'\\\\'")],
          keyfile=GOOD_KEYFILE.replace(KEY, KEY + "\\")),
+    # ---- the sweep's leftovers: what is there named as it is, and a hint for every range
+    Case("json-windows-path", [("{json}:{line}:{col}: syntax: found invalid \\escape, expected valid JSON. Hint: a "
+                                "backslash starts an escape in JSON: write it twice (C:\\\\data) or use forward "
+                                "slashes (C:/data)")],
+         json_text=lambda text: text.replace('"./temp/"', '"C:\\Users\\me\\temp"'),
+         line_of='"C:\\Users', col_after='"checkpoint_dir": "C:'),
+    Case("dataset-is-a-folder", [("{toml}: [environment] dataset: found 'data' (a folder, not a file: {cdir}/data), "
+                                  "expected \"gsm8k\", \"offline-arith\" or an existing JSONL file. Hint: name the "
+                                  "JSONL file inside it: data/rows.jsonl")],
+         toml=[('dataset = "gsm8k"', 'dataset = "data"')],
+         files={"configs/data/rows.jsonl": '{"question": "1+1?", "answer": "#### 2"}\n'}, args=GPU200),
+    Case("dataset-is-a-folder-without-jsonl", [("{toml}: [environment] dataset: found 'data' (a folder, not a file: "
+                                                "{cdir}/data), expected \"gsm8k\", \"offline-arith\" or an existing "
+                                                "JSONL file. Hint: name a JSONL file; this folder holds no .jsonl file")],
+         toml=[('dataset = "gsm8k"', 'dataset = "data"')], files={"configs/data/notes.txt": "rows come later"},
+         args=GPU200),
+    Case("model-path-no-hub-name", [("{json}: inference.model_path: found 'a/b/c' (no such folder: {root}/a/b/c), "
+                                     "expected a local model folder holding config.json and the weights. Hint: copy or "
+                                     "link the model there, or name a hub model such as Qwen/Qwen3-8B")],
+         json={"inference.model_path": "a/b/c"}, args=GPU200),
+    Case("model-path-is-a-file", [("{json}: inference.model_path: found 'models/m1/model.safetensors' (a file, not a "
+                                   "folder: {root}/models/m1/model.safetensors), expected a local model folder holding "
+                                   "config.json and the weights. Hint: name the folder that holds it: models/m1")],
+         json={"inference.model_path": "models/m1/model.safetensors"},
+         files={"models/m1/model.safetensors": "weights"}, args=GPU200),
 ]
 
 
@@ -147,3 +172,50 @@ def test_a_key_file_path_with_a_tilde_is_the_home_folders(source, tmp_path, monk
     assert rc == 0, err
     assert f"key file {home / 'k.env'}: TAOTOKEN_API_KEY=" in out
     assert KEY not in out + err and compose_calls == []
+
+
+def _line_of(text: str, needle: str, start: int = 0) -> int:
+    """1-based number of the first line from line `start` (0-based) on that holds `needle`."""
+    return next(n for n, line in enumerate(text.splitlines(), 1) if n > start and needle in line)
+
+
+@pytest.mark.parametrize("what", ["key", "section"])
+def test_a_toml_key_or_section_written_twice_names_both_lines(what, tmp_path, monkeypatch, capsys, compose_calls):
+    """tomllib says "Cannot overwrite a value" or "Cannot declare ('algorithm',) twice"; the user wants the two
+    lines, as a JSON file's duplicate key gets."""
+    cdir = tmp_path / "configs"
+    cdir.mkdir()
+    for name in ("config_grpo.toml", "settings_grpo.json"):
+        (cdir / name).write_text((ROOT / "configs" / name).read_text())
+    toml = cdir / "config_grpo.toml"
+    text = toml.read_text()
+    if what == "key":
+        text = text.replace("gamma = 1.0", "gamma = 1.0\ngamma = 0.9", 1)
+        first, second = _line_of(text, "gamma = 1.0"), _line_of(text, "gamma = 0.9")
+        expected = (f"{toml}:{second}: algorithm.gamma: found a second gamma (the first is on line {first}), expected "
+                    "each key once per section. Hint: delete one of the two; TOML refuses a key written twice")
+    else:
+        text += "\n[algorithm]\nlam = 0.9\n"
+        first = _line_of(text, "[algorithm]")
+        second = _line_of(text, "[algorithm]", first)
+        expected = (f"{toml}:{second}: [algorithm]: found a second [algorithm] section (the first is on line {first}), "
+                    "expected each section once. Hint: move this section's keys under the first [algorithm] and "
+                    "delete this header")
+    toml.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    rc = main(["validate", "--algo", "grpo", "--config-dir", str(cdir), "--device", "cpu"])
+    assert error_lines(capsys.readouterr().err) == [expected]
+    assert rc == 2 and compose_calls == []
+
+
+def test_an_empty_keyfile_option_names_the_key_file_in_that_folder(tmp_path, monkeypatch, capsys, compose_calls):
+    """`--keyfile ''` (an unset shell variable) is the current folder: the hint names the key file in it, not a
+    `cp .env.taotoken.example .`, which would copy the example under its own name."""
+    (tmp_path / ".env.taotoken").write_text(GOOD_KEYFILE)
+    monkeypatch.chdir(tmp_path)
+    rc = main(["validate", "--algo", "grpo", "--config-dir", str(ROOT / "configs"), "--device", "cpu",
+               "--keyfile", ""])
+    assert error_lines(capsys.readouterr().err) == [
+        (".: (file): found a directory, expected a key file of NAME=value lines. Hint: name the key file itself: "
+        "--keyfile .env.taotoken")]
+    assert rc == 2 and compose_calls == []
