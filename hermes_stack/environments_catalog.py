@@ -172,11 +172,23 @@ def _scan_file(project_root: Path, relative: str) -> FileScan | None:
 
 def select(project_root: Path, name: str) -> Selection:
     """The environment `name` selects in this project. Pure of side effects; reads the folder's files as text."""
+    root = folder(project_root)
     for env in BUILTIN:
         if env.name == name:
+            # A file of the project with the same name would be silently ignored (the built-in is found first).
+            clash = [e for scan in (scan_folder(project_root) if root.is_dir() else []) for e in scan.environments
+                     if e.name == name]
+            if clash:
+                mine = clash[0]
+                found = f"{name!r}, defined by the built-in environment and by {mine.file}:{mine.line} ({mine.class_name})"
+                return Selection(None, (found, "one environment with that name",
+                                        f"rename yours (its `name` attribute); {name} is the built-in's"))
             return Selection(env)
-    root = folder(project_root)
     if name.endswith(".py"):
+        inside = (Path(project_root) / name).resolve()
+        if not inside.is_relative_to(root.resolve()):  # only the environments folder is mounted into the services
+            return Selection(None, (f"{name!r} (outside {FOLDER}/)", f"a file in {FOLDER}/, e.g. {FOLDER}/my_env.py",
+                                    f"move it into {root}: only that folder reaches the containers"))
         scan = _scan_file(project_root, name)
         if scan is None:
             return Selection(None, (repr(name) + f" (no such file: {Path(project_root) / name})",

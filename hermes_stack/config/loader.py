@@ -407,7 +407,8 @@ def load_files(algo: str, config_dir: Path) -> tuple[AlgoConfig, Settings, Path,
         found = "a file, not a folder" if config_dir.exists() else "no such folder"
         raise InputError(Problem(str(config_dir), "(folder)", found,
                                  f"the folder holding config_{algo}.toml and settings_{algo}.json",
-                                 "--config-dir names it (default: configs, next to the Makefile)"))
+                                 "run from the checkout, where configs/ sits next to the Makefile; validate and test-inference also "
+                                 "take --config-dir"))
     config_path, settings_path = paths(algo, config_dir)
     config_data, p1 = read_toml(config_path)
     settings_data, p2 = read_json(settings_path)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_stack.algos import ALGOS
-from hermes_stack.errors import StackError
+from hermes_stack.errors import Problem, StackError
 
 DEVICES = ("cpu", "gpu")  # resolved: `auto` is settled before compose (controller.device)
 CPU_OVERRIDE = "compose.cpu.yml"
@@ -76,6 +76,60 @@ def stack_params(algo: str, device: str, root: Path, extra_files: Sequence[str] 
                          project_directory=root,
                          project_name=os.environ.get("HERMES_PROJECT_NAME") or project_name or None,
                          env=tuple(sorted((env or {}).items())))
+
+
+def wait_timeout_problem(seconds: int) -> Problem | None:
+    """`--wait-timeout` below 1: compose reads 0 or less as no wait at all, so `up` would go on to training with
+    nothing healthy."""
+    if seconds >= 1:
+        return None
+    return Problem("command line", "--wait-timeout", str(seconds), "seconds, at least 1 (default 900)",
+                   "it bounds how long `up --wait` waits for the services to be healthy")
+
+
+def read_compose_yaml(path: Path):
+    """A compose file as data, its own tags (!reset, !override) read as null: a SafeLoader underneath."""
+    import yaml
+
+    class ComposeLoader(yaml.SafeLoader):
+        pass
+
+    ComposeLoader.add_multi_constructor("!", lambda loader, tag, node: None)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=ComposeLoader)
+
+
+def compose_services(root: Path, files: Sequence[str]) -> list[str]:
+    """The service names the stack's compose files (and the user's -f overrides) declare, in order, once each."""
+    names: dict[str, None] = {}
+    for name in files:
+        try:
+            data = read_compose_yaml(root / name)
+        except (OSError, ValueError):  # yaml's errors are ValueErrors; compose reports a broken file itself
+            continue
+        names.update(dict.fromkeys((data or {}).get("services") or {}) if isinstance(data, dict) else {})
+    return list(names)
+
+
+def override_file_problem(root: Path, name: str) -> Problem | None:
+    """What is wrong with a user's `-f` override (resolved as base_argv resolves it: against the project directory),
+    if anything: missing, not a file, not YAML, or not a mapping at its top (compose's own requirement)."""
+    import yaml
+
+    path = root / name
+    hint = "-f names a compose file layered over the stack's, e.g. -f compose.override.yml (paths from the checkout)"
+    if not path.exists():
+        return Problem("command line", "-f", f"{name} (no such file: {path})", "a compose override file", hint)
+    if not path.is_file():
+        return Problem("command line", "-f", f"{name} (not a file)", "a compose override file", hint)
+    try:
+        data = read_compose_yaml(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
+        return Problem("command line", "-f", f"{name} (not readable YAML: {reason})", "a compose override file", hint)
+    if not isinstance(data, dict):
+        return Problem("command line", "-f", f"{name} (YAML whose top is not a mapping)", "a compose override file "
+                       "(services:, volumes:, … at its top)", hint)
+    return None
 
 
 # ---- argv builders (pure) -----------------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ def parse_metrics(text: str) -> list[dict]:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and "step" in record:
+        # A step that is no whole number (null, "3", 2.5: not a line the trainer writes) would break every reader.
+        if isinstance(record, dict) and type(record.get("step")) is int:
             records.append(record)
     return records
 

@@ -148,7 +148,8 @@ def test_a_config_dir_that_is_not_a_folder_is_one_line(kind, tmp_path, monkeypat
     found = "no such folder" if kind == "missing" else "a file, not a folder"
     assert error_lines(capsys.readouterr().err) == [
         (f"{given}: (folder): found {found}, expected the folder holding config_grpo.toml and settings_grpo.json. "
-        "Hint: --config-dir names it (default: configs, next to the Makefile)")]
+        "Hint: run from the checkout, where configs/ sits next to the Makefile; validate and test-inference also take "
+        "--config-dir")]
     assert rc == 2 and compose_calls == []
 
 

@@ -42,6 +42,13 @@ def mcp(
     if transport not in ("stdio", "http"):
         raise InputError(Problem("command line", "--transport", repr(transport), "stdio or http",
                                  "Hermes Agent's command/args entry uses stdio"))
+    from hermes_stack.controller.compose import wait_timeout_problem
+
+    if (problem := wait_timeout_problem(wait_timeout)) is not None:
+        raise InputError(problem)
+    if not 1 <= port <= 65535:  # bind() would end in a traceback
+        raise InputError(Problem("command line", "--port", str(port), "a TCP port from 1 to 65535 (default 8765)",
+                                 "pick a free one, e.g. --port 8765"))
     token = os.environ.get("HERMES_MCP_TOKEN") or None
     if transport == "http" and not is_loopback(host) and not token:
         raise InputError(Problem("command line", "--host", repr(host), "a loopback address, or HERMES_MCP_TOKEN set",
@@ -84,11 +91,18 @@ def report(
 
     if algo not in ("ppo", "grpo"):
         raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo", "e.g. --algo grpo"))
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError(Problem("command line", "--out", f"{out} (a file)", "a folder for report.png and report.html",
+                                 "name a folder; it is made when missing"))
     if metrics is not None:
         if not metrics.is_file():
             raise InputError(Problem("command line", "--metrics", str(metrics), "a metrics.jsonl file",
                                      "omit --metrics to read the running stack's"))
         text, source = metrics.read_text(errors="replace"), str(metrics)
+        if not parse_metrics(text):  # the user's file, not a stack that has not trained yet
+            raise InputError(Problem("command line", "--metrics", f"{metrics} (no step records)",
+                                     "a trainer's metrics.jsonl (one JSON object with a \"step\" per line)",
+                                     "the running stack's is read when --metrics is left out"))
     else:
         compose = plan_compose(load_plan(project_root() / STATE_DIR, algo), echo=False)
         text, source = read_metrics(compose, lines=None), f"the {compose.params.project_name or 'hermes-' + algo} stack"
@@ -96,6 +110,11 @@ def report(
     if not records:
         raise StackError(f"no training step in the metrics of {source} yet (start with: make up ALGO={algo})")
     target = out or project_root() / STATE_DIR / "reports" / algo
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(Problem("command line", "--out", f"{target} ({exc.strerror})",
+                                 "a folder this user can write", "name another folder with --out")) from exc
     done = write_report(records, parse_events(text), target, f"hermes-stack {algo}: {source}")
     console.info(f"report of {len(records)} steps (last step {done.summary['last_step']}):")
     console.info(f"  {done.png}")

@@ -21,7 +21,7 @@ from hermes_stack.controller.stack_state import (
     remove_dotenv,
     stack_algo,
 )
-from hermes_stack.errors import InputError
+from hermes_stack.errors import InputError, Problem
 
 ALGO_OPT = typer.Option("grpo", "--algo", help="ppo or grpo: picks compose.<algo>.yml and configs/*_<algo>.*")
 # The commands that talk to a running stack: without --algo, the one the last `up` here started.
@@ -53,6 +53,37 @@ def _check_device(device: str) -> None:
         raise InputError(problem)
 
 
+def _check_wait_timeout(seconds: int) -> None:
+    from hermes_stack.controller.compose import wait_timeout_problem
+
+    if (problem := wait_timeout_problem(seconds)) is not None:
+        raise InputError(problem)
+
+
+def _check_service(service: str, plan: Plan) -> None:
+    """A service the stack's compose files declare: docker would say "no such service" with exit 1 and no names."""
+    import difflib
+
+    from hermes_stack.controller.compose import compose_services
+
+    known = compose_services(project_root(), plan.files)
+    if not known or service in known:
+        return
+    near = [n for n in known if n.lower() == service.lower()] or difflib.get_close_matches(service, known, n=1)
+    raise InputError(Problem("command line", "SERVICE", repr(service), f"one of {', '.join(known)}",
+                             f"did you mean {near[0]}?" if near else "leave it out for every service's log"))
+
+
+def _check_files(files: list[str] | None) -> None:
+    """Each -f override must be a compose file before anything is written or started: compose would refuse it
+    only at `up`, after .env and the run's state name it (and `down` then fails on it too)."""
+    from hermes_stack.controller.compose import override_file_problem
+
+    problems = [p for f in files or () if (p := override_file_problem(project_root(), f)) is not None]
+    if problems:
+        raise InputError(problems)
+
+
 @app.command()
 def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEOUT_OPT,
        unlock: bool = UNLOCK_OPT, file: list[str] = FILE_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
@@ -63,6 +94,8 @@ def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEO
 
     _check_algo(algo)
     _check_device(device)
+    _check_wait_timeout(wait_timeout)
+    _check_files(file)
     bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build, keyfile=keyfile,
              model=model, replicas=replicas)
 
@@ -77,6 +110,8 @@ def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = 
 
     _check_algo(algo)
     _check_device(device)
+    _check_wait_timeout(wait_timeout)
+    _check_files(file)
     bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build, keyfile=keyfile,
              model=model, replicas=replicas)
 
@@ -140,7 +175,13 @@ def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, 
 
     algo = stack_algo(project_root() / STATE_DIR, algo)
     _check_algo(algo)
-    compose = plan_compose(load_plan(project_root() / STATE_DIR, algo), echo=False)
+    if tail is not None and tail < 0:
+        raise InputError(Problem("command line", "--tail", str(tail), "a number of lines, 0 or more",
+                                 "e.g. --tail 100; leave it out for the whole log"))
+    plan = load_plan(project_root() / STATE_DIR, algo)
+    if service is not None:
+        _check_service(service, plan)
+    compose = plan_compose(plan, echo=False)
     for line in compose.stream(logs_argv(compose.params, service, follow, tail)):
         console.info(line)
 
@@ -173,7 +214,7 @@ def down(algo: str | None = STACK_ALGO_OPT,
 @app.command()
 def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FILE_OPT,
            unlock: bool = UNLOCK_OPT, keyfile: Path = KEYFILE_OPT, model: str = MODEL_OPT,
-           replicas: int = REPLICAS_OPT) -> None:
+           replicas: int = REPLICAS_OPT, wait_timeout: int = TIMEOUT_OPT) -> None:
     """Print the exact compose command `up` runs and the merged configuration, secrets redacted."""
     from hermes_stack.controller.bring_up import TRAINING, replica_count, validated_with_key
     from hermes_stack.controller.compose import printable, stack_files, up_argv
@@ -185,12 +226,16 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
 
     _check_algo(algo)
     _check_device(device)
+    _check_wait_timeout(wait_timeout)
+    _check_files(file)
     resolved = resolve_device(device, SystemProbe())
     # The same validation, key and compose environment as `up`, so what is printed is what `up` runs.
     stack, key = validated_with_key(algo, resolved, unlock, keyfile, model, replicas)
     replica_file = write_override(project_root(), algo, resolved, replica_count(stack))
     plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []), *(file or ())]))
     compose = plan_compose(plan, compose_env(stack, key, None, unlock), echo=False)
-    console.info("# " + printable(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))])))
-    console.info("# " + printable(up_argv(compose.params, TRAINING)))
+    # With up's own --wait-timeout (its default, 900, not compose.up's): the exact commands.
+    console.info("# " + printable(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))],
+                                          wait_timeout)))
+    console.info("# " + printable(up_argv(compose.params, TRAINING, wait_timeout)))
     console.info(redact_config(compose.config()))

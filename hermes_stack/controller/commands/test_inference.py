@@ -90,6 +90,31 @@ class EnvironmentProcessFailed(StackError):
         return self._lines
 
 
+def _check_local_and_tokenizer(local: str | None, tokenizer: str | None) -> None:
+    """Before the child process starts: a --local that is no http(s) URL ending in /v1 (httpx would say
+    UnsupportedProtocol, or raise on a bad port), a --tokenizer path that is not a folder (transformers would print
+    ~90 lines about a repo id)."""
+    from urllib.parse import urlsplit
+
+    from hermes_stack.hub import is_hub_id
+
+    if local is not None:
+        try:
+            parts = urlsplit(local)
+            port = parts.port  # raises for a port that is no number or out of range
+        except ValueError as exc:
+            parts, port = None, str(exc)
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
+                or not parts.path.rstrip("/").endswith("/v1") or isinstance(port, str):
+            raise InputError(Problem("command line", "--local", repr(local), "an http(s) URL ending in /v1",
+                                     "e.g. --local http://localhost:8001/v1 (the stack's inference service)"))
+    if tokenizer is not None and not Path(tokenizer).expanduser().is_dir() and not is_hub_id(tokenizer):
+        found = "a file, not a folder" if Path(tokenizer).expanduser().exists() else "no such folder"
+        raise InputError(Problem("command line", "--tokenizer", f"{tokenizer!r} ({found})",
+                                 "a local tokenizer folder (tokenizer.json, tokenizer_config.json) or a hub id",
+                                 "leave it out to use the inference model's tokenizer"))
+
+
 @app.command("test-inference")
 def test_inference(
     algo: Annotated[str, typer.Option("--algo", help="ppo or grpo: which configs to use")],
@@ -113,6 +138,7 @@ def test_inference(
     from hermes_stack.controller.commands.validate import validated_stack
     from hermes_stack.gateway import settings_from
 
+    _check_local_and_tokenizer(local, tokenizer)
     stack = validated_stack(algo, config_dir, keyfile, device=device, in_containers=False)  # runs on the host
     gateway = None if local else settings_from(keyfile_path=keyfile, timeout_s=60.0)
     out = out or Path("data") / f"test-inference-{algo}.jsonl"

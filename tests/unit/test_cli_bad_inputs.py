@@ -1,0 +1,183 @@
+"""Bad input to the commands other than `validate` (round 5, an exploratory sweep of ~250 mistakes on 2026-12-07):
+`up`, `dry-run`, `render`, `logs`, `report`, `mcp` and `test-inference`.
+
+Same contract as test_validate_bad_inputs.py: one exact line, exit 2, nothing started (no call reached the compose
+choke point) and, for `up` and `dry-run`, nothing written into the project either (no .env, no .hermes state).
+Before, `--wait-timeout 0` and a missing `-f` file went on to the build and `docker compose up`, and the others ended
+in a traceback or docker's own exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_validate_bad_inputs import error_lines
+
+from hermes_stack.controller.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
+F_HINT = "Hint: -f names a compose file layered over the stack's, e.g. -f compose.override.yml (paths from the checkout)"
+WAIT = ("command line: --wait-timeout: found {n}, expected seconds, at least 1 (default 900). Hint: it bounds how long "
+        "`up --wait` waits for the services to be healthy")
+SERVICES = "gateway-check, atropos, inference, trainer, environment"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A checkout's configs and compose files, the working directory, and no key file (offline)."""
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    for compose_file in ROOT.glob("compose.*.yml"):
+        shutil.copy(compose_file, tmp_path / compose_file.name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HERMES_ROOT", raising=False)
+    # No docker binary for these tests: a check that regressed must fail here, not create a volume or build.
+    (tmp_path / "no-docker").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "no-docker"))
+    return tmp_path
+
+
+def refused(argv: list[str], capsys, compose_calls, project: Path) -> list[str]:
+    """The error lines of a command that must be refused: exit 2, no compose call, nothing written."""
+    before = sorted(p.name for p in project.iterdir() if p.name != "no-docker")
+    rc = main(argv)
+    lines = error_lines(capsys.readouterr().err)
+    assert rc == 2, lines
+    assert compose_calls == []
+    assert sorted(p.name for p in project.iterdir() if p.name != "no-docker") == before  # no .env, no .hermes/
+    return lines
+
+
+@pytest.mark.parametrize("command", ["up", "dry-run", "render"])
+@pytest.mark.parametrize("seconds", [0, -5])
+def test_a_wait_timeout_below_one_second_is_refused_before_anything(command, seconds, project, capsys,
+                                                                     compose_calls):
+    """compose reads 0 or less as no wait at all."""
+    assert refused([command, "--device", "cpu", "--wait-timeout", str(seconds)], capsys, compose_calls,
+                   project) == [WAIT.format(n=seconds)]
+
+
+@pytest.mark.parametrize("command", ["up", "dry-run", "render"])
+def test_a_missing_override_file_is_refused_before_anything(command, project, capsys, compose_calls):
+    assert refused([command, "--device", "cpu", "-f", "missing.yml"], capsys, compose_calls, project) == [
+        (f"command line: -f: found missing.yml (no such file: {project / 'missing.yml'}), expected a compose override "
+        f"file. {F_HINT}")]
+
+
+@pytest.mark.parametrize(("content", "found"), [
+    ("root:x:0:0:root:/root:/bin/bash\n", "YAML whose top is not a mapping"),
+    ("services: [unclosed\n", "not readable YAML: ParserError"),
+])
+def test_an_override_that_is_no_compose_file_is_refused(content, found, project, capsys, compose_calls):
+    (project / "bad.yml").write_text(content)
+    expected = ("a compose override file (services:, volumes:, … at its top)" if "mapping" in found
+                else "a compose override file")
+    assert refused(["dry-run", "--device", "cpu", "-f", "bad.yml"], capsys, compose_calls, project) == [
+        f"command line: -f: found bad.yml ({found}), expected {expected}. {F_HINT}"]
+
+
+def test_an_override_with_composes_own_tags_is_a_compose_file(project):
+    """`!reset` and `!override` are compose's YAML tags (compose.cpu.yml uses them): such a file must pass."""
+    from hermes_stack.controller.compose import override_file_problem
+
+    (project / "mine.yml").write_text("services:\n  trainer:\n    ulimits: !reset {}\n    ports: !override []\n")
+    assert override_file_problem(project, "mine.yml") is None
+    assert override_file_problem(project, "compose.cpu.yml") is None
+
+
+def test_render_prints_the_wait_timeout_up_uses(project, capsys, compose_calls, monkeypatch):
+    """`render` says it prints the exact commands `up` runs; it printed compose.up's 600 s where `up` waits 900."""
+    from hermes_stack.controller import compose
+
+    monkeypatch.setattr(compose.Compose, "config", lambda self: "services: {}\n")
+    assert main(["render", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--wait-timeout 900 ") == 2 and "--wait-timeout 600" not in out
+    assert main(["render", "--device", "cpu", "--wait-timeout", "300"]) == 0
+    assert capsys.readouterr().out.count("--wait-timeout 300 ") == 2
+
+
+@pytest.mark.parametrize(("service", "hint"), [("foo", "leave it out for every service's log"),
+                                               ("Trainer", "did you mean trainer?"),
+                                               ("envirnoment", "did you mean environment?")])
+def test_logs_of_a_service_the_stack_has_not_is_refused(service, hint, project, capsys, compose_calls):
+    """docker said "no such service" twice, with exit 1 and no names."""
+    assert refused(["logs", service], capsys, compose_calls, project) == [
+        f"command line: SERVICE: found {service!r}, expected one of {SERVICES}. Hint: {hint}"]
+
+
+def test_logs_with_a_negative_tail_is_refused(project, capsys, compose_calls):
+    assert refused(["logs", "trainer", "--tail", "-5"], capsys, compose_calls, project) == [
+        ("command line: --tail: found -5, expected a number of lines, 0 or more. Hint: e.g. --tail 100; leave it out "
+        "for the whole log")]
+
+
+def test_logs_of_a_service_an_override_adds_is_let_through(project, capsys, compose_calls, monkeypatch):
+    """A service the user's own -f file declares (remembered by `up`) is the stack's too."""
+    from hermes_stack.controller import stack_state
+
+    (project / "extra.yml").write_text("services:\n  sidecar:\n    image: busybox\n")
+    plan = stack_state.Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml", "extra.yml"))
+    monkeypatch.setattr("hermes_stack.controller.commands.stack.load_plan", lambda state, algo: plan)
+    assert main(["logs", "sidecar"]) == 0
+    assert compose_calls and compose_calls[0][1][-1] == "sidecar"
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--out", "/etc/hostname"], ("command line: --out: found /etc/hostname (a file), expected a folder for report.png "
+                                 "and report.html. Hint: name a folder; it is made when missing")),
+    (["--out", "/proc/nope"], ("command line: --out: found /proc/nope (No such file or directory), expected a folder "
+                              "this user can write. Hint: name another folder with --out")),
+])
+def test_report_to_a_place_it_cannot_write_is_one_line(argv, expected, project, capsys, compose_calls):
+    metrics = project / "m.jsonl"
+    metrics.write_text(json.dumps({"step": 1, "reward_mean": 0.5}) + "\n")
+    assert refused(["report", "--metrics", str(metrics), *argv], capsys, compose_calls, project) == [expected]
+
+
+@pytest.mark.parametrize("content", ['{"step": null}\n', "not a metrics file\n", '{"step": "3"}\n'])
+def test_report_of_a_file_without_step_records_is_bad_input(content, project, capsys, compose_calls):
+    """Not "no training step yet (start with: make up)": the user named a file that is no trainer's metrics."""
+    metrics = project / "weird.jsonl"
+    metrics.write_text(content)
+    assert refused(["report", "--metrics", str(metrics)], capsys, compose_calls, project) == [
+        (f"command line: --metrics: found {metrics} (no step records), expected a trainer's metrics.jsonl (one JSON "
+        "object with a \"step\" per line). Hint: the running stack's is read when --metrics is left out")]
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "0"])
+def test_mcp_with_a_port_out_of_range_is_one_line(port, project, capsys, compose_calls):
+    """bind() ended it in a 40-line traceback."""
+    assert refused(["mcp", "--transport", "http", "--port", port], capsys, compose_calls, project) == [
+        (f"command line: --port: found {port}, expected a TCP port from 1 to 65535 (default 8765). Hint: pick a free "
+        "one, e.g. --port 8765")]
+
+
+def test_mcp_with_a_wait_timeout_below_one_second_is_refused(project, capsys, compose_calls):
+    """Every run the tools start would get it."""
+    assert refused(["mcp", "--wait-timeout", "0"], capsys, compose_calls, project) == [WAIT.format(n=0)]
+
+
+@pytest.mark.parametrize("url", ["localhost:8001/v1", "http://[::1/v1", "http://127.0.0.1:18991",
+                                 "http://127.0.0.1:99999/v1", "ftp://127.0.0.1:8001/v1"])
+def test_test_inference_with_a_local_url_that_is_no_v1_url_is_refused(url, project, capsys, compose_calls):
+    assert refused(["test-inference", "--algo", "grpo", "--local", url], capsys, compose_calls, project) == [
+        (f"command line: --local: found {url!r}, expected an http(s) URL ending in /v1. Hint: e.g. --local "
+        "http://localhost:8001/v1 (the stack's inference service)")]
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_test_inference_with_a_tokenizer_that_is_no_folder_is_refused(kind, project, capsys, compose_calls):
+    """transformers printed ~90 lines about a repo id from the child process."""
+    given = project / "tok"
+    if kind == "a file":
+        given.write_text("{}")
+    found = "no such folder" if kind == "missing" else "a file, not a folder"
+    assert refused(["test-inference", "--algo", "grpo", "--tokenizer", str(given)], capsys, compose_calls,
+                   project) == [
+        (f"command line: --tokenizer: found {str(given)!r} ({found}), expected a local tokenizer folder "
+        "(tokenizer.json, tokenizer_config.json) or a hub id. Hint: leave it out to use the inference model's "
+        "tokenizer")]
