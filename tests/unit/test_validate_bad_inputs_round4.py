@@ -121,6 +121,17 @@ CASES = [
                                                 "JSONL file. Hint: name a JSONL file; this folder holds no .jsonl file")],
          toml=[('dataset = "gsm8k"', 'dataset = "data"')], files={"configs/data/notes.txt": "rows come later"},
          args=GPU200),
+    Case("user-environment-with-a-builtins-name", [("{toml}: environment.name: found 'gsm8k', defined by the "
+                                                    "built-in environment and by environments/clash.py:4 (Gsm8kClash), "
+                                                    "expected one environment with that name. Hint: rename yours (its "
+                                                    "`name` attribute); gsm8k is the built-in's")],
+         files={"environments/clash.py": ("from atroposlib.envs.base import BaseEnv\n\n\nclass Gsm8kClash(BaseEnv):\n"
+                                          "    name = \"gsm8k\"\n")}),
+    Case("environment-file-outside-the-folder", [("{toml}: environment.name: found '../envs/good.py' (outside "
+                                                  "environments/), expected a file in environments/, e.g. "
+                                                  "environments/my_env.py. Hint: move it into {root}/environments: only "
+                                                  "that folder reaches the containers")],
+         toml=[('name = "gsm8k"', 'name = "../envs/good.py"')]),
     Case("model-path-no-hub-name", [("{json}: inference.model_path: found 'a/b/c' (no such folder: {root}/a/b/c), "
                                      "expected a local model folder holding config.json and the weights. Hint: copy or "
                                      "link the model there, or name a hub model such as Qwen/Qwen3-8B")],
