@@ -70,16 +70,41 @@ def _base_names(node: ast.ClassDef) -> list[str]:
     return out
 
 
-def _name_attribute(node: ast.ClassDef) -> str | None:
+def _string_constants(body: list[ast.stmt]) -> dict[str, str]:
+    """NAME = "text" assignments of a body (a module's constants): `name = NAME` in a class reads one."""
+    out: dict[str, str] = {}
+    for stmt in body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) \
+            else []
+        value = getattr(stmt, "value", None)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out.update({t.id: value.value for t in targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _name_attribute(node: ast.ClassDef, constants: dict[str, str] | None = None) -> str | None:
     for stmt in node.body:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) \
             else []
         value = getattr(stmt, "value", None)
         for target in targets:
-            if isinstance(target, ast.Name) and target.id == "name" and isinstance(value, ast.Constant) \
-                    and isinstance(value.value, str):
+            if not (isinstance(target, ast.Name) and target.id == "name"):
+                continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 return value.value
+            if isinstance(value, ast.Name) and value.id in (constants or {}):
+                return (constants or {})[value.id]
     return None
+
+
+def _base_env_names(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[str]:
+    """The names atroposlib's BaseEnv goes by in a file: BaseEnv, or what `import BaseEnv as X` binds; not a class
+    of the file's own that is called BaseEnv."""
+    names = set() if "BaseEnv" in classes else {"BaseEnv"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names |= {alias.asname or alias.name for alias in node.names if alias.name == "BaseEnv"}
+    return names
 
 
 def _guarded(tree: ast.Module) -> set[int]:
@@ -114,17 +139,19 @@ def scan_source(source: str, file: str) -> FileScan:
     except SyntaxError as exc:
         return FileScan(file, error=f"syntax error at {file}:{exc.lineno}: {exc.msg}")
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    bases = _base_env_names(tree, classes)
+    constants = _string_constants(tree.body)
     envs: set[str] = set()
     changed = True
     while changed:  # a class deriving from one of this file's environments is one too
         changed = False
         for name, node in classes.items():
-            if name not in envs and any(b == "BaseEnv" or b in envs for b in _base_names(node)):
+            if name not in envs and any(b in bases or b in envs for b in _base_names(node)):
                 envs.add(name)
                 changed = True
     found = tuple(
-        EnvironmentInfo(_name_attribute(node) or name, name, file, (ast.get_docstring(node) or "").strip(),
-                        line=node.lineno)
+        EnvironmentInfo(_name_attribute(node, constants) or name, name, file,
+                        (ast.get_docstring(node) or "").strip(), line=node.lineno)
         for name, node in classes.items() if name in envs)
     return FileScan(file, found, imports=_imports(tree))
 
@@ -221,7 +248,7 @@ def select(project_root: Path, name: str) -> Selection:
     empty = [s.file for s in scans if not s.environments]
     hint = "the names are the classes' `name` attributes"
     if empty:
-        hint += "; " + ", ".join(empty) + " define no BaseEnv subclass"
+        hint += "; " + ", ".join(empty) + (" defines" if len(empty) == 1 else " define") + " no BaseEnv subclass"
     return Selection(None, (repr(name), "one of: " + ", ".join(environment_names(project_root)), hint))
 
 

@@ -29,11 +29,36 @@ def _register_commands(argv: list[str] | None = None) -> None:
     from hermes_stack.controller.commands import agent, environments, stack, test_inference, validate  # noqa: F401
 
 
+def invoked_as(argv0: str | None = None) -> str:
+    """The program as the user typed it, for a hint they can paste: `hermes-stack` when that is what PATH finds,
+    else the script's path (the README's `.venv/bin/hermes-stack`, made relative to the working directory)."""
+    import shutil
+    from pathlib import Path
+
+    argv0 = sys.argv[0] if argv0 is None else argv0
+
+    def typed(path: str) -> str:
+        # abspath, not resolve(): a virtual environment's python is a symlink to one without its packages.
+        relative = os.path.relpath(os.path.abspath(path))
+        return relative if not relative.startswith("..") else os.path.abspath(path)
+
+    if Path(argv0).name == "__main__.py" and Path(argv0).parent.name == "hermes_stack":  # the Makefile's way
+        return f"{typed(sys.executable)} -m hermes_stack"
+    if Path(argv0).name != "hermes-stack":  # a test runner, an embedding program: the command's own name
+        return "hermes-stack"
+    found = shutil.which("hermes-stack")
+    if found and Path(found).resolve() == Path(argv0).resolve():
+        return "hermes-stack"
+    return typed(argv0)
+
+
 def _usage_line(exc: Exception, argv: list[str]) -> str:
     ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "hermes-stack"
     message = " ".join(exc.format_message().split())  # click may wrap; we print exactly one line
-    return f"{where}: {message} Hint: run `{where} --help`"
+    if message and message[-1] not in ".?!":
+        message += "."
+    return f"{where}: {message} Hint: run `{invoked_as()}{where.removeprefix('hermes-stack')} --help`"
 
 
 def _is_click(exc: Exception, name: str) -> bool:

@@ -79,3 +79,31 @@ def test_secret_in_an_error_line_is_redacted(monkeypatch, capsys):
     assert main(ARGS) == 1
     err = capsys.readouterr().err
     assert "sk-leaky0123456789" not in err and "sk-…6789" in err
+
+
+def test_a_usage_hint_names_the_program_as_it_was_typed(tmp_path, monkeypatch):
+    """`hermes-stack` is not on PATH after `make venv`: the README runs `.venv/bin/hermes-stack` and the Makefile
+    `.venv/bin/python -m hermes_stack`, so a hint saying `hermes-stack up --help` did not work as typed."""
+    import os
+    import sys
+
+    from hermes_stack.controller.cli import invoked_as
+
+    script = tmp_path / ".venv" / "bin" / "hermes-stack"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert invoked_as(str(script)) == os.path.join(".venv", "bin", "hermes-stack")
+    assert invoked_as(str(tmp_path / "src" / "hermes_stack" / "__main__.py")) == (
+        f"{os.path.relpath(os.path.abspath(sys.executable))} -m hermes_stack"
+        if not os.path.relpath(os.path.abspath(sys.executable)).startswith("..")
+        else f"{os.path.abspath(sys.executable)} -m hermes_stack")
+    assert invoked_as("/usr/lib/python3/site-packages/pytest") == "hermes-stack"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # above the working directory: the whole path, not ../.venv/…
+    assert invoked_as(str(script)) == str(script)
+    monkeypatch.setenv("PATH", str(script.parent))  # found on PATH: the bare name works
+    assert invoked_as(str(script)) == "hermes-stack"

@@ -98,7 +98,7 @@ BROKEN = [
      "deriving from atroposlib's BaseEnv")),
     ("no-subclass-named", "helpers", ("helpers.py", "class Helper:\n    name = 'helpers'\n"),
      ("found 'helpers', expected one of: gsm8k, hermes-math, gsm8k_tinker, upstream-sums. Hint: the names are the classes' `name` "
-     "attributes; environments/helpers.py define no BaseEnv subclass")),
+     "attributes; environments/helpers.py defines no BaseEnv subclass")),
     ("same-name-twice", "upstream-sums", ("copy.py", UPSTREAM.read_text()),
      ("found 'upstream-sums', defined 2 times: environments/copy.py:15 (UpstreamSumsEnv), "
      "environments/upstream_sums.py:15 (UpstreamSumsEnv), expected one environment with that name")),
@@ -221,3 +221,30 @@ def test_a_group_returned_as_none_is_counted_and_passed_on(caplog):
     caplog.set_level("INFO", logger="hermes_stack.environment")
     assert asyncio.run(env.collect_trajectories({})) == (None, [])
     assert env.none_groups == 1 and "returned no group for an item (None" in caplog.text
+
+
+def test_an_environment_deriving_from_an_alias_of_base_env_is_found():
+    """`from atroposlib.envs.base import BaseEnv as AtroposBase` is atroposlib's BaseEnv all the same: validate said
+    the file defines no BaseEnv subclass."""
+    from hermes_stack.environments_catalog import scan_source
+
+    scan = scan_source("from atroposlib.envs.base import BaseEnv as AtroposBase\n\n\nclass AliasEnv(AtroposBase):\n"
+                       "    name = 'alias-env'\n", "environments/alias.py")
+    assert [(e.name, e.class_name) for e in scan.environments] == [("alias-env", "AliasEnv")]
+
+
+def test_a_name_given_by_a_module_constant_is_the_name_atroposlib_sees():
+    """`name = NAME` reads the module's constant at run time; the catalog used the class's name instead."""
+    from hermes_stack.environments_catalog import scan_source
+
+    scan = scan_source("from atroposlib.envs.base import BaseEnv\n\nNAME = 'const-env'\n\n\nclass ConstEnv(BaseEnv):\n"
+                       "    name = NAME\n", "environments/const.py")
+    assert [e.name for e in scan.environments] == ["const-env"]
+
+
+def test_a_class_of_the_files_own_called_base_env_makes_no_environment():
+    """Not atroposlib's BaseEnv: the environment service could not run a subclass of it."""
+    from hermes_stack.environments_catalog import scan_source
+
+    scan = scan_source("class BaseEnv:\n    pass\n\n\nclass Fake(BaseEnv):\n    name = 'fake'\n", "environments/fake.py")
+    assert scan.environments == ()

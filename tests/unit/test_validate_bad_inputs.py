@@ -264,9 +264,9 @@ CASES = [
     Case("gpu-memory-zero", [("command line: --gpu-memory: found 0, expected GiB of one GPU, e.g. 24 or 80. Hint: the "
                              "memory budget compares against this")], args=["--gpu-memory", "0"]),
     Case("gpu-memory-word", [("hermes-stack validate: Invalid value for '--gpu-memory': Input should be a valid number, "
-                             "unable to parse string as a number Hint: run `hermes-stack validate --help`")],
+                             "unable to parse string as a number. Hint: run `hermes-stack validate --help`")],
          args=["--gpu-memory", "abc"]),
-    Case("option-typo", [("hermes-stack validate: No such option: --algoo (Possible options: --algo) Hint: run "
+    Case("option-typo", [("hermes-stack validate: No such option: --algoo (Possible options: --algo). Hint: run "
                          "`hermes-stack validate --help`")], algo=None, args=["--algoo", "grpo"]),
 ]
 
@@ -390,7 +390,9 @@ def test_bad_input_through_python_dash_m(case_id, tmp_path):
     done = subprocess.run([sys.executable, "-m", "hermes_stack", *argv], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=60, check=False)
     after = compose_containers()
-    assert error_lines(done.stderr) == [line.format(**fill) for line in case.expected]
+    # A usage hint names the program as typed: here `<this python> -m hermes_stack` (cli.invoked_as).
+    typed = f"`{os.path.abspath(sys.executable)} -m hermes_stack "
+    assert error_lines(done.stderr) == [line.format(**fill).replace("`hermes-stack ", typed) for line in case.expected]
     assert "Traceback" not in done.stderr
     assert done.returncode == 2
     assert created(before, after) == set()
