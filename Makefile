@@ -34,6 +34,15 @@ endif
 ifneq ($(filter-out ppo grpo,$(ALGO)),)
 $(error ALGO=$(ALGO) is not an algorithm hermes-stack knows; expected ALGO=ppo or ALGO=grpo)
 endif
+ifneq ($(words $(ALGO)),1)
+$(error ALGO=$(ALGO): found $(words $(ALGO)) algorithms, expected one: ALGO=ppo or ALGO=grpo. Hint: one stack per make up; run the other in a second checkout)
+endif
+# Before `make up` provisions Docker: the controller would refuse it only after that.
+ifneq ($(REPLICAS),)
+ifneq ($(shell printf '%s' '$(REPLICAS)' | grep -Ex '[1-9][0-9]{0,2}'),$(REPLICAS))
+$(error REPLICAS=$(REPLICAS): found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: leave REPLICAS out for settings inference.replicas)
+endif
+endif
 ifneq ($(filter-out 0 1,$(VOLUMES)),)
 $(error VOLUMES=$(VOLUMES): found a value make down does not know, expected VOLUMES=1 (delete the checkpoints) or VOLUMES=0. Hint: leave VOLUMES out to keep them)
 endif

@@ -169,6 +169,12 @@ def scan_folder(project_root: Path) -> list[FileScan]:
             for path in sorted(root.glob("*.py")) if not path.name.startswith("_")]
 
 
+def unreadable(project_root: Path) -> list[str]:
+    """Why each file of the folder that Python cannot parse was left out ("syntax error at <file>:<line>: …"): a
+    listing without them would hide an environment the user wrote."""
+    return [scan.error for scan in scan_folder(project_root) if scan.error]
+
+
 def list_environments(project_root: Path) -> list[EnvironmentInfo]:
     """The built-in environments, then the folder's (files that do not parse are left out: `validate` names them)."""
     return [*BUILTIN, *(env for scan in scan_folder(project_root) for env in scan.environments)]
@@ -224,7 +230,7 @@ def select(project_root: Path, name: str) -> Selection:
                                     + ", ".join(environment_names(project_root))))
         return _one_of(scan, name, [scan])
     scans = scan_folder(project_root)
-    near = _near(name, [e.name for e in BUILTIN] + ([] if not root.is_dir() else environment_names(project_root)))
+    near = near_name(name, [e.name for e in BUILTIN] + ([] if not root.is_dir() else environment_names(project_root)))
     if near is not None:  # a near miss of a name that exists: say that, not "create a folder" or a list
         return Selection(None, (repr(name), f"an environment's name exactly ({near!r} is one)",
                                 f"did you mean {near}? Names are the classes' `name` attributes"))
@@ -252,7 +258,7 @@ def select(project_root: Path, name: str) -> Selection:
     return Selection(None, (repr(name), "one of: " + ", ".join(environment_names(project_root)), hint))
 
 
-def _near(name: str, names: list[str]) -> str | None:
+def near_name(name: str, names: list[str]) -> str | None:
     """The one existing name `name` misspells: the same ignoring case and - vs _, else the closest by difflib."""
     def norm(text: str) -> str:
         return text.lower().replace("_", "-")

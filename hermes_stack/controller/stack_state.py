@@ -84,7 +84,8 @@ def last_up_algo(state_dir: Path) -> str | None:
         algo = json.loads((state_dir / LAST_UP).read_text()).get("algo")
     except (OSError, ValueError, AttributeError):
         return None
-    return algo if isinstance(algo, str) and algo else None
+    # A hand-edited or corrupted state file is ignored, not blamed on an --algo the user never passed.
+    return algo if algo in ("ppo", "grpo") else None
 
 
 def stack_algo(state_dir: Path, algo: str | None) -> str:
@@ -96,10 +97,14 @@ def load_plan(state_dir: Path, algo: str) -> Plan:
     """The files (and project) the last `up` of this algo used, so `logs`/`status`/`down` talk to the same stack."""
     try:
         data = json.loads((state_dir / LAST_UP).read_text())
-        if data.get("algo") == algo:
-            return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
-    except (OSError, ValueError, KeyError):
-        pass
+    except (OSError, ValueError):
+        data = None
+    # Only a record `up` could have written: a string for files would be split into one -f per character.
+    if isinstance(data, dict) and data.get("algo") == algo and data.get("device") in ("cpu", "gpu") \
+            and isinstance(data.get("files"), list) and data["files"] and all(
+                isinstance(f, str) and f for f in data["files"]) \
+            and isinstance(data.get("project") or "", str):
+        return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
     return Plan(algo, "gpu", (f"compose.{algo}.yml",))
 
 

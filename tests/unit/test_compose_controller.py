@@ -5,6 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
 from hermes_stack.controller.cli import main
 from hermes_stack.controller.stack_state import Plan, inference_key, load_plan, save_plan, stack_algo
 from hermes_stack.redaction import redact_config
@@ -26,6 +28,29 @@ def test_plan_round_trips_per_algo_and_defaults_to_the_algo_file(tmp_path):
     save_plan(tmp_path, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
     assert load_plan(tmp_path, "grpo").files == ("compose.grpo.yml", "compose.cpu.yml")
     assert load_plan(tmp_path, "ppo") == Plan("ppo", "gpu", ("compose.ppo.yml",))
+
+
+@pytest.mark.parametrize("record", ["[]", '"compose.grpo.yml"', ('{"algo": "grpo", "device": "cpu", "files": '
+                                    '"compose.grpo.yml"}'), '{"algo": "grpo", "device": 3, "files": ["a.yml"]}',
+                                    '{"algo": "grpo", "device": "cpu", "files": [null]}'])
+def test_a_corrupted_last_up_record_is_ignored(record, tmp_path):
+    """A hand-edited .hermes/last-up.json ended in "unexpected error: AttributeError", or a files string split into
+    one -f per character."""
+    from hermes_stack.controller.stack_state import LAST_UP, last_up_algo
+
+    save_plan(tmp_path, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
+    (tmp_path / LAST_UP).write_text(record)
+    assert load_plan(tmp_path, "grpo") == Plan("grpo", "gpu", ("compose.grpo.yml",))
+    assert last_up_algo(tmp_path) == ("grpo" if record.startswith("{") else None)
+
+
+def test_a_last_up_record_with_an_unknown_algorithm_names_none(tmp_path):
+    """Not `--algo: found 'PPO'` for an option the user never passed: the default stack is talked to."""
+    from hermes_stack.controller.stack_state import LAST_UP, last_up_algo
+
+    (tmp_path / LAST_UP).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / LAST_UP).write_text('{"algo": "PPO", "device": "cpu", "files": ["compose.ppo.yml"]}')
+    assert last_up_algo(tmp_path) is None and stack_algo(tmp_path, None) == "grpo"
 
 
 def test_rendered_config_hides_secret_values_inlined_from_env_file():

@@ -38,6 +38,12 @@ def stop_line(done: subprocess.CompletedProcess) -> str:
                     "auto picks gpu when nvidia-smi finds one")),
     ("VOLUMES=yes", ("VOLUMES=yes: found a value make down does not know, expected VOLUMES=1 (delete the "
                      "checkpoints) or VOLUMES=0. Hint: leave VOLUMES out to keep them")),
+    ("ALGO=ppo grpo", ("ALGO=ppo grpo: found 2 algorithms, expected one: ALGO=ppo or ALGO=grpo. Hint: one stack per "
+                       "make up; run the other in a second checkout")),
+    ("REPLICAS=two", ("REPLICAS=two: found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
+                      "leave REPLICAS out for settings inference.replicas")),
+    ("REPLICAS=0", ("REPLICAS=0: found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
+                    "leave REPLICAS out for settings inference.replicas")),
 ])
 def test_a_bad_make_variable_is_one_line_exit_2_before_the_controller(arg, line):
     done = make(arg)
@@ -46,7 +52,8 @@ def test_a_bad_make_variable_is_one_line_exit_2_before_the_controller(arg, line)
     assert "hermes_stack" not in done.stdout  # nothing was dispatched
 
 
-@pytest.mark.parametrize("args", [(), ("ALGO=ppo",), ("ALGO=grpo", "DEVICE=cpu", "MODEL="), ("VOLUMES=1",)])
+@pytest.mark.parametrize("args", [(), ("ALGO=ppo",), ("ALGO=grpo", "DEVICE=cpu", "MODEL="), ("VOLUMES=1",),
+                                  ("REPLICAS=2",), ("REPLICAS=",)])
 def test_good_make_variables_pass(args):
     done = make(*args)
     assert done.returncode == 0, done.stderr

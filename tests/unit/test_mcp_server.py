@@ -263,6 +263,7 @@ def test_the_users_own_environment_file_is_listed_and_selected_by_its_name(proje
 
     (project / "environments").mkdir()
     shutil.copy(REPO / "tests" / "fixtures" / "user_environments" / "upstream_sums.py", project / "environments")
+    (project / "environments" / "broken.py").write_text("class Half(BaseEnv\n")
     config = project / "configs" / "config_grpo.toml"
 
     async def scenario():
@@ -271,6 +272,11 @@ def test_the_users_own_environment_file_is_listed_and_selected_by_its_name(proje
             mine = [e for e in envs["environments"] if e["name"] == "upstream-sums"]
             assert mine and mine[0]["file_path"] == "environments/upstream_sums.py", envs
             assert mine[0]["class_name"] == "UpstreamSumsEnv" and mine[0]["environment_name"] == "upstream-sums"
+            # A file Python cannot parse is named with its line, not silently left out of the agent's list.
+            assert envs["unreadable_files"] == ["syntax error at environments/broken.py:1: '(' was never closed"], envs
+            typo = await call(s, "rl_select_environment", name="Upstream_Sums")
+            assert typo["hint"].startswith("did you mean upstream-sums? one of: "), typo
+            assert typo["hint"].endswith("; not read: syntax error at environments/broken.py:1: '(' was never closed")
 
             picked = await call(s, "rl_select_environment", name="upstream-sums")
             assert picked["environment"] == "upstream-sums", picked

@@ -122,13 +122,24 @@ class Tools:
         current = None
         with contextlib.suppress(ToolFailure):
             current = self._environment_of(self._stack().stack)
-        return {"environments": envs, "count": len(envs), "current": current}
+        from hermes_stack.environments_catalog import unreadable
+
+        out = {"environments": envs, "count": len(envs), "current": current}
+        if broken := unreadable(self.root):  # left out of the list: say why, as `hermes-stack environments` does
+            out["unreadable_files"] = broken
+        return out
 
     def rl_select_environment(self, name: str) -> dict[str, Any]:
         env = find_environment(self.root, name)
         if env is None:
+            from hermes_stack.environments_catalog import near_name, unreadable
+
             names = [e["name"] for e in _list_environments(self.root)]
-            return failure(f"no environment called {name!r}", f"one of: {', '.join(names)} (rl_list_environments)")
+            near = near_name(name, names)
+            broken = unreadable(self.root)
+            return failure(f"no environment called {name!r}",
+                           (f"did you mean {near}? " if near else "") + f"one of: {', '.join(names)} "
+                           "(rl_list_environments)" + (f"; not read: {'; '.join(broken)}" if broken else ""))
         if "environment_name" in env:  # a file of environments/: selected by its name
             edits = [("environment.name", env["environment_name"])]
         else:  # the built-in environment over a dataset; its name back to the built-in one if a file was selected
