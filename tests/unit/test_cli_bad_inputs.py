@@ -181,3 +181,10 @@ def test_test_inference_with_a_tokenizer_that_is_no_folder_is_refused(kind, proj
         (f"command line: --tokenizer: found {str(given)!r} ({found}), expected a local tokenizer folder "
         "(tokenizer.json, tokenizer_config.json) or a hub id. Hint: leave it out to use the inference model's "
         "tokenizer")]
+
+
+def test_mcp_with_a_model_the_catalog_has_not_is_refused_at_start(project, capsys, compose_calls):
+    """As `up --model` does; before, the server started and every run it began failed later."""
+    assert refused(["mcp", "--model", "foo"], capsys, compose_calls, project) == [
+        ("command line: --model: found 'foo', expected one of smollm2-135m. Hint: another model: set "
+        "inference.model_path in settings_<algo>.json to a local model directory (or a hub id on GPU)")]

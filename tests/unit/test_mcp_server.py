@@ -54,6 +54,19 @@ def test_the_ten_tools_environments_config_edits_and_unknown_runs(project, elsew
             assert set(schema["rl_edit_config"]["properties"]) == {"field", "value"}
             assert set(schema["rl_test_inference"]["properties"]) == {"num_steps", "group_size", "models"}
 
+            # A bad argument is the same {"error", "hint"} as any refusal, not the SDK's pydantic report.
+            assert await call(s, "rl_check_status") == {
+                "error": "rl_check_status: argument run_id: found nothing, expected a string",
+                "hint": "rl_check_status takes run_id (string)"}
+            assert await call(s, "rl_select_environment", name=5) == {
+                "error": "rl_select_environment: argument name: found 5, expected a valid string",
+                "hint": "rl_select_environment takes name (string)"}
+            wrong = await call(s, "rl_test_inference", num_steps="three")
+            assert wrong["error"] == ("rl_test_inference: argument num_steps: found 'three', expected a valid "
+                                      "integer, unable to parse string as an integer"), wrong
+            assert await call(s, "rl_list_runs", extra=1) == {"error": "rl_list_runs: unknown argument 'extra'",
+                                                             "hint": "rl_list_runs takes no arguments"}
+
             envs = await call(s, "rl_list_environments")
             names = [e["name"] for e in envs["environments"]]
             assert envs["count"] == len(names) and {"gsm8k", "offline-arith", "word-problems"} <= set(names)

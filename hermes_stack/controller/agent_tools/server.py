@@ -59,6 +59,27 @@ DESCRIPTIONS = {
 }
 
 
+def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any], error=None) -> dict[str, Any] | None:
+    """{"error", "hint"} for arguments a tool does not take (the SDK would drop them silently) or, given the SDK's
+    pydantic ValidationError, for the first argument it refused; None when there is nothing to say."""
+    from hermes_stack.controller.agent_tools.tools import failure
+
+    takes = f"{tool} takes " + (", ".join(f"{k} ({v.get('type', 'any value')})" for k, v in params.items())
+                                if params else "no arguments")
+    unknown = sorted(set(arguments) - set(params))
+    if unknown:
+        return failure(f"{tool}: unknown argument {unknown[0]!r}", takes)
+    if error is None:
+        return None
+    first = error.errors(include_url=False)[0]
+    arg = ".".join(str(p) for p in first["loc"]) or "(arguments)"
+    found = "nothing" if first["type"] == "missing" else repr(first.get("input"))
+    kind = params.get(arg, {}).get("type")
+    expected = (f"a {kind}" if kind else "a value") if first["type"] == "missing" else \
+        first["msg"].removeprefix("Input should be ")
+    return failure(f"{tool}: argument {arg}: found {found}, expected {expected}", takes)
+
+
 def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.1", port: int = 8765,
                  token: str | None = None):
     """The FastMCP server with the ten tools; each returns the JSON string of tools.call."""
@@ -82,7 +103,31 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
 
         kwargs = {"auth": AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=f"http://{host}:{port}"),
                   "token_verifier": StaticToken()}
-    server = FastMCP("hermes-stack", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **kwargs)
+    class HermesMCP(FastMCP):
+        async def call_tool(self, name: str, arguments: dict[str, Any]):
+            # The SDK checks arguments against the tool's signature and answers a pydantic report (several lines,
+            # a URL) as an error; the instructions promise {"error", "hint"}, which is what a bad argument gets here.
+            from mcp.server.fastmcp.exceptions import ToolError
+            from mcp.types import TextContent
+            from pydantic import ValidationError
+
+            from hermes_stack.controller.agent_tools.tools import redacted
+
+            found = self._tool_manager.get_tool(name)
+            if found is not None:
+                answer = argument_failure(name, found.parameters.get("properties", {}), arguments or {})
+                if answer is not None:
+                    return [TextContent(type="text", text=redacted(answer))]
+            try:
+                return await super().call_tool(name, arguments)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError) or found is None:
+                    raise
+                answer = argument_failure(name, found.parameters.get("properties", {}), arguments or {},
+                                          exc.__cause__)
+                return [TextContent(type="text", text=redacted(answer))]
+
+    server = HermesMCP("hermes-stack", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **kwargs)
 
     def tool(fn):
         # structured_output=False: the answer is the JSON string alone (as the old tools), not also wrapped in

@@ -42,7 +42,10 @@ def mcp(
     if transport not in ("stdio", "http"):
         raise InputError(Problem("command line", "--transport", repr(transport), "stdio or http",
                                  "Hermes Agent's command/args entry uses stdio"))
+    from hermes_stack.config.loader import check_model
     from hermes_stack.controller.compose import wait_timeout_problem
+
+    check_model(model)  # as `up --model` does: a run started with a model the catalog has not would fail later
 
     if (problem := wait_timeout_problem(wait_timeout)) is not None:
         raise InputError(problem)
