@@ -39,7 +39,7 @@ $(error ALGO=$(ALGO): found $(words $(ALGO)) algorithms, expected one: ALGO=ppo 
 endif
 # Before `make up` provisions Docker: the controller would refuse it only after that.
 ifneq ($(REPLICAS),)
-ifneq ($(shell printf '%s' '$(REPLICAS)' | grep -Ex '[1-9][0-9]{0,2}'),$(REPLICAS))
+ifneq ($(shell printf '%s' '$(REPLICAS)' | grep -Ex '[1-9][0-9]*'),$(REPLICAS))
 $(error REPLICAS=$(REPLICAS): found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: leave REPLICAS out for settings inference.replicas)
 endif
 endif

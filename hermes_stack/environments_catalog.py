@@ -61,12 +61,14 @@ class FileScan:
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
+    """A class's bases by name; `module.BaseEnv` (atroposlib's, reached through its module) as "module.BaseEnv",
+    so that a file's own class called BaseEnv is not mistaken for it."""
     out = []
     for base in node.bases:
         if isinstance(base, ast.Name):
             out.append(base.id)
         elif isinstance(base, ast.Attribute):
-            out.append(base.attr)
+            out.append(f"module.{base.attr}" if base.attr == "BaseEnv" else base.attr)
     return out
 
 
@@ -100,7 +102,7 @@ def _name_attribute(node: ast.ClassDef, constants: dict[str, str] | None = None)
 def _base_env_names(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[str]:
     """The names atroposlib's BaseEnv goes by in a file: BaseEnv, or what `import BaseEnv as X` binds; not a class
     of the file's own that is called BaseEnv."""
-    names = set() if "BaseEnv" in classes else {"BaseEnv"}
+    names = {"module.BaseEnv"} | (set() if "BaseEnv" in classes else {"BaseEnv"})
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             names |= {alias.asname or alias.name for alias in node.names if alias.name == "BaseEnv"}
@@ -165,8 +167,18 @@ def scan_folder(project_root: Path) -> list[FileScan]:
     root = folder(project_root)
     if not root.is_dir():
         return []
-    return [scan_source(path.read_text(encoding="utf-8", errors="replace"), f"{FOLDER}/{path.name}")
-            for path in sorted(root.glob("*.py")) if not path.name.startswith("_")]
+    scans = []
+    for path in sorted(root.glob("*.py")):
+        # Not a file: an editor's lock link (.#my_env.py, dangling), a folder named *.py; neither is an environment.
+        if path.name.startswith(("_", ".")) or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            scans.append(FileScan(f"{FOLDER}/{path.name}", error=f"cannot read {FOLDER}/{path.name}: {exc.strerror}"))
+            continue
+        scans.append(scan_source(text, f"{FOLDER}/{path.name}"))
+    return scans
 
 
 def unreadable(project_root: Path) -> list[str]:

@@ -117,7 +117,7 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
         return None, [Problem(where, "syntax", _lower_first(msg), "valid TOML", hint)]
 
 
-_TOML_HEADER = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\s-]+?)\s*\]\s*(#.*)?$")
+_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\s-]+?)\s*\]\]?\s*(#.*)?$")
 _TOML_KEY = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*=")
 
 
@@ -144,10 +144,11 @@ def _toml_duplicate(path: Path, text: str, msg: str, number: int) -> Problem | N
             section, first = re.sub(r"\s", "", m.group(1)), None
         elif (k := _TOML_KEY.match(line)) and k.group(1) == key.group(1) and first is None:
             first = n
+    if first is None:  # not the same key twice (`x = 1` then `x.y = 2`): tomllib's own words, generic hint
+        return None
     name = f"{section}.{key.group(1)}" if section else key.group(1)
-    found = f"a second {key.group(1)}" + (f" (the first is on line {first})" if first else "")
-    return Problem(f"{path}:{number}", name, found, "each key once per section",
-                   "delete one of the two; TOML refuses a key written twice")
+    return Problem(f"{path}:{number}", name, f"a second {key.group(1)} (the first is on line {first})",
+                   "each key once per section", "delete one of the two; TOML refuses a key written twice")
 
 
 # Characters a word processor or a chat window types for quotes and dashes; TOML and JSON want ASCII ones.
@@ -361,14 +362,16 @@ def _first_clause(text: str) -> str:
 
 def _range_hint(owner: type[BaseModel] | None, name: Any) -> str:
     """For a value of the right type outside its range or choices: what the setting is (its description's first
-    clause), and where the shipped value is. Not the model's default: a field's default is one algorithm's seed
+    clause), and how to see what was changed. Not the model's default: a field's default is one algorithm's seed
     value (batch_size 32 is GRPO's; the shipped PPO file has 256), so it would mislead the other's user."""
     info = owner.model_fields.get(name) if owner else None
     what = _first_clause(info.description or "") if info is not None else ""
     if engine := re.fullmatch(r"(\w+ engine)", what):  # "torch engine: sequences per …": what it is, then whose
         what = f"{_first_clause(info.description[len(what) + 2:])} ({engine.group(1)})"
-    shipped = "`git diff configs/` shows the shipped value"
-    return f"{name}: {what}; {shipped}" if what else shipped
+    elif " " not in what:  # "auto: …, torch: …": a list of values, not what the setting is
+        what = ""
+    changed = "`git diff configs/` shows what changed"
+    return f"{name}: {what}; {changed}" if what else changed
 
 
 def _expected_type(owner: type[BaseModel] | None, name: Any) -> str:

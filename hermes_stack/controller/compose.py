@@ -87,26 +87,32 @@ def wait_timeout_problem(seconds: int) -> Problem | None:
                    "it bounds how long `up --wait` waits for the services to be healthy")
 
 
-def read_compose_yaml(path: Path):
-    """A compose file as data, its own tags (!reset, !override) read as null: a SafeLoader underneath."""
+def read_compose_yaml(path: Path) -> list:
+    """A compose file's documents as data (compose takes several, `---` apart), its own tags (!reset, !override)
+    read as null: a SafeLoader underneath. Raises OSError, UnicodeDecodeError or yaml.YAMLError."""
     import yaml
 
     class ComposeLoader(yaml.SafeLoader):
         pass
 
     ComposeLoader.add_multi_constructor("!", lambda loader, tag, node: None)
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=ComposeLoader)
+    return list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=ComposeLoader))
 
 
 def compose_services(root: Path, files: Sequence[str]) -> list[str]:
     """The service names the stack's compose files (and the user's -f overrides) declare, in order, once each."""
+    import yaml
+
     names: dict[str, None] = {}
     for name in files:
         try:
-            data = read_compose_yaml(root / name)
-        except (OSError, ValueError):  # yaml's errors are ValueErrors; compose reports a broken file itself
+            documents = read_compose_yaml(root / name)
+        except (OSError, ValueError, yaml.YAMLError):  # compose reports a broken file itself
             continue
-        names.update(dict.fromkeys((data or {}).get("services") or {}) if isinstance(data, dict) else {})
+        for data in documents:
+            services = data.get("services") if isinstance(data, dict) else None
+            if isinstance(services, dict):
+                names.update(dict.fromkeys(str(s) for s in services))
     return list(names)
 
 
@@ -126,7 +132,7 @@ def override_file_problem(root: Path, name: str) -> Problem | None:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
         return Problem("command line", "-f", f"{name} (not readable YAML: {reason})", "a compose override file", hint)
-    if not isinstance(data, dict):
+    if not data or not all(isinstance(d, dict) for d in data):
         return Problem("command line", "-f", f"{name} (YAML whose top is not a mapping)", "a compose override file "
                        "(services:, volumes:, … at its top)", hint)
     return None

@@ -203,4 +203,4 @@ def test_inference_server_other_than_the_two_is_refused_naming_them(project, cap
     assert main(validate("grpo", "--device", "cpu")) == 2
     assert errors(capsys.readouterr().err) == [
         ("configs/settings_grpo.json: inference.server: found \"vllm\", expected 'sglang' or 'builtin'. Hint: server: "
-        "SGLang (GPU) or the built-in torch server; `git diff configs/` shows the shipped value")]
+        "SGLang (GPU) or the built-in torch server; `git diff configs/` shows what changed")]

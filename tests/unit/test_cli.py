@@ -96,10 +96,9 @@ def test_a_usage_hint_names_the_program_as_it_was_typed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert invoked_as(str(script)) == os.path.join(".venv", "bin", "hermes-stack")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))  # the Makefile's $(PY)
     assert invoked_as(str(tmp_path / "src" / "hermes_stack" / "__main__.py")) == (
-        f"{os.path.relpath(os.path.abspath(sys.executable))} -m hermes_stack"
-        if not os.path.relpath(os.path.abspath(sys.executable)).startswith("..")
-        else f"{os.path.abspath(sys.executable)} -m hermes_stack")
+        os.path.join(".venv", "bin", "python") + " -m hermes_stack")
     assert invoked_as("/usr/lib/python3/site-packages/pytest") == "hermes-stack"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -188,3 +188,34 @@ def test_mcp_with_a_model_the_catalog_has_not_is_refused_at_start(project, capsy
     assert refused(["mcp", "--model", "foo"], capsys, compose_calls, project) == [
         ("command line: --model: found 'foo', expected one of smollm2-135m. Hint: another model: set "
         "inference.model_path in settings_<algo>.json to a local model directory (or a hub id on GPU)")]
+
+
+def test_a_multi_document_override_is_a_compose_file(project):
+    """compose reads several YAML documents, `---` apart, as one file."""
+    from hermes_stack.controller.compose import override_file_problem
+
+    (project / "two.yml").write_text("services:\n  trainer:\n    environment: {A: '1'}\n---\nvolumes: {}\n")
+    assert override_file_problem(project, "two.yml") is None
+
+
+@pytest.mark.parametrize("content", ["services: [unclosed\n", "services:\n  - trainer: {}\n", "services: trainer\n"])
+def test_a_broken_file_in_the_saved_plan_does_not_break_logs(content, project):
+    """A user's -f file edited after `up`: the service list skips it (compose itself reports the file)."""
+    from hermes_stack.controller.compose import compose_services
+
+    (project / "edited.yml").write_text(content)
+    assert compose_services(project, ["compose.grpo.yml", "edited.yml"]) == [
+        "gateway-check", "atropos", "inference", "trainer", "environment"]
+
+
+def test_logs_of_a_replica_or_the_router_is_let_through(project, capsys, compose_calls):
+    """REPLICAS=3: the override `up` writes and the plan it saves name inference-2, inference-3 and the router."""
+    from hermes_stack.controller.replicas import write_override
+    from hermes_stack.controller.stack_state import STATE_DIR, Plan, save_plan
+
+    extra = write_override(project, "grpo", "cpu", 3)
+    save_plan(project / STATE_DIR, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml", extra)))
+    for service in ("inference-2", "inference-3", "router"):
+        compose_calls.clear()
+        assert main(["logs", "--algo", "grpo", service]) == 0, capsys.readouterr().err
+        assert compose_calls and compose_calls[0][1][-1] == service

@@ -248,3 +248,25 @@ def test_a_class_of_the_files_own_called_base_env_makes_no_environment():
 
     scan = scan_source("class BaseEnv:\n    pass\n\n\nclass Fake(BaseEnv):\n    name = 'fake'\n", "environments/fake.py")
     assert scan.environments == ()
+
+
+def test_a_base_env_wrapper_reached_through_atroposlibs_module_is_an_environment():
+    """`class BaseEnv(base.BaseEnv)` of the file's own, and a class on it: both derive from atroposlib's."""
+    from hermes_stack.environments_catalog import scan_source
+
+    scan = scan_source("from atroposlib.envs import base\n\n\nclass BaseEnv(base.BaseEnv):\n    pass\n\n\n"
+                       "class MyEnv(BaseEnv):\n    name = 'mine'\n", "environments/wrapped.py")
+    assert [(e.name, e.class_name) for e in scan.environments] == [("BaseEnv", "BaseEnv"), ("mine", "MyEnv")]
+
+
+def test_an_editor_lock_link_or_a_folder_named_py_is_not_read(tmp_path):
+    """Emacs leaves `.#my_env.py` as a dangling link while a file is edited: validate of the built-in environment
+    must not end in FileNotFoundError for it."""
+    from hermes_stack.environments_catalog import scan_folder, select
+
+    folder = tmp_path / "environments"
+    folder.mkdir()
+    (folder / ".#my_env.py").symlink_to("user@host.1234:1700000000")
+    (folder / "odd.py").mkdir()
+    assert scan_folder(tmp_path) == []
+    assert select(tmp_path, "gsm8k").environment is not None

@@ -132,6 +132,9 @@ CASES = [
                                                   "environments/my_env.py. Hint: move it into {root}/environments: only "
                                                   "that folder reaches the containers")],
          toml=[('name = "gsm8k"', 'name = "../envs/good.py"')]),
+    # "auto: …, torch: …" describes the values, not the setting: the hint is the git line alone
+    Case("engine-unknown", [("{json}: trainer.engine: found \"jax\", expected 'auto', 'torch' or 'tinker'. Hint: "
+                            "`git diff configs/` shows what changed")], json={"trainer.engine": "jax"}),
     Case("model-path-no-hub-name", [("{json}: inference.model_path: found 'a/b/c' (no such folder: {root}/a/b/c), "
                                      "expected a local model folder holding config.json and the weights. Hint: copy or "
                                      "link the model there, or name a hub model such as Qwen/Qwen3-8B")],

@@ -64,8 +64,14 @@ def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any
     pydantic ValidationError, for the first argument it refused; None when there is nothing to say."""
     from hermes_stack.controller.agent_tools.tools import failure
 
-    takes = f"{tool} takes " + (", ".join(f"{k} ({v.get('type', 'any value')})" for k, v in params.items())
-                                if params else "no arguments")
+    def kind(schema: dict[str, Any]) -> str:  # "string", "integer", "array of string or null"
+        if "anyOf" in schema:
+            return " or ".join(kind(s) for s in schema["anyOf"])
+        if schema.get("type") == "array":
+            return f"array of {kind(schema.get('items', {}))}"
+        return schema.get("type", "any value")
+
+    takes = f"{tool} takes " + (", ".join(f"{k} ({kind(v)})" for k, v in params.items()) if params else "no arguments")
     unknown = sorted(set(arguments) - set(params))
     if unknown:
         return failure(f"{tool}: unknown argument {unknown[0]!r}", takes)
@@ -74,8 +80,7 @@ def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any
     first = error.errors(include_url=False)[0]
     arg = ".".join(str(p) for p in first["loc"]) or "(arguments)"
     found = "nothing" if first["type"] == "missing" else repr(first.get("input"))
-    kind = params.get(arg, {}).get("type")
-    expected = (f"a {kind}" if kind else "a value") if first["type"] == "missing" else \
+    expected = f"a {kind(params.get(arg, {}))}" if first["type"] == "missing" else \
         first["msg"].removeprefix("Input should be ")
     return failure(f"{tool}: argument {arg}: found {found}, expected {expected}", takes)
 

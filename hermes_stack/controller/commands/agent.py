@@ -116,8 +116,9 @@ def report(
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(Problem("command line", "--out", f"{target} ({exc.strerror})",
-                                 "a folder this user can write", "name another folder with --out")) from exc
+        where = ("command line", "--out") if out is not None else (str(target), "(folder)")
+        raise InputError(Problem(*where, f"{target} ({exc.strerror})", "a folder this user can write",
+                                 "name another folder with --out")) from exc
     done = write_report(records, parse_events(text), target, f"hermes-stack {algo}: {source}")
     console.info(f"report of {len(records)} steps (last step {done.summary['last_step']}):")
     console.info(f"  {done.png}")

@@ -96,8 +96,6 @@ def _check_local_and_tokenizer(local: str | None, tokenizer: str | None) -> None
     ~90 lines about a repo id)."""
     from urllib.parse import urlsplit
 
-    from hermes_stack.hub import is_hub_id
-
     if local is not None:
         try:
             parts = urlsplit(local)
@@ -108,7 +106,8 @@ def _check_local_and_tokenizer(local: str | None, tokenizer: str | None) -> None
                 or not parts.path.rstrip("/").endswith("/v1") or isinstance(port, str):
             raise InputError(Problem("command line", "--local", repr(local), "an http(s) URL ending in /v1",
                                      "e.g. --local http://localhost:8001/v1 (the stack's inference service)"))
-    if tokenizer is not None and not Path(tokenizer).expanduser().is_dir() and not is_hub_id(tokenizer):
+    # Only what is written as a path (/…, ./…, ~…): a bare name such as gpt2 or org/name may be a hub id.
+    if tokenizer is not None and tokenizer.startswith(("/", ".", "~")) and not Path(tokenizer).expanduser().is_dir():
         found = "a file, not a folder" if Path(tokenizer).expanduser().exists() else "no such folder"
         raise InputError(Problem("command line", "--tokenizer", f"{tokenizer!r} ({found})",
                                  "a local tokenizer folder (tokenizer.json, tokenizer_config.json) or a hub id",
