@@ -108,6 +108,7 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
 
         kwargs = {"auth": AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=f"http://{host}:{port}"),
                   "token_verifier": StaticToken()}
+
     class HermesMCP(FastMCP):
         async def call_tool(self, name: str, arguments: dict[str, Any]):
             # The SDK checks arguments against the tool's signature and answers a pydantic report (several lines,
@@ -118,11 +119,12 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
 
             from hermes_stack.controller.agent_tools.tools import redacted
 
+            root = tools.root if tools is not None else None  # as call() redacts: the stored inference key too
             found = self._tool_manager.get_tool(name)
             if found is not None:
                 answer = argument_failure(name, found.parameters.get("properties", {}), arguments or {})
                 if answer is not None:
-                    return [TextContent(type="text", text=redacted(answer))]
+                    return [TextContent(type="text", text=redacted(answer, root))]
             try:
                 return await super().call_tool(name, arguments)
             except ToolError as exc:
@@ -130,7 +132,7 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
                     raise
                 answer = argument_failure(name, found.parameters.get("properties", {}), arguments or {},
                                           exc.__cause__)
-                return [TextContent(type="text", text=redacted(answer))]
+                return [TextContent(type="text", text=redacted(answer, root))]
 
     server = HermesMCP("hermes-stack", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **kwargs)
 
