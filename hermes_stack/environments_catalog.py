@@ -18,12 +18,13 @@ Shared code: imports no service package, so the controller (`hermes-stack enviro
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from hermes_stack.errors import near_miss
 
 FOLDER = "environments"
 REQUIREMENTS = f"{FOLDER}/requirements.txt"
@@ -72,30 +73,29 @@ def _base_names(node: ast.ClassDef) -> list[str]:
     return out
 
 
-def _string_constants(body: list[ast.stmt]) -> dict[str, str]:
-    """NAME = "text" assignments of a body (a module's constants): `name = NAME` in a class reads one."""
-    out: dict[str, str] = {}
+def _assigned(body: list[ast.stmt]):
+    """(name, value node) of each plain `name = value` / `name: T = value` in a body."""
     for stmt in body:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) \
             else []
         value = getattr(stmt, "value", None)
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            out.update({t.id: value.value for t in targets if isinstance(t, ast.Name)})
-    return out
+        yield from ((t.id, value) for t in targets if isinstance(t, ast.Name))
+
+
+def _string_constants(body: list[ast.stmt]) -> dict[str, str]:
+    """NAME = "text" assignments of a body (a module's constants): `name = NAME` in a class reads one."""
+    return {name: value.value for name, value in _assigned(body)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str)}
 
 
 def _name_attribute(node: ast.ClassDef, constants: dict[str, str] | None = None) -> str | None:
-    for stmt in node.body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) \
-            else []
-        value = getattr(stmt, "value", None)
-        for target in targets:
-            if not (isinstance(target, ast.Name) and target.id == "name"):
-                continue
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                return value.value
-            if isinstance(value, ast.Name) and value.id in (constants or {}):
-                return (constants or {})[value.id]
+    for target, value in _assigned(node.body):
+        if target != "name":
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+        if isinstance(value, ast.Name) and value.id in (constants or {}):
+            return (constants or {})[value.id]
     return None
 
 
@@ -221,8 +221,7 @@ def select(project_root: Path, name: str) -> Selection:
     for env in BUILTIN:
         if env.name == name:
             # A file of the project with the same name would be silently ignored (the built-in is found first).
-            clash = [e for scan in (scan_folder(project_root) if root.is_dir() else []) for e in scan.environments
-                     if e.name == name]
+            clash = [e for scan in scan_folder(project_root) for e in scan.environments if e.name == name]
             if clash:
                 mine = clash[0]
                 found = f"{name!r}, defined by the built-in environment and by {mine.file}:{mine.line} ({mine.class_name})"
@@ -241,8 +240,9 @@ def select(project_root: Path, name: str) -> Selection:
                                     f"put the file in {root} or name an environment: "
                                     + ", ".join(environment_names(project_root))))
         return _one_of(scan, name, [scan])
-    scans = scan_folder(project_root)
-    near = near_name(name, [e.name for e in BUILTIN] + ([] if not root.is_dir() else environment_names(project_root)))
+    scans = scan_folder(project_root)  # once: the names below come from it, as environment_names would make them
+    names = list(dict.fromkeys([e.name for e in BUILTIN] + [env.name for s in scans for env in s.environments]))
+    near = near_miss(name, names)
     if near is not None:  # a near miss of a name that exists: say that, not "create a folder" or a list
         return Selection(None, (repr(name), f"an environment's name exactly ({near!r} is one)",
                                 f"did you mean {near}? Names are the classes' `name` attributes"))
@@ -267,21 +267,7 @@ def select(project_root: Path, name: str) -> Selection:
     hint = "the names are the classes' `name` attributes"
     if empty:
         hint += "; " + ", ".join(empty) + (" defines" if len(empty) == 1 else " define") + " no BaseEnv subclass"
-    return Selection(None, (repr(name), "one of: " + ", ".join(environment_names(project_root)), hint))
-
-
-def near_name(name: str, names: list[str]) -> str | None:
-    """The one existing name `name` misspells: the same ignoring case and - vs _, else the closest by difflib."""
-    def norm(text: str) -> str:
-        return text.lower().replace("_", "-")
-
-    if name in names:  # it exists (twice, or with a broken import, perhaps: the caller says which)
-        return None
-    same = [n for n in names if norm(n) == norm(name)]
-    if same:
-        return same[0]
-    close = difflib.get_close_matches(norm(name), [norm(n) for n in names], n=1, cutoff=0.75)
-    return next((n for n in names if close and norm(n) == close[0]), None)
+    return Selection(None, (repr(name), "one of: " + ", ".join(names), hint))
 
 
 def _one_of(scan: FileScan, name: str, scans: list[FileScan]) -> Selection:

@@ -33,6 +33,23 @@ def shorten(text: str, width: int = FOUND_WIDTH) -> str:
     return f"{text[: width - 20]}… ({len(text)} characters)"
 
 
+def near_miss(name: str, names: list[str]) -> str | None:
+    """The one existing name `name` misspells, for a "did you mean": the same ignoring case and - vs _, else the
+    closest by difflib; None when `name` exists or nothing is close."""
+    import difflib
+
+    def norm(text: str) -> str:
+        return text.lower().replace("_", "-")
+
+    if name in names:  # it exists (twice, or with a broken import, perhaps: the caller says which)
+        return None
+    same = [n for n in names if norm(n) == norm(name)]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(norm(name), [norm(n) for n in names], n=1, cutoff=0.75)
+    return next((n for n in names if close and norm(n) == close[0]), None)
+
+
 def capped(problems: list[Problem], cap: int = PER_FILE_CAP) -> list[Problem]:
     """At most `cap` problems per file (file:line:col counts as its file), then one line counting the rest."""
     shown: list[Problem] = []

@@ -8,6 +8,7 @@ the compose process environment (`ComposeParams.env`), never on the argv, so the
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -87,16 +88,25 @@ def wait_timeout_problem(seconds: int) -> Problem | None:
                    "it bounds how long `up --wait` waits for the services to be healthy")
 
 
-def read_compose_yaml(path: Path) -> list:
-    """A compose file's documents as data (compose takes several, `---` apart), its own tags (!reset, !override)
-    read as null: a SafeLoader underneath. Raises OSError, UnicodeDecodeError or yaml.YAMLError."""
+@functools.cache
+def _compose_loader():
+    """A SafeLoader that reads compose's own tags (!reset, !override) as null; made once, on first use (yaml stays
+    out of the commands that never read a compose file)."""
     import yaml
 
     class ComposeLoader(yaml.SafeLoader):
         pass
 
     ComposeLoader.add_multi_constructor("!", lambda loader, tag, node: None)
-    return list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=ComposeLoader))
+    return ComposeLoader
+
+
+def read_compose_yaml(path: Path) -> list:
+    """A compose file's documents as data (compose takes several, `---` apart). Raises OSError, UnicodeDecodeError
+    or yaml.YAMLError."""
+    import yaml
+
+    return list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_compose_loader()))
 
 
 def compose_services(root: Path, files: Sequence[str]) -> list[str]:

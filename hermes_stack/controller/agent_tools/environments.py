@@ -62,6 +62,7 @@ def is_builtin_name(name: str) -> bool:
     return any(env.name == name for env in BUILTIN)
 
 
-def find_environment(root: Path, name: str) -> dict[str, str] | None:
-    """The environment called `name` (or, for the built-in one, whose dataset value is `name`)."""
-    return next((e for e in list_environments(root) if name in (e["name"], e.get("dataset"))), None)
+def find_environment(listed: list[dict[str, str]], name: str) -> dict[str, str] | None:
+    """The environment of `listed` (list_environments') called `name` (or, for the built-in one, whose dataset value
+    is `name`)."""
+    return next((e for e in listed if name in (e["name"], e.get("dataset"))), None)

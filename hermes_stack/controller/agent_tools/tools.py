@@ -130,12 +130,14 @@ class Tools:
         return out
 
     def rl_select_environment(self, name: str) -> dict[str, Any]:
-        env = find_environment(self.root, name)
+        listed = _list_environments(self.root)
+        env = find_environment(listed, name)
         if env is None:
-            from hermes_stack.environments_catalog import near_name, unreadable
+            from hermes_stack.environments_catalog import unreadable
+            from hermes_stack.errors import near_miss
 
-            names = [e["name"] for e in _list_environments(self.root)]
-            near = near_name(name, names)
+            names = [e["name"] for e in listed]
+            near = near_miss(name, names)
             broken = unreadable(self.root)
             return failure(f"no environment called {name!r}",
                            (f"did you mean {near}? " if near else "") + f"one of: {', '.join(names)} "

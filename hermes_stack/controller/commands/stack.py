@@ -62,16 +62,15 @@ def _check_wait_timeout(seconds: int) -> None:
 
 def _check_service(service: str, plan: Plan) -> None:
     """A service the stack's compose files declare: docker would say "no such service" with exit 1 and no names."""
-    import difflib
-
     from hermes_stack.controller.compose import compose_services
+    from hermes_stack.errors import near_miss
 
     known = compose_services(project_root(), plan.files)
     if not known or service in known:
         return
-    near = [n for n in known if n.lower() == service.lower()] or difflib.get_close_matches(service, known, n=1)
+    near = near_miss(service, known)
     raise InputError(Problem("command line", "SERVICE", repr(service), f"one of {', '.join(known)}",
-                             f"did you mean {near[0]}?" if near else "leave it out for every service's log"))
+                             f"did you mean {near}?" if near else "leave it out for every service's log"))
 
 
 def _check_files(files: list[str] | None) -> None:
