@@ -15,7 +15,7 @@
    hermes-models volume owned by uid 10001 (and flashinfer's JIT cache there), the trainer loaded the same files,
    a LoRA adapter accepted by /load_lora_adapter, training steps, no key in `docker compose logs inference`, and the
    GPU memory each process holds (nvidia-smi) against the split.
-6. (--dry-run-checks) the dry-run's three checks (trainer/__main__.py loop_checks) on the GPU, GRPO and PPO, with
+6. (--dry-run-checks) the dry-run's checks (trainer/__main__.py loop_checks) on the GPU, GRPO and PPO, with
    the gpu profile's configs, against the built-in server on the same GPU: memory measured with torch.cuda, the
    LoRA weight push and back, the log-prob convention (dry_run_checks).
 
@@ -127,7 +127,7 @@ def qwen3_8b_shaped(workdir: Path, layers: int):
 
 
 def dry_run_checks(workdir: Path, directory: Path, algo: str) -> None:
-    """6. The dry-run's three checks as the trainer runs them (trainer/__main__.py loop_checks) on the GPU: memory
+    """6. The dry-run's checks as the trainer runs them (trainer/__main__.py loop_checks) on the GPU: memory
     measured with torch.cuda at the micro_batch_size the GPU memory split plans for this model and config (what `up`
     hands the trainer), in the room SGLang's static pool would leave (HERMES_TRAINER_MEMORY_CAP_GIB), the weight push
     through /load_lora_adapter and back, and the log-prob convention, against the built-in inference server (float32)
@@ -316,7 +316,7 @@ def main() -> None:
     ap.add_argument("--stack", action="store_true", help="only the real gpu stack (part 5; registry + hub needed)")
     ap.add_argument("--stack-steps", type=int, default=3)
     ap.add_argument("--dry-run-checks", action="store_true",
-                    help="only the dry-run's three checks on the GPU (part 6), GRPO and PPO")
+                    help="only the dry-run's checks on the GPU (part 6), GRPO and PPO")
     args = ap.parse_args()
     global DEVICE
     DEVICE = args.device

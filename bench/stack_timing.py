@@ -105,12 +105,12 @@ def dry_run_once(algo: str, root: Path = ROOT) -> dict[str, float]:
     return m
 
 
-CHECK_LINE = re.compile(r"dry-run check (memory|weight sync|log-probs): .*; ([0-9.]+) s$")
+CHECK_LINE = re.compile(r"dry-run check (prompts|memory|weight sync|log-probs): .*; ([0-9.]+) s$")
 
 
 def check_times(stdout: str) -> dict[str, float]:
-    """The dry-run's checks (trainer/memory_check.py, policy_checks.py), each line ending in its own time: they run
-    once inference and Atropos are ready, so their sum is what they add to `up`'s critical path."""
+    """The dry-run's checks (trainer/prompt_check.py, memory_check.py, policy_checks.py), each line ending in its own
+    time: they run once inference and Atropos are ready, so their sum is what they add to `up`'s critical path."""
     found = {f"check {m.group(1)}": float(m.group(2))
              for m in (CHECK_LINE.search(line.strip()) for line in stdout.splitlines()) if m}
     if found:

@@ -2,8 +2,8 @@
 
 validate -> preflight -> build -> up --wait (gateway-check, atropos, inference) with, on CPU, the dry-run alongside
 (the trainer's --dry-run as a one-off container: it loads the model while the services start, then waits, bounded,
-for inference and Atropos; inference generates, Atropos reachable, then the checks of trainer/memory_check.py and
-trainer/policy_checks.py, no optimisation step; on GPU it starts after
+for inference and Atropos; inference generates, Atropos reachable, then the checks of trainer/prompt_check.py,
+trainer/memory_check.py and trainer/policy_checks.py, no optimisation step; on GPU it starts after
 up --wait) -> start training (up --wait of trainer and environment) -> where to look.
 Every docker/compose call goes through hermes_stack.controller.compose; every printed line goes through the redactor.
 """
@@ -230,8 +230,8 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     if not alongside:
         dry.start()
 
-    t = _stage(5, total, "dry-run: model loaded, inference generates, Atropos reachable; memory measured, a weight "
-                         "push round trip, the log-prob convention; no optimisation step")
+    t = _stage(5, total, "dry-run: model loaded, inference generates, Atropos reachable; the prompts fit, memory "
+                         "measured, a weight push round trip, the log-prob convention; no optimisation step")
     try:
         lines = dry.finish(wait_timeout + 120)  # its own --wait bounds it; the margin covers the model load
     except BaseException:

@@ -55,6 +55,12 @@ def invoked_as(argv0: str | None = None) -> str:
 def _usage_line(exc: Exception, argv: list[str]) -> str:
     ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "hermes-stack"
+    # An option missing its value (`logs --tail`) fails before the command's own context exists, so click names
+    # no command: point at the command's help, which lists its options, not at the list of commands.
+    typed = next((arg for arg in argv if not arg.startswith("-")), None)
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}  # typer's naming
+    if ctx is None and typed in names:
+        where = f"hermes-stack {typed}"
     message = " ".join(exc.format_message().split())  # click may wrap; we print exactly one line
     if message and message[-1] not in ".?!":
         message += "."

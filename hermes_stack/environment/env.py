@@ -34,9 +34,17 @@ from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the marke
     remove_ready_marker,
     write_ready_marker,
 )
+from hermes_stack.errors import InputError
 from hermes_stack.service_env import ServiceEnv, load_service_stack
 from hermes_stack.tasks.datasets import load_items
-from hermes_stack.tasks.prompting import INSTRUCTION, fewshot_examples, new_token_budget, prompt_text
+from hermes_stack.tasks.prompting import (
+    INSTRUCTION,
+    fewshot_examples,
+    new_token_budget,
+    prompt_room,
+    rollout_prompt,
+    room_line,
+)
 from hermes_stack.tasks.reward import CORRECT_OVERRIDE, RewardResult, reference_answer, score_remembered
 
 log = logging.getLogger("hermes_stack.environment")
@@ -141,6 +149,7 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         self.eval_items = load_items(cfg.dataset, other, EVAL_ITEMS, **common)
         self.examples = fewshot_examples(cfg.dataset, cfg.fewshot, offline=not cfg.hub_access, base_dir=Path(cfg.config_dir),
                                          config_file=cfg.config_file)
+        self._check_prompt_room()
         if cfg.judge:
             self.judge = make_judge(cfg)
         log.info("dataset %s split %s: %d prompts (eval: %d from %s); group_size %d, %d prompts per batch; "
@@ -148,6 +157,23 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
                  cfg.dataset, cfg.split, len(self.train_items), len(self.eval_items), other, cfg.group_size,
                  cfg.prompts_per_batch, "dropped and counted" if cfg.ensure_scores_are_not_same else "kept",
                  "on" if self.judge else "off", cfg.rollout_source)
+
+    def _check_prompt_room(self) -> None:
+        """Refuse (exit 2) a rollout.max_token_length that leaves a prompt of the split too little room to answer,
+        before any rollout: the dataset and the tokenizer are both here, gsm8k from the hub included. The prompts
+        are encoded once and cached for the run (_prompt_ids). Not for gateway rollouts: the gateway model gets
+        the bare question (_collect_from_gateway), and its completion is not bounded by this budget."""
+        cfg = self.config
+        if cfg.rollout_source == "gateway":
+            return
+        room = prompt_room((len(self._prompt_ids(self.prompt_text(item["question"]))) for item in self.train_items),
+                           cfg.max_token_length)
+        what = f"{cfg.split} prompts"
+        longest = self.train_items[room.longest_at]["question"] if self.train_items else ""
+        problem = room.problem(cfg.config_file, what, cfg.dataset, cfg.fewshot, cfg.system_prompt, longest)
+        if problem is not None:
+            raise InputError(problem)
+        log.info("prompts: %s", room_line([(what, room)]))
 
     async def get_next_item(self) -> dict:
         item = self.train_items[self._next % len(self.train_items)]
@@ -364,12 +390,8 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         """What the inference service sees: the bare question for offline-arith, else the prompt of
         hermes_stack.tasks.prompting (instruction, or system prompt and solved examples) through the tokenizer's
         chat template when it has one."""
-        if self.config.dataset == "offline-arith":
-            from hermes_stack.tasks.offline_arith import format_prompt
-
-            return format_prompt(question)
-        return prompt_text(self.tokenizer, question, self.config.system_prompt, getattr(self, "examples", []),
-                           self.config.enable_thinking)
+        return rollout_prompt(self.tokenizer, self.config.dataset, question, self.config.system_prompt,
+                              getattr(self, "examples", []), self.config.enable_thinking)
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         """The prompt's token ids with the special tokens, encoded once per prompt: the train split's prompts come
@@ -566,7 +588,6 @@ def scores_all_equal(group: ScoredDataGroup) -> bool:
 
 def make_judge(cfg: HermesEnvConfig):
     from hermes_stack.environment.judge import Judge
-    from hermes_stack.errors import InputError
     from hermes_stack.gateway import GatewayClient, settings_from, style_for
 
     settings = settings_from(timeout_s=cfg.judge_timeout_s)

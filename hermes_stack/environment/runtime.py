@@ -41,6 +41,7 @@ from hermes_stack.errors import InputError, Problem, StackError
 from hermes_stack.modelcore import catalog
 from hermes_stack.modelcore.location import EMBEDDED_MODEL
 from hermes_stack.service_env import ServiceEnv
+from hermes_stack.tasks.datasets import ROLLOUT_SEED
 
 if TYPE_CHECKING:
     from hermes_stack.config.loader import StackConfig
@@ -75,7 +76,7 @@ class HermesEnvConfig(BaseEnvConfig):
     system_prompt: str | None = None
     fewshot: int = 0
     enable_thinking: bool = False  # [environment] enable_thinking: the chat template's switch (tasks/prompting.py)
-    seed: int = 0
+    seed: int = ROLLOUT_SEED
     correctness_weight: float = 1.0
     format_weight: float = 0.1
     judge: bool = False

@@ -26,6 +26,9 @@ GSM8K_HUB_ID = "openai/gsm8k"
 GSM8K_CONFIG = "main"
 HUB_PROBE_TIMEOUT_S = 3.0
 KEY = "[environment] dataset"
+# The environment's shuffle of its split (HermesEnvConfig.seed; no config key sets another): the trainer's dry-run
+# counts the same rows (trainer/prompt_check.py).
+ROLLOUT_SEED = 0
 ROW_HINT = 'each line is one object like {"question": "…", "answer": "… #### 42"}'
 OFFLINE_HINT = 'use dataset = "offline-arith" (built in) or a JSONL file in gsm8k\'s shape'
 

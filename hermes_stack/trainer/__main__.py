@@ -270,20 +270,29 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> No
 
 def loop_checks(stack: StackConfig, engine: Engine, inference: InferenceClient, settings: LoopSettings,
                 env: ServiceEnv) -> list[str]:
-    """The dry-run's proof that the loop works where it runs, before any optimisation step, one line each: memory
-    measured (trainer/memory_check.py), a weight push reaching the served policy and back, and the log-prob
-    convention (trainer/policy_checks.py). The engine holds the newest checkpoint first (read only), as the real start
-    will. A failure is one LayerFailure naming the cause and the fix."""
-    from hermes_stack.trainer import checkpoint as ckpt
-    from hermes_stack.trainer import memory_check, policy_checks
+    """The dry-run's proof that the loop works where it runs, before any optimisation step, one line each: every
+    prompt leaves room to answer (trainer/prompt_check.py; exit 2, a config mistake), memory measured
+    (trainer/memory_check.py), a weight push reaching the served policy and back, and the log-prob convention
+    (trainer/policy_checks.py). The engine holds the newest checkpoint first (read only), as the real start will. A
+    failure is one LayerFailure naming the cause and the fix."""
+    import time
 
+    from hermes_stack.trainer import checkpoint as ckpt
+    from hermes_stack.trainer import memory_check, policy_checks, prompt_check
+
+    began = time.monotonic()
+    try:
+        prompts = prompt_check.check_prompts(stack, getattr(engine, "tokenizer", None), HELD_OUT_ROWS)
+    except prompt_check.PromptRoomFailed as exc:
+        raise LayerFailure("config", str(exc), exit_code=2) from None
+    prompts += f"; {time.monotonic() - began:.1f} s"  # as the other checks' lines end (bench/stack_timing.py)
     resumed = False
     if hasattr(engine, "policy"):
         latest = ckpt.latest_checkpoint(settings.checkpoint_dir)
         if latest is not None:
             engine.load_state_dict(ckpt.load_checkpoint(latest)["engine"])
             resumed = True
-    lines = []
+    lines = [prompts]
     try:
         if hasattr(engine, "policy"):
             lines.append(memory_check.check_torch_engine(engine, stack, env.trainer_memory_cap_gib))

@@ -51,16 +51,12 @@ class PolicyCheckFailed(Exception):
 def probe_prompt(stack: Any, tokenizer: Any) -> list[int]:
     """A prompt as the environment builds it (hermes_stack.tasks: the offline task's format, else the chat prompt
     with the configured system prompt), tokenised with the trainer's tokenizer as atroposlib sends it (input_ids)."""
+    from hermes_stack.tasks.prompting import rollout_prompt
+
     env = stack.config.environment
-    if env.dataset == "offline-arith":
-        from hermes_stack.tasks.offline_arith import format_prompt
-
-        text = format_prompt("12+34")
-    else:
-        from hermes_stack.tasks.prompting import prompt_text
-
-        text = prompt_text(tokenizer, "Tom has 12 apples and buys 7 more. How many apples does he have now?",
-                           env.system_prompt, [])
+    question = "12+34" if env.dataset == "offline-arith" else ("Tom has 12 apples and buys 7 more. How many apples "
+                                                               "does he have now?")
+    text = rollout_prompt(tokenizer, env.dataset, question, env.system_prompt, [])
     return tokenizer.encode(text)
 
 

@@ -195,14 +195,16 @@ def test_cpu_stack_is_healthy_passes_dry_run_trains_and_tears_down(algo, tmp_pat
         up = hs("up", "--algo", algo, "--device", "cpu", "--wait-timeout", WAIT, *up_args)
         assert up.returncode == 0, f"up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
         assert "dry-run passed" in up.stdout
-        # The dry-run's proof of the loop, each check one line with its figure (trainer/memory_check.py,
-        # policy_checks.py), before the training stage starts.
+        # The dry-run's proof of the loop, each check one line with its figure (trainer/prompt_check.py,
+        # memory_check.py, policy_checks.py), before the training stage starts.
         checks = [line.strip() for line in up.stdout.splitlines() if line.strip().startswith("dry-run check ")]
-        assert [c.split(":")[0] for c in checks] == ["dry-run check memory", "dry-run check weight sync",
-                                                    "dry-run check log-probs"], up.stdout[-3000:]
-        assert "one forward and backward measured on cpu: peak " in checks[0]
-        assert "POST /update_weights_from_disk moved the served log-probs" in checks[1]
-        assert "first-pass ratio 1" in checks[2] and "top_p 0.95" in checks[2]
+        assert [c.split(":")[0] for c in checks] == ["dry-run check prompts", "dry-run check memory",
+                                                    "dry-run check weight sync", "dry-run check log-probs"], \
+            up.stdout[-3000:]
+        assert "455 train prompts of 5-6 tokens; rollout.max_token_length 16 leaves the longest 9 " in checks[0]
+        assert "one forward and backward measured on cpu: peak " in checks[1]
+        assert "POST /update_weights_from_disk moved the served log-probs" in checks[2]
+        assert "first-pass ratio 1" in checks[3] and "top_p 0.95" in checks[3]
         assert up.stdout.index("dry-run check log-probs") < up.stdout.index("start training")
         assert "logs --follow trainer" in up.stdout and "compose.cpu.yml" in up.stdout
 

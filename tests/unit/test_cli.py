@@ -53,6 +53,18 @@ def test_unknown_command_is_one_line(capsys):
         "error: hermes-stack: No such command 'valdate'. Did you mean 'validate'? Hint: run `hermes-stack --help`"]
 
 
+@pytest.mark.parametrize(("argv", "command", "option"), [(["logs", "--tail"], "logs", "--tail"),
+                                                       (["--debug", "mcp", "--port"], "mcp", "--port"),
+                                                       (["dry-run", "--algo"], "dry-run", "--algo")])
+def test_an_option_without_its_value_points_at_its_commands_help(argv, command, option, capsys):
+    """click raises this before the command's context exists, and the hint named the top-level help (which lists
+    commands, not the option)."""
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        (f"error: hermes-stack {command}: Option '{option}' requires an argument. Hint: run `hermes-stack {command} "
+        "--help`")]
+
+
 def test_no_arguments_prints_help_and_no_error_line(capsys):
     assert main([]) == 2
     out, err = capsys.readouterr()

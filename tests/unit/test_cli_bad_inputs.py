@@ -219,3 +219,22 @@ def test_logs_of_a_replica_or_the_router_is_let_through(project, capsys, compose
         compose_calls.clear()
         assert main(["logs", "--algo", "grpo", service]) == 0, capsys.readouterr().err
         assert compose_calls and compose_calls[0][1][-1] == service
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_environments_of_a_root_that_is_no_folder_is_refused(kind, project, capsys, compose_calls):
+    """A typo'd --root listed the built-ins with a notice and exit 0, as if the checkout had no environments."""
+    root = project / "no-such-checkout"
+    if kind == "file":
+        root = project / "compose.grpo.yml"
+    state = "no such folder" if kind == "missing" else "a file"
+    assert refused(["environments", "--root", str(root)], capsys, compose_calls, project) == [
+        (f"command line: --root: found {root} ({state}), expected the project folder holding environments/. Hint: "
+        "leave --root out to use this folder, or name the checkout")]
+
+
+def test_environments_under_a_hermes_root_that_is_no_folder_is_refused(project, capsys, compose_calls, monkeypatch):
+    monkeypatch.setenv("HERMES_ROOT", str(project / "typo"))
+    assert refused(["environments"], capsys, compose_calls, project) == [
+        (f"(environment): HERMES_ROOT: found {project / 'typo'} (no such folder), expected the project folder holding "
+         "environments/. Hint: unset it to use this folder, or name the checkout")]

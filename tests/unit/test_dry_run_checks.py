@@ -1,5 +1,6 @@
-"""The dry-run's proof that the loop works where it runs (trainer/memory_check.py, trainer/policy_checks.py): memory
-measured, a weight push reaching the served policy and back, the log-prob convention. Each prints one line with its
+"""The dry-run's proof that the loop works where it runs (trainer/prompt_check.py, trainer/memory_check.py,
+trainer/policy_checks.py): the prompts fit (tests in test_prompt_room.py), memory measured, a weight push reaching the
+served policy and back, the log-prob convention. Each prints one line with its
 figure; each fails with one line, before any step, when its invariant is broken.
 
 main() runs in-process with the real TorchEngine on the embedded tiny model, the real run-api, and the real built-in
@@ -62,11 +63,16 @@ def _one_line(capsys) -> str:
 
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
-def test_the_three_checks_pass_with_their_figures_and_nothing_trains(env, capsys, algo) -> None:
+def test_the_four_checks_pass_with_their_figures_and_nothing_trains(env, capsys, algo) -> None:
     assert _dry_run(env, algo) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     lines = {line.split(":")[0]: line for line in out.splitlines() if line.startswith("dry-run check ")}
-    assert set(lines) == {"dry-run check memory", "dry-run check weight sync", "dry-run check log-probs"}, out
+    assert set(lines) == {"dry-run check prompts", "dry-run check memory", "dry-run check weight sync",
+                          "dry-run check log-probs"}, out
+    # The offline task's train split as the environment samples it (its held-out evaluation has a fixed budget).
+    assert re.fullmatch(r"dry-run check prompts: 455 train prompts of 5-6 tokens; rollout\.max_token_length 16 "
+                        r"leaves the longest 9 new tokens \(at least 4 needed\); \d+\.\d s",
+                        lines["dry-run check prompts"]), lines["dry-run check prompts"]
     assert "one forward and backward measured on cpu: peak " in lines["dry-run check memory"]
     assert "POST /update_weights_from_disk moved the served log-probs" in lines["dry-run check weight sync"]
     assert "first-pass ratio 1" in lines["dry-run check log-probs"]
@@ -193,8 +199,8 @@ def lora(tmp_path):
     server = BuiltinInference(model, data)
     engine = TorchEngine(model, grpo_params(), 1e-3, temperature=0.8, lora_rank=4)
     rollout = SimpleNamespace(temperature=0.8, top_p=0.95, max_token_length=64)
-    stack = SimpleNamespace(config=SimpleNamespace(environment=SimpleNamespace(dataset="offline-arith"),
-                                                   rollout=rollout))
+    environment = SimpleNamespace(name="gsm8k", dataset="offline-arith", system_prompt=None)
+    stack = SimpleNamespace(config=SimpleNamespace(environment=environment, rollout=rollout))
     client = InferenceClient(server.url, server.key)
     yield SimpleNamespace(engine=engine, server=server, client=client, stack=stack, work=data / "dry-run")
     client.close()
@@ -371,11 +377,14 @@ def test_the_dry_run_scores_a_fresh_tinker_run_and_says_why_a_resumed_one_is_not
     settings = SimpleNamespace(checkpoint_dir=tmp_path / "checkpoints", data_dir=tmp_path / "data")
     lines = loop_checks(stack, engine, lora.client, settings, SimpleNamespace(trainer_memory_cap_gib=None,
                                                                              logprob_tolerance=0.02))
-    assert lines[0] == "memory: measured" and lines[1].startswith("weight sync: not checked: the tinker engine's")
+    # The Tinker engine holds no tokenizer: the environment counts the prompts when it starts.
+    assert re.fullmatch(r"prompts: checked by the environment when it starts \(this engine holds no tokenizer "
+                        r"here\); \d+\.\d s", lines[0]), lines[0]
+    assert lines[1] == "memory: measured" and lines[2].startswith("weight sync: not checked: the tinker engine's")
     if resumed:
-        assert lines[2].endswith("(a resumed run: its policy is no longer the base model)"), lines
+        assert lines[3].endswith("(a resumed run: its policy is no longer the base model)"), lines
     else:
-        assert lines[2].startswith("log-probs: the trainer scores the server's rollouts as it samples them"), lines
+        assert lines[3].startswith("log-probs: the trainer scores the server's rollouts as it samples them"), lines
 
 
 def test_the_tolerance_stays_below_half_the_probes_least_move_so_a_push_that_missed_cannot_pass():

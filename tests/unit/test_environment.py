@@ -316,3 +316,81 @@ def test_atropos_queue_bound_follows_the_trainers_staleness_bound(tmp_path, toke
     stack = dataclasses.replace(stack, settings=stack.settings.model_copy(update={"trainer": trainer}))
     env_config, _ = build_configs(stack, offline_environ(tmp_path), offline=True)
     assert env_config.max_batches_offpolicy == queued
+
+
+def test_prompts_that_leave_no_room_to_answer_are_refused_when_the_environment_starts(tmp_path, tokenizer_dir,
+                                                                                     dataset, caplog):
+    """The environment builds and encodes its whole split before any rollout (gsm8k from the hub included, which
+    the trainer's dry-run cannot load): one line naming the config file and the key, exit 2 from `serve`."""
+    from hermes_stack.errors import InputError
+    from hermes_stack.tasks.prompting import INSTRUCTION
+
+    tokens = len(f"What is 1+2?\n\n{INSTRUCTION}\n") + 1  # one token a character and <s>; every question as long
+    for limit, refused in ((tokens + 4, True), (tokens + 5, False)):
+        stack = stack_for(tmp_path, dataset=str(dataset), model_path=str(tokenizer_dir), max_token_length=limit)
+        env_config, server = build_configs(stack, offline_environ(tmp_path), offline=True)
+        env = HermesMathEnv(env_config, [server])
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="hermes_stack.environment"):
+            if refused:
+                with pytest.raises(InputError) as caught:
+                    asyncio.run(env.setup())
+                rows = len(env.train_items)
+                assert caught.value.lines() == [
+                    (f"{stack.config_path}: rollout.max_token_length: found {limit}, which leaves {rows} of {rows} "
+                     f"train prompts fewer than 4 new tokens (the longest prompt is {tokens} tokens, its question "
+                     f"{env.train_items[0]['question']!r}), expected room for at least 4 new tokens after every "
+                     f"prompt. Hint: raise rollout.max_token_length to at least {tokens + 5} (more for a worked "
+                     f"answer) or shorten or drop the longest rows of {dataset} (a prompt's tokens include its chat "
+                     "template)")]
+            else:
+                asyncio.run(env.setup())
+                assert (f"prompts: {len(env.train_items)} train prompts of {tokens}-{tokens} tokens; "
+                        f"rollout.max_token_length {limit} leaves the longest 4 new tokens (at least 4 needed)"
+                        ) in caplog.messages
+
+
+def test_the_trainers_dry_run_counts_the_prompts_the_environment_sends(tmp_path, caplog):
+    """Parity: a chat template, a system prompt and one solved example in every prompt. The trainer's dry-run
+    (trainer/prompt_check.py) must count what the environment encodes at start, and the held-out prompts the
+    trainer then scores (tasks/heldout.py); drift (a forgotten example, another seed) would show here."""
+    import re
+
+    from fakes.stack_files import _set
+    from transformers import AutoTokenizer
+
+    from hermes_stack.modelcore.embedded import CHAT_TEMPLATE
+    from hermes_stack.tasks.heldout import HeldOut
+    from hermes_stack.trainer.__main__ import HELD_OUT_ROWS
+    from hermes_stack.trainer.prompt_check import check_prompts
+
+    tokenizer_dir = build_tiny_tokenizer(tmp_path / "templated", chat_template=CHAT_TEMPLATE)
+    # Questions of many lengths and a few samples: another shuffle or another cut gives other figures.
+    dataset = tmp_path / "varied.jsonl"
+    dataset.write_text("\n".join(json.dumps({"question": f"What is {i}+1?" + " Please." * (i % 9), "answer": f"#### {i}"})
+                                 for i in range(80)))
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    assert tokenizer.chat_template
+    write_stack(tmp_path / "configs", "grpo", dataset=str(dataset), model_path=str(tokenizer_dir),
+                max_token_length=1024, max_samples=5)
+    config = tmp_path / "configs" / "config_grpo.toml"
+    text = _set(config.read_text(), "environment", "system_prompt", '"Answer as #### N."')
+    config.write_text(_set(text, "environment", "fewshot", "1"))
+    stack = load_stack("grpo", tmp_path / "configs", "gpu")
+    assert stack.config.environment.fewshot == 1
+
+    env_config, server = build_configs(stack, offline_environ(tmp_path), offline=True)
+    env = HermesMathEnv(env_config, [server])
+    with caplog.at_level(logging.INFO, logger="hermes_stack.environment"):
+        asyncio.run(env.setup())
+    [environment_line] = [m for m in caplog.messages if m.startswith("prompts: ")]
+    trainer_line = check_prompts(stack, tokenizer, HELD_OUT_ROWS)
+    train = re.match(r"prompts: (5 train prompts of \d+-\d+ tokens)", environment_line).group(1)
+    assert trainer_line.startswith(f"prompts: {train}, "), (environment_line, trainer_line)
+    held_out = HeldOut.from_stack(stack, tokenizer, rows=HELD_OUT_ROWS)
+    lengths = [len(p) for p in held_out.prompts]
+    assert f", {len(lengths)} held-out prompts of {min(lengths)}-{max(lengths)} tokens; " in trainer_line
+    # the solved example and the system prompt are in every prompt: each is far longer than a bare question's
+    shortest = int(re.search(r"of (\d+)-", train).group(1))
+    example = env.examples[0]
+    assert shortest > len(example["question"]) + len(example["answer"]) + len("Answer as #### N.")

@@ -105,7 +105,7 @@ def make_env(questions: list[str], workers: int, queued: int = 0, batch: int = 6
     env.config = SimpleNamespace(ensure_scores_are_not_same=False, group_size=1, prompts_per_batch=batch,
                                  max_batches_offpolicy=1, rollout_source="inference", dataset="offline-arith",
                                  max_token_length=16, temperature=0.7, top_p=0.95, correctness_weight=1.0,
-                                 format_weight=0.1, stream_rollouts=stream)
+                                 format_weight=0.1, stream_rollouts=stream, system_prompt=None, enable_thinking=False)
     env.totals, env._next = Totals(), 1  # atroposlib drew the first item already
     env._chunks_in_flight = env._prompts_in_flight = 0
     env.judge = None

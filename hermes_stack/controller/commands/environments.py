@@ -37,6 +37,15 @@ def environments(
     from hermes_stack.controller.stack_state import project_root
 
     base = root or project_root()
+    if not base.is_dir():  # a typo'd --root or $HERMES_ROOT would otherwise list the built-ins and exit 0
+        from hermes_stack.errors import InputError, Problem
+
+        state = "a file" if base.exists() else "no such folder"
+        where, key, fix = (("command line", "--root", "leave --root out to use this folder, or name the checkout")
+                           if root is not None else
+                           ("(environment)", "HERMES_ROOT", "unset it to use this folder, or name the checkout"))
+        raise InputError(Problem(where, key, f"{base} ({state})", f"the project folder holding {catalog.FOLDER}/",
+                                 fix))
     for line in listing_lines(base):
         console.info(line)
     for scan in catalog.scan_folder(base):
