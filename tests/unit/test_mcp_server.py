@@ -303,3 +303,40 @@ def test_the_users_own_environment_file_is_listed_and_selected_by_its_name(proje
             assert (await call(s, "rl_list_environments"))["current"] == "offline-arith"
 
     _run(scenario())
+
+
+def test_an_edit_to_a_project_whose_config_does_not_parse_is_refused_and_writes_nothing(project, elsewhere):
+    """Round 6: with a syntax error in the TOML, an edit of settings_grpo.json was written and then answered as an
+    error, and an edit of the TOML ended in tomlkit's ParseError ("failed unexpectedly"). Now both are refused with
+    validate's line for the broken file, and neither file changes."""
+    toml = project / "configs" / "config_grpo.toml"
+    broken = {
+        "syntax": toml.read_text().replace("batch_size = ", "batch_size ", 1).encode(),
+        "bom": b"\xef\xbb\xbf" + toml.read_bytes(),
+        "latin-1": toml.read_bytes().replace(b"[rollout]", b"# caf\xe9\n[rollout]", 1),
+    }
+    answers: dict[str, list[dict]] = {}
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            # and a refused test-inference writes nothing either (it created .hermes/runs/ first)
+            assert "group_size=0" in (await call(s, "rl_test_inference", group_size=0))["error"]
+            assert not (project / ".hermes" / "runs").exists()
+            for case, content in broken.items():
+                toml.write_bytes(content)
+                before = _bytes(project)
+                answers[case] = [await call(s, "rl_edit_config", field=field, value=value)
+                                 for field, value in (("trainer.num_steps", 50), ("rollout.group_size", 4))]
+                assert _bytes(project) == before, case
+
+    _run(scenario())
+    for case, pair in answers.items():
+        for answer in pair:
+            assert answer["changed"] is False and "failed unexpectedly" not in answer["error"], (case, answer)
+            assert answer["error"].startswith(str(toml)), (case, answer)
+            assert answer["hint"] == ("fix configs/config_grpo.toml by hand first (`hermes-stack validate --algo grpo` "
+                                      "shows the line); nothing was written"), (case, answer)
+    # validate's own line for the file, without its hint (the tool's hint replaces it)
+    assert ": syntax: found expected '=' after a key in a key/value pair, expected valid TOML" in answers["syntax"][0][
+        "error"] and "Hint" not in answers["syntax"][0]["error"], answers["syntax"]
+    assert "found a UTF-8 byte-order mark (BOM) at the start" in answers["bom"][0]["error"], answers["bom"]

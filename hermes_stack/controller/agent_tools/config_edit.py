@@ -156,6 +156,29 @@ def check_path(root: Path, f: Field, value: Any) -> None:
                           "put the file inside the project (e.g. configs/) and name it relative to it")
 
 
+def check_parseable(root: Path, algo: str, before) -> None:
+    """Refuse any edit while either config file does not parse as it is (a syntax error, a BOM, a byte that is not
+    UTF-8): an edit rewrites a whole file through tomlkit or json, which cannot read it either, and an edit to the
+    other file would be written while validate could not check the pair. `before`: validate's outcome, whose line
+    for the file is quoted."""
+    import tomlkit
+
+    for where, name in FILES.items():
+        path = root / "configs" / name.format(algo=algo)
+        try:
+            text = path.read_bytes().decode("utf-8")
+            if text.startswith("\ufeff"):
+                raise ValueError("the file starts with a byte order mark")
+            tomlkit.parse(text) if where == "config" else json.loads(text)
+        except OSError:
+            continue  # a missing file: validate's own problem, and candidate_texts' (no edit can create it)
+        except Exception as exc:  # noqa: BLE001 - tomlkit's parse errors share no base class with json's
+            line = next((p.line() for p in before.errors if Path(p.file.partition(":")[0]).name == path.name), None)
+            raise EditRefused((line or f"{path}: {type(exc).__name__}: {exc}").split(". Hint: ")[0],
+                              f"fix {path.relative_to(root)} by hand first (`hermes-stack validate --algo {algo}` "
+                              "shows the line); nothing was written") from None
+
+
 def candidate_texts(root: Path, algo: str, f: Field, value: Any) -> dict[str, tuple[Path, bytes, bytes]]:
     """{where: (path, old bytes, new bytes)} for the files the edit changes (the TOML keeps its comments)."""
     import tomlkit

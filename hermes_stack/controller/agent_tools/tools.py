@@ -184,6 +184,7 @@ class Tools:
             value = config_edit.coerce(f, value)
             config_edit.check_path(self.root, f, value)
             before = self._outcome()
+            config_edit.check_parseable(self.root, self.cfg.algo, before)
             changes = config_edit.candidate_texts(self.root, self.cfg.algo, f, value)
             if changes:
                 config_edit.validate_candidate(self.root, self.cfg.algo, changes, unlock=self.cfg.unlock,
@@ -191,13 +192,17 @@ class Tools:
                 config_edit.write_atomically(changes)
         except config_edit.EditRefused as exc:
             return failure(exc.error, exc.hint, field=field, changed=False)
-        now = self.rl_get_current_config()
+        files = [str(p.relative_to(self.root)) for p, _, _ in changes.values()]
+        message = (f"{field} = {value!r} written to {', '.join(files)}" if files
+                   else f"{field} already is {value!r}; nothing written")
+        try:
+            now = self.rl_get_current_config()
+        except ToolFailure as exc:  # written, but the pair still does not load (a problem the edit did not add)
+            return {"message": message, "field": field, "value": value, "files_changed": files,
+                    "problems": exc.answer.get("problems", [exc.answer["error"]])}
         entry = next((e for e in now["configurable_fields"] + now["locked_fields"]
                       if config_edit.field_of(e["name"]) == config_edit.field_of(field)), {})
-        files = [str(p.relative_to(self.root)) for p, _, _ in changes.values()]
-        return {"message": f"{field} = {value!r} written to {', '.join(files)}" if files
-                else f"{field} already is {value!r}; nothing written", "field": field, "value": value,
-                "config": entry, "files_changed": files}
+        return {"message": message, "field": field, "value": value, "config": entry, "files_changed": files}
 
     # ------------------------------------------------------------------ runs
 
@@ -392,6 +397,8 @@ class Tools:
         if not 1 <= num_steps <= 64:
             return failure(f"num_steps={num_steps} is out of range", "1 to 64 groups; each one is a paid or local "
                                                                      "generation of group_size completions")
+        if not 1 <= group_size <= 1024:  # before anything is written (.hermes/runs/)
+            return failure(f"group_size={group_size} is out of range", "1 to 1024 completions per prompt")
         outcome = self._stack()
         if outcome.errors:
             return failure(outcome.errors[0].line().split(". Hint: ")[0], outcome.errors[0].hint or "fix the config")
@@ -406,8 +413,6 @@ class Tools:
                            "change TAOTOKEN_MODEL in the key file (the agent cannot), or pass models=[]")
         out_file = runs.runs_dir(self.root) / f"test-inference-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
         out_file.parent.mkdir(parents=True, exist_ok=True)
-        if not 1 <= group_size <= 1024:
-            return failure(f"group_size={group_size} is out of range", "1 to 1024 completions per prompt")
         argv = [sys.executable, "-m", "hermes_stack", "test-inference", "--algo", self.cfg.algo, "--steps",
                 str(num_steps), "--group-size", str(group_size), "--out", str(out_file), "--device", self.cfg.device]
         try:
