@@ -103,9 +103,11 @@ class MetricsSink:
         self._wandb = self._start_wandb(wandb_project, wandb_group, wandb_enabled, run_config or {})
 
     def _start_wandb(self, project: str | None, group: str | None, enabled: bool, run_config: dict) -> Any:
-        # Online with a key; offline (files under the data volume) when enabled without a key; off otherwise.
+        # Off unless [wandb] enabled, the one switch, as the environment service reads it (runtime.py): a key in the
+        # key file alone used to turn the trainer's logging on while the environment's stayed off. Enabled: online
+        # with a key, offline (files under the data volume) without.
         has_key = bool(os.environ.get("WANDB_API_KEY"))
-        if not (has_key or enabled):
+        if not enabled:
             return None
         try:
             import wandb  # lazy: large import, and absent from slim images

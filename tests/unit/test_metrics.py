@@ -73,3 +73,15 @@ def test_rollout_accuracy_counts_the_environments_verdicts_and_is_none_without_t
     assert rollout_accuracy([{"scores": [1.0], "overrides": [{"set_advantage_to_zero": True}]}]) is None
     assert "reward_mean=0.500 acc=0.75 loss" in format_line(3, 9, {"reward_mean": 0.5, "rollout_accuracy": 0.75,
                                                                    "loss": 0.1})
+
+
+def test_wandb_stays_off_when_disabled_even_with_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`"enabled": false` (the shipped value) is off: a WANDB_API_KEY in the key file turned the trainer's logging
+    on while the environment's stayed off."""
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    out = io.StringIO()
+    sink = MetricsSink(tmp_path / "metrics.jsonl", 2, wandb_enabled=False, wandb_project="t", stream=out)
+    sink.log(1, {"reward_mean": 0.1, "loss": 0.2, "kl": 0.0})
+    sink.close()
+    assert sink._wandb is None and "wandb" not in out.getvalue()
+    assert not (tmp_path / "wandb").exists()
