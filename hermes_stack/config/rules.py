@@ -561,44 +561,63 @@ def _selection(i: Inputs):
 
 def environment_selected(i: Inputs) -> list[Problem]:
     """`[environment] name` must name an environment: a built-in one, or exactly one BaseEnv subclass of the
-    project's environments/ folder (read with ast, never run: hermes_stack/environments_catalog.py)."""
+    project's environments/ folder (read with ast, never run: hermes_stack/environments_catalog.py). The selected
+    file must also import as the environment service imports it (its own lines: a byte Python refuses, a relative
+    import)."""
     selection = _selection(i)
-    if selection is None or selection.problem is None:
+    if selection is None:
         return []
+    if selection.problem is None:
+        return list(selection.problems)
     found, expected, hint = selection.problem
     return [Problem(i.config_file, "environment.name", found, expected, hint)]
 
 
 def environment_imports(i: Inputs) -> list[Problem]:
     """Every module the selected environment file imports must be in the environment image (the standard library,
-    our environment dependencies, environments/requirements.txt, the folder's own modules)."""
+    our environment dependencies, environments/requirements.txt, the folder's own modules). An import a listed
+    requirement that is not installed on this host may provide (scikit-learn's module is sklearn) is a warning
+    naming what could not be checked, not an error: refusing a correct file is worse than a late import error."""
     from hermes_stack import environments_catalog
 
     selection = _selection(i)
     if selection is None or selection.environment is None or selection.environment.builtin:
         return []
-    missing = environments_catalog.missing_imports(i.base_dir, selection.imports)
-    if not missing:
+    check = environments_catalog.check_imports(i.base_dir, selection.imports)
+    if check is None:
         return []
     file = selection.environment.file
-    listed = ", ".join(f"{module} ({file}:{line})" for module, line in missing)
-    return [Problem(i.config_file, "environment.name", f"{i.config.environment.name!r}, whose file imports {listed}",
-                    "imports the environment image has",
-                    f"add the package, pinned (name==version), to {environments_catalog.REQUIREMENTS} and rebuild "
-                    "the images (hermes-stack build)")]
+    name = i.config.environment.name
+    out: list[Problem] = []
+    if check.missing:
+        listed = ", ".join(f"{module} ({file}:{line})" for module, line in check.missing)
+        out.append(Problem(i.config_file, "environment.name", f"{name!r}, whose file imports {listed}",
+                           "imports the environment image has",
+                           f"add the package, pinned (name==version), to {environments_catalog.REQUIREMENTS} and "
+                           "rebuild the images (hermes-stack build)"))
+    if check.unchecked:
+        listed = ", ".join(f"{module} ({file}:{line})" for module, line in check.unchecked)
+        shown = ", ".join(check.unknown[:3]) + (f" and {len(check.unknown) - 3} more" if len(check.unknown) > 3 else "")
+        one = len(check.unknown) == 1
+        out.append(Caution(i.config_file, "environment.name", f"{name!r}, whose file imports {listed}",
+                           "imports the environment image has",
+                           f"not checked: {shown} ({environments_catalog.REQUIREMENTS}) "
+                           f"{'is' if one else 'are'} not installed on this host, so the modules "
+                           f"{'it provides are' if one else 'they provide are'} unknown here; fine if "
+                           f"{'it provides' if one else 'they provide'} these"))
+    return out
 
 
 def environment_requirements_pinned(i: Inputs) -> list[Problem]:
-    """environments/requirements.txt is installed into the environment image like requirements.lock: every line
-    `name==version` (the whole set, dependencies included: it installs with --no-deps)."""
+    """environments/requirements.txt is installed into the environment image like requirements.lock: UTF-8 text,
+    every line `name==version` (the whole set, dependencies included: it installs with --no-deps) with a version pip
+    reads, one version per package, and the lock's version for a package the lock pins (it installs with -c
+    requirements.lock). One line per requirements line (environments_catalog.requirement_problems)."""
     from hermes_stack import environments_catalog
 
     if i.base_dir is None:
         return []
-    return [Problem(f"{environments_catalog.REQUIREMENTS}:{number}", "requirement", repr(text), "name==version",
-                    "pin every package and each of its dependencies, as requirements.lock does; the file installs "
-                    "with --no-deps from the wheelhouse")
-            for number, text in environments_catalog.unpinned_requirements(i.base_dir)]
+    return environments_catalog.requirement_problems(i.base_dir)
 
 
 # ---------------------------------------------------------------- settings valid alone, not together

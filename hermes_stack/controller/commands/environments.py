@@ -1,6 +1,7 @@
 """`hermes-stack environments`: every environment `[environment] name` can select: the built-in ones and the
 atroposlib BaseEnv files of the project's environments/ folder (read with ast, never run), one line each with name,
-class, file and description (the class's docstring, first line). A file that does not parse is named on stderr."""
+class, file and description (the class's docstring, first line). A file that cannot be read (a syntax error, not
+text, too large to scan) is named on stderr, with its fix."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def environments(
     for line in listing_lines(base):
         console.info(line)
     for scan in catalog.scan_folder(base):
-        if scan.error:
-            console.warn(f"{scan.error} (its environments are not listed)")
+        if scan.error:  # a syntax error, UTF-16, too deeply nested, too large to scan: with its fix
+            console.warn(f"{scan.error}; its environments are not listed. Hint: {scan.fix[1]}")
     if not catalog.folder(base).is_dir():
         console.notice(f"no {catalog.FOLDER}/ folder in {base}: only the built-in environments")
