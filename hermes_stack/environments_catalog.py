@@ -8,12 +8,7 @@ Shared code: imports no service package, so the controller (`hermes-stack enviro
   file that does). Its name is the class's `name` attribute (atroposlib's), else the class name.
 - `[environment] name` selects one by that name; a name ending in `.py` names a file of the project instead (relative
   to the project root), which must hold exactly one environment.
-- The import check compares the selected file's imports with what the environment image installs: the standard
-  library, the project's `environment` dependency group and its requirements (read from this machine's installed
-  metadata), `environments/requirements.txt`, the folder's own modules and hermes_stack. Where atroposlib is not
-  installed (the trainer and inference images load the same configuration) that check is left to the environment
-  service's own start. A listed requirement that is not installed here has unknown modules (scikit-learn's is
-  sklearn): an import it may provide is not refused, only named as unchecked.
+- What the selected file imports is checked against the environment image by environments_requirements.
 - Files are read as Python reads them (UTF-8, or the encoding a `coding:` line declares); the selected file must
   also load as the service loads it: as a top-level module, so no relative import.
 """
@@ -22,21 +17,15 @@ from __future__ import annotations
 
 import ast
 import errno
-import functools
-import io
 import os
 import re
-import sys
-import tokenize
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hermes_stack.errors import Problem, near_miss
-from hermes_stack.textfile import BOM, UTF_BOMS
+from hermes_stack.textfile import decode_source
 
 FOLDER = "environments"
-REQUIREMENTS = f"{FOLDER}/requirements.txt"
-LOCK = "requirements.lock"
 BUILTIN_FILE = "hermes_stack/environment/env.py"
 # Where the project is in the containers (compose.base.yml mounts environments/ at /app/environments).
 CONTAINER_ROOT = "/app"
@@ -219,66 +208,13 @@ def scan_source(source: str, file: str) -> FileScan:
     return FileScan(file, found, imports=_imports(tree), problems=_relative_imports(tree, file))
 
 
-# ---------------------------------------------------------------- bytes to text, as Python and pip read them
-
-
-@dataclass(frozen=True)
-class _Text:
-    text: str | None  # None: not text this reader can use (UTF-16, NUL bytes, an unusable coding line)
-    line: int = 0
-    found: str = ""  # what is wrong; "" when nothing is
-    expected: str = ""
-    hint: str = ""
-
-
-def _looks_utf16(data: bytes) -> bool:
-    """UTF-16 without a byte-order mark: mostly-ASCII text has a NUL in every other byte."""
-    if len(data) < 4:
-        return False
-    odd, even = data[1::2], data[0::2]
-    return max(odd.count(0) / len(odd), even.count(0) / len(even)) > 0.8
-
-
-def _decode(data: bytes, byte_hint: str) -> _Text:
-    """Bytes -> text as Python reads a source file and pip a requirements file: a UTF-8 byte-order mark skipped, a
-    `coding:` line (PEP 263) honoured, else UTF-8. A byte the encoding refuses gives the text with U+FFFD in its place
-    and the byte's line (the rest of the file can still be read); UTF-16, a NUL byte or an unknown encoding give no
-    text."""
-    wide = next((label for mark, label in UTF_BOMS if data.startswith(mark)), None)
-    if wide is None and b"\x00" in data and _looks_utf16(data):
-        wide = "UTF-16"
-    if wide is not None:  # Windows' "Unicode", PowerShell 5's `>`
-        return _Text(None, 1, f"{wide} text", "UTF-8 text",
-                     f'save it as "UTF-8" (not "Unicode"); `iconv -f {wide} -t UTF-8` converts it')
-    if b"\x00" in data:
-        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
-        return _Text(None, line, "a NUL byte (0x00)", "text without NUL bytes",
-                     "the file is binary or damaged: save it again as UTF-8 text")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:
-        if "invalid or missing encoding declaration" not in str(exc):  # that one: a non-UTF-8 byte, named below
-            return _Text(None, 1, f"a coding line Python cannot use: {exc.msg}", "UTF-8 text",
-                         "remove the `coding:` line and save the file as UTF-8")
-        encoding = "utf-8"
-    start = len(BOM) if data.startswith(BOM) else 0
-    encoding = "utf-8" if encoding == "utf-8-sig" else encoding
-    try:
-        return _Text(data[start:].decode(encoding))
-    except UnicodeDecodeError as exc:
-        at = start + exc.start
-        label = "UTF-8" if encoding == "utf-8" else encoding
-        return _Text(data[start:].decode(encoding, errors="replace"), data.count(b"\n", 0, at) + 1,
-                     f"a byte that is not {label} (0x{data[at]:02x})", f"{label} text", byte_hint)
-
-
 PY_BYTE_HINT = ("save it as UTF-8, or declare its encoding on its first line (# -*- coding: latin-1 -*-): Python "
                 "reads source files as UTF-8")
 
 
 def scan_bytes(data: bytes, file: str) -> FileScan:
     """scan_source of a file's bytes, decoded as Python decodes them."""
-    text = _decode(data, PY_BYTE_HINT)
+    text = decode_source(data, PY_BYTE_HINT)
     if text.text is None:
         where = f" on line {text.line}" if text.line > 1 else ""
         return FileScan(file, error=f"{file} cannot be read ({text.found}{where})", fix=(text.expected, text.hint))
@@ -490,219 +426,3 @@ def _one_of(scan: FileScan, name: str, scans: list[FileScan]) -> Selection:
         return Selection(None, (f"{name!r} (the file defines {len(scan.environments)} environments: {names})",
                                 "a file with one environment", "select one by its name instead of the file"))
     return Selection(scan.environments[0], imports=scan.imports, problems=scan.problems)
-
-
-# ---------------------------------------------------------------- what the environment image can import
-
-
-def canonical(name: str) -> str:
-    """A distribution's name as pip compares them (PEP 503): lower case, runs of -_. as one -."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-@dataclass(frozen=True)
-class RequirementsFile:
-    """environments/requirements.txt: its requirement lines, or why it cannot be read (then its lines are unknown)."""
-
-    lines: tuple[tuple[int, str], ...] = ()
-    problem: Problem | None = None
-
-
-def read_requirements(project_root: Path) -> RequirementsFile:
-    path = Path(project_root) / REQUIREMENTS
-    if not path.is_file():
-        return RequirementsFile()
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return RequirementsFile(problem=Problem(REQUIREMENTS, "(file)", f"a file that cannot be read ({exc.strerror})",
-                                                "a readable UTF-8 text file", "the image build copies and reads it"))
-    # pip reads it as Python reads source (a BOM skipped, a coding line honoured), else with the image's UTF-8 locale.
-    text = _decode(data, "save it as UTF-8: pip reads it as UTF-8 in the image")
-    if text.found:
-        return RequirementsFile(problem=Problem(f"{REQUIREMENTS}:{text.line}", "(file)", text.found, text.expected,
-                                                text.hint))
-    out = []
-    for number, raw in enumerate(text.text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            out.append((number, line))
-    return RequirementsFile(tuple(out))
-
-
-def requirement_lines(project_root: Path) -> list[tuple[int, str]]:
-    """(line number, requirement) of environments/requirements.txt, comments and blank lines left out (none when the
-    file cannot be read: requirement_problems says why)."""
-    return list(read_requirements(project_root).lines)
-
-
-PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
-UNPINNED_HINT = ("pin every package and each of its dependencies, as requirements.lock does; the file installs with "
-                 "--no-deps from the wheelhouse")
-
-
-def unpinned_requirements(project_root: Path) -> list[tuple[int, str]]:
-    """Lines of environments/requirements.txt that are not `name==version`: the file is installed like our lock
-    (--no-deps, every package pinned), so a range or an option line would make the image's contents float."""
-    return [(n, text) for n, text in requirement_lines(project_root) if not PINNED.match(text)]
-
-
-def _version(text: str):
-    """The version pip compares (1.0 == 1.0.0), or None when pip would refuse it (PEP 440: `latest` is none)."""
-    try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:  # pragma: no cover - matplotlib's dependency, so always here; else compared as written
-        return text
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
-def lock_pins(project_root: Path) -> dict[str, tuple[str, str]]:
-    """requirements.lock's pins: canonical name -> (version, the line as written). Empty without the file (the
-    services' containers have none: the image build, which had it, checked there)."""
-    try:
-        text = (Path(project_root) / LOCK).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return {}
-    out = {}
-    for line in text.splitlines():
-        match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;#]+)", line)
-        if match:
-            out[canonical(match.group(1))] = (match.group(3), f"{match.group(1)}=={match.group(3)}")
-    return out
-
-
-def requirement_problems(project_root: Path) -> list[Problem]:
-    """What pip, installing environments/requirements.txt into the environment image (`--no-deps -c
-    requirements.lock`, docker/environment.Dockerfile), would refuse: one Problem per line, in line order; the
-    file's one Problem when it cannot be read as text."""
-    reqs = read_requirements(project_root)
-    if reqs.problem is not None:
-        return [reqs.problem]
-    lock = lock_pins(project_root)
-    first: dict[str, tuple[int, str, object]] = {}  # canonical name -> (line, text, version) of its first pin
-    out = []
-    for number, text in reqs.lines:
-        where = f"{REQUIREMENTS}:{number}"
-        if not PINNED.match(text):
-            out.append(Problem(where, "requirement", repr(text), "name==version", UNPINNED_HINT))
-            continue
-        written, version = text.split("==", 1)
-        name = _requirement_name(written)
-        parsed = _version(version)
-        if parsed is None:
-            out.append(Problem(where, "requirement", f"{text!r} ({version!r} is not a version)",
-                               "name==version with a version pip reads (PEP 440: 1.14.0, 2.0rc1)",
-                               "pin the release to install, as requirements.lock does; pip refuses the line"))
-            continue
-        if name in first and first[name][2] != parsed:  # the same pin twice is harmless: pip installs it once
-            out.append(Problem(where, "requirement", f"{text!r} (line {first[name][0]} pins {first[name][1]})",
-                               "each package pinned to one version",
-                               "keep one of the two lines: pip cannot install both, and the image build stops"))
-            continue
-        first.setdefault(name, (number, text, parsed))
-        if name in lock and _version(lock[name][0]) != parsed:
-            out.append(Problem(where, "requirement", f"{text!r} ({LOCK} pins {lock[name][1]})", lock[name][1],
-                               f"the image installs this file constrained by {LOCK}, so only the lock's version "
-                               "can be installed; the image build stops at any other"))
-    return out
-
-
-def _requirement_name(text: str) -> str:
-    return canonical(re.split(r"[\s\[<>=!~;]", text, maxsplit=1)[0])
-
-
-@functools.cache
-def _installed_closure(roots: tuple[str, ...]) -> frozenset[str] | None:
-    """The distributions `roots` install with their requirements, from this machine's metadata; None when
-    atroposlib (the environment image's core) is not installed here."""
-    import importlib.metadata as md
-
-    try:
-        md.distribution("atroposlib")
-    except md.PackageNotFoundError:
-        return None
-    from packaging.requirements import Requirement  # transformers' dependency, present wherever atroposlib is
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        name = canonical(todo.pop())
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            requires = md.distribution(name).requires or []
-        except md.PackageNotFoundError:
-            continue
-        for line in requires:
-            req = Requirement(line)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-    return frozenset(seen)
-
-
-@functools.cache
-def _modules_by_distribution() -> dict[str, set[str]]:
-    import importlib.metadata as md
-
-    out: dict[str, set[str]] = {}
-    for module, dists in md.packages_distributions().items():
-        for dist in dists:
-            out.setdefault(canonical(dist), set()).add(module)
-    return out
-
-
-# The image's own packages: pyproject.toml's base and environment groups (docker/environment.Dockerfile).
-IMAGE_ROOTS = ("pydantic", "python-dotenv", "httpx", "typer", "rich", "PyYAML", "atroposlib", "math-verify")
-
-
-def image_modules(project_root: Path) -> tuple[frozenset[str], tuple[str, ...]] | None:
-    """(top-level modules importable in the environment image, the requirements whose modules are unknown here),
-    or None when the image's contents cannot be read here (no atroposlib; requirements.txt not text)."""
-    closure = _installed_closure(IMAGE_ROOTS)
-    reqs = read_requirements(project_root)
-    if closure is None or reqs.problem is not None:
-        return None
-    by_dist = _modules_by_distribution()
-    modules = set(sys.stdlib_module_names) | {"hermes_stack"}
-    for dist in closure:
-        modules |= by_dist.get(dist, set())
-    unknown = []
-    for _, text in reqs.lines:
-        name = _requirement_name(text)
-        if name in by_dist:  # installed here too: its modules, read from its metadata
-            modules |= by_dist[name]
-        else:  # its name is a guess at its module (sympy), which misses the others (scikit-learn: sklearn)
-            modules.add(name.replace("-", "_"))
-            unknown.append(text)
-    root = folder(project_root)
-    if root.is_dir():
-        modules |= {p.stem for p in root.glob("*.py")} | {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
-    return frozenset(modules), tuple(unknown)
-
-
-@dataclass(frozen=True)
-class ImportCheck:
-    missing: tuple[tuple[str, int], ...] = ()  # (module, line) nothing in the image provides
-    # (module, line) not found, but a requirement of `unknown` may provide it: not refused, as a false refusal of
-    # a correct file is worse than an import error at the environment's start.
-    unchecked: tuple[tuple[str, int], ...] = ()
-    unknown: tuple[str, ...] = ()  # the requirements (as written) not installed here, so with unknown modules
-
-
-def check_imports(project_root: Path, imports: tuple[tuple[str, int], ...]) -> ImportCheck | None:
-    """The selected file's imports against the environment image; None when the image's contents are unknown."""
-    known = image_modules(project_root)
-    if known is None:
-        return None
-    available, unknown = known
-    absent = tuple((module, line) for module, line in imports if module not in available)
-    return ImportCheck(unchecked=absent, unknown=unknown) if unknown and absent else ImportCheck(missing=absent)
-
-
-def missing_imports(project_root: Path, imports: tuple[tuple[str, int], ...]) -> list[tuple[str, int]] | None:
-    """(module, line) of each import the environment image lacks; None when the image's contents are unknown here."""
-    check = check_imports(project_root, imports)
-    return None if check is None else list(check.missing)

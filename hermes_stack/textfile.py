@@ -1,7 +1,16 @@
-"""Bytes of a user's text file -> str, or one Problem naming the line: a UTF-8 byte-order mark, or a byte that is not
-UTF-8. Shared by the config loader and the key file, so both say the same thing with the line number."""
+"""Bytes of a user's text file -> str, or what is wrong with them and on which line, in one place.
+
+- decode_text: the config files and the key file (strict: a UTF-8 byte-order mark or a byte that is not UTF-8 is one
+  Problem naming the line), so both say the same thing.
+- decode_source: environments/*.py and environments/requirements.txt, read as Python reads a source file and pip a
+  requirements file (a byte-order mark skipped, a `coding:` line honoured).
+"""
 
 from __future__ import annotations
+
+import io
+import tokenize
+from dataclasses import dataclass
 
 from hermes_stack.errors import Problem
 
@@ -29,3 +38,55 @@ def decode_text(name: str, data: bytes) -> tuple[str | None, Problem | None]:
         line = data.count(b"\n", 0, exc.start) + 1
         return None, Problem(f"{name}:{line}", "(file)", f"a byte that is not UTF-8 (0x{data[exc.start]:02x})",
                              "UTF-8 text", "retype that line, or save the file as UTF-8")
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A source file's text, and what is wrong with its bytes (found, expected, hint, line) when anything is."""
+
+    text: str | None  # None: not text this reader can use (UTF-16, NUL bytes, an unusable coding line)
+    line: int = 0
+    found: str = ""  # what is wrong; "" when nothing is
+    expected: str = ""
+    hint: str = ""
+
+
+def _looks_utf16(data: bytes) -> bool:
+    """UTF-16 without a byte-order mark: mostly-ASCII text has a NUL in every other byte."""
+    if len(data) < 4:
+        return False
+    odd, even = data[1::2], data[0::2]
+    return max(odd.count(0) / len(odd), even.count(0) / len(even)) > 0.8
+
+
+def decode_source(data: bytes, byte_hint: str) -> SourceText:
+    """Bytes -> text as Python reads a source file and pip a requirements file: a UTF-8 byte-order mark skipped, a
+    `coding:` line (PEP 263) honoured, else UTF-8. A byte the encoding refuses gives the text with U+FFFD in its place
+    and the byte's line (the rest of the file can still be read); UTF-16, a NUL byte or an unknown encoding give no
+    text."""
+    wide = next((label for mark, label in UTF_BOMS if data.startswith(mark)), None)
+    if wide is None and b"\x00" in data and _looks_utf16(data):
+        wide = "UTF-16"
+    if wide is not None:  # Windows' "Unicode", PowerShell 5's `>`
+        return SourceText(None, 1, f"{wide} text", "UTF-8 text",
+                     f'save it as "UTF-8" (not "Unicode"); `iconv -f {wide} -t UTF-8` converts it')
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        return SourceText(None, line, "a NUL byte (0x00)", "text without NUL bytes",
+                     "the file is binary or damaged: save it again as UTF-8 text")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        if "invalid or missing encoding declaration" not in str(exc):  # that one: a non-UTF-8 byte, named below
+            return SourceText(None, 1, f"a coding line Python cannot use: {exc.msg}", "UTF-8 text",
+                         "remove the `coding:` line and save the file as UTF-8")
+        encoding = "utf-8"
+    start = len(BOM) if data.startswith(BOM) else 0
+    encoding = "utf-8" if encoding == "utf-8-sig" else encoding
+    try:
+        return SourceText(data[start:].decode(encoding))
+    except UnicodeDecodeError as exc:
+        at = start + exc.start
+        label = "UTF-8" if encoding == "utf-8" else encoding
+        return SourceText(data[start:].decode(encoding, errors="replace"), data.count(b"\n", 0, at) + 1,
+                     f"a byte that is not {label} (0x{data[at]:02x})", f"{label} text", byte_hint)

@@ -578,12 +578,12 @@ def environment_imports(i: Inputs) -> list[Problem]:
     our environment dependencies, environments/requirements.txt, the folder's own modules). An import a listed
     requirement that is not installed on this host may provide (scikit-learn's module is sklearn) is a warning
     naming what could not be checked, not an error: refusing a correct file is worse than a late import error."""
-    from hermes_stack import environments_catalog
+    from hermes_stack import environments_requirements
 
     selection = _selection(i)
     if selection is None or selection.environment is None or selection.environment.builtin:
         return []
-    check = environments_catalog.check_imports(i.base_dir, selection.imports)
+    check = environments_requirements.check_imports(i.base_dir, selection.imports)
     if check is None:
         return []
     file = selection.environment.file
@@ -593,7 +593,7 @@ def environment_imports(i: Inputs) -> list[Problem]:
         listed = ", ".join(f"{module} ({file}:{line})" for module, line in check.missing)
         out.append(Problem(i.config_file, "environment.name", f"{name!r}, whose file imports {listed}",
                            "imports the environment image has",
-                           f"add the package, pinned (name==version), to {environments_catalog.REQUIREMENTS} and "
+                           f"add the package, pinned (name==version), to {environments_requirements.REQUIREMENTS} and "
                            "rebuild the images (hermes-stack build)"))
     if check.unchecked:
         listed = ", ".join(f"{module} ({file}:{line})" for module, line in check.unchecked)
@@ -601,7 +601,7 @@ def environment_imports(i: Inputs) -> list[Problem]:
         one = len(check.unknown) == 1
         out.append(Caution(i.config_file, "environment.name", f"{name!r}, whose file imports {listed}",
                            "imports the environment image has",
-                           f"not checked: {shown} ({environments_catalog.REQUIREMENTS}) "
+                           f"not checked: {shown} ({environments_requirements.REQUIREMENTS}) "
                            f"{'is' if one else 'are'} not installed on this host, so the modules "
                            f"{'it provides are' if one else 'they provide are'} unknown here; fine if "
                            f"{'it provides' if one else 'they provide'} these"))
@@ -612,12 +612,12 @@ def environment_requirements_pinned(i: Inputs) -> list[Problem]:
     """environments/requirements.txt is installed into the environment image like requirements.lock: UTF-8 text,
     every line `name==version` (the whole set, dependencies included: it installs with --no-deps) with a version pip
     reads, one version per package, and the lock's version for a package the lock pins (it installs with -c
-    requirements.lock). One line per requirements line (environments_catalog.requirement_problems)."""
-    from hermes_stack import environments_catalog
+    requirements.lock). One line per requirements line (environments_requirements.requirement_problems)."""
+    from hermes_stack import environments_requirements
 
     if i.base_dir is None:
         return []
-    return environments_catalog.requirement_problems(i.base_dir)
+    return environments_requirements.requirement_problems(i.base_dir)
 
 
 # ---------------------------------------------------------------- settings valid alone, not together

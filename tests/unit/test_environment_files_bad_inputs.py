@@ -360,11 +360,11 @@ def test_without_a_lock_the_lock_is_not_compared(project, capsys, compose_calls)
 
 
 def test_the_catalog_reads_a_bom_and_a_coding_line_as_pip_does(tmp_path):
-    from hermes_stack.environments_catalog import requirement_lines, requirement_problems
+    from hermes_stack.environments_requirements import read_requirements, requirement_problems
 
     (tmp_path / "environments").mkdir()
     req = tmp_path / "environments" / "requirements.txt"
     req.write_bytes(b"# -*- coding: latin-1 -*-\nsympy==1.14.0  # caf\xe9\n")
-    assert (requirement_lines(tmp_path), requirement_problems(tmp_path)) == ([(2, "sympy==1.14.0")], [])
+    assert (list(read_requirements(tmp_path).lines), requirement_problems(tmp_path)) == ([(2, "sympy==1.14.0")], [])
     req.write_bytes(b"\xef\xbb\xbfsympy==1.14.0\r\n")
-    assert (requirement_lines(tmp_path), requirement_problems(tmp_path)) == ([(1, "sympy==1.14.0")], [])
+    assert (list(read_requirements(tmp_path).lines), requirement_problems(tmp_path)) == ([(1, "sympy==1.14.0")], [])
