@@ -608,6 +608,24 @@ def environment_imports(i: Inputs) -> list[Problem]:
     return out
 
 
+def environment_readable_by_the_tiny_model(i: Inputs) -> list[Problem]:
+    """Advice: a user's environment on the embedded profile's tiny model. Its tokenizer knows digits, `+ = #`, space
+    and newline only (modelcore/embedded.py), and a sequence is rollout.max_token_length 16: any other prompt is
+    <unk> tokens, cut. Some environments are made for it (sums like `47+2=`), so it is not refused."""
+    from hermes_stack.modelcore.location import EMBEDDED_MODEL
+
+    if i.profile != "embedded" or i.settings.inference.model_path != EMBEDDED_MODEL:
+        return []
+    selection = _selection(i)
+    if selection is None or selection.environment is None or selection.environment.builtin:
+        return []
+    return [Caution(i.config_file, "environment.name",
+                    f"{i.config.environment.name!r} on the embedded profile's tiny model",
+                    f"prompts of digits and + = # within {i.config.rollout.max_token_length} tokens",
+                    "its tokenizer knows no letters, so other prompts arrive as <unk> tokens; train a real model "
+                    "on CPU with --model smollm2-135m (make up MODEL=smollm2-135m), or use a GPU")]
+
+
 def environment_requirements_pinned(i: Inputs) -> list[Problem]:
     """environments/requirements.txt is installed into the environment image like requirements.lock: UTF-8 text,
     every line `name==version` (the whole set, dependencies included: it installs with --no-deps) with a version pip
@@ -643,6 +661,40 @@ def grpo_groups_can_differ(i: Inputs) -> list[Problem]:
                     "a temperature > 0 for GRPO (the seed uses 0.8)",
                     "greedy sampling gives a group identical completions and equal scores; GRPO drops every such "
                     "group, so nothing is learned")]
+
+
+# Below this, sampling is close to greedy: a group's completions rarely differ (advice, not a refusal: how close
+# depends on the model, and 0 itself is refused above).
+NEAR_GREEDY = 0.1
+
+
+def grpo_groups_likely_differ(i: Inputs) -> list[Problem]:
+    """Advice: at a temperature or top_p near 0 a group's completions are nearly always the same, so GRPO drops most
+    groups (equal scores, no relative advantage) and learns slowly if at all."""
+    r = i.config.rollout
+    if i.algo != "grpo" or r.group_size < 2:
+        return []
+    hint = ("near-greedy sampling gives a group near-identical completions; GRPO drops every group whose scores are "
+            "all equal (the environment's log counts them)")
+    out: list[Problem] = []
+    if 0 < r.temperature < NEAR_GREEDY:
+        out.append(Caution(i.config_file, "rollout.temperature", f"{r.temperature:g} with group_size {r.group_size}",
+                           f"at least {NEAR_GREEDY} for GRPO (the seed uses 0.8)", hint))
+    if r.top_p < NEAR_GREEDY:
+        out.append(Caution(i.config_file, "rollout.top_p", f"{r.top_p:g} with group_size {r.group_size}",
+                           f"at least {NEAR_GREEDY} for GRPO (the seed uses 0.95)", hint))
+    return out
+
+
+def fewshot_needs_a_system_prompt(i: Inputs) -> list[Problem]:
+    """Advice: solved examples are shown only after a system prompt (tasks/prompting.py messages); without one the
+    question goes with the step-by-step instruction and `fewshot` does nothing."""
+    env = i.config.environment
+    if env.fewshot == 0 or env.system_prompt is not None:
+        return []
+    return [Caution(i.config_file, "environment.fewshot", f"{env.fewshot} without system_prompt",
+                    "a system_prompt beside it (the solved examples follow the system message)",
+                    "set [environment] system_prompt, or fewshot = 0: without a system prompt no example is shown")]
 
 
 def rollouts_fit_the_trainer(i: Inputs) -> list[Problem]:
@@ -784,6 +836,8 @@ RULES: tuple[Rule, ...] = (
     host_ports_distinct,
     replicas_at_least_one,
     grpo_groups_can_differ,
+    grpo_groups_likely_differ,
+    fewshot_needs_a_system_prompt,
     rewards_can_differ,
     rollouts_fit_the_trainer,
     minibatches_fit_the_batch,
@@ -794,6 +848,7 @@ RULES: tuple[Rule, ...] = (
     environment_selected,
     environment_imports,
     environment_requirements_pinned,
+    environment_readable_by_the_tiny_model,
     memory_budget,
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_validate_bad_inputs import GOOD_KEYFILE, GPU200, KEY, Case, error_lines, run_case
+from test_validate_bad_inputs import GOOD_KEYFILE, GPU200, KEY, Case, build, error_lines, run_case
 
 from hermes_stack.controller.cli import main
 
@@ -234,3 +234,35 @@ def test_an_empty_keyfile_option_names_the_key_file_in_that_folder(tmp_path, mon
         (".: (file): found a directory, expected a key file of NAME=value lines. Hint: name the key file itself: "
         "--keyfile .env.taotoken")]
     assert rc == 2 and compose_calls == []
+
+
+# ---------------------------------------------------------------- advice (round 6): valid, one warning each
+
+H_GREEDY = ("Hint: near-greedy sampling gives a group near-identical completions; GRPO drops every group whose scores "
+            "are all equal (the environment's log counts them)")
+ADVICE = [
+    ("grpo-near-greedy-temperature", [("temperature = 0.8 ", "temperature = 0.05 ")],
+     ["{toml}: rollout.temperature: found 0.05 with group_size 8, expected at least 0.1 for GRPO (the seed uses 0.8). "
+      + H_GREEDY]),
+    ("grpo-near-greedy-top-p", [("top_p = 0.95", "top_p = 1e-09")],
+     ["{toml}: rollout.top_p: found 1e-09 with group_size 8, expected at least 0.1 for GRPO (the seed uses 0.95). "
+      + H_GREEDY]),
+    ("fewshot-without-system-prompt", [("[environment]\n", "[environment]\nfewshot = 2\n")],
+     [("{toml}: environment.fewshot: found 2 without system_prompt, expected a system_prompt beside it (the solved "
+      "examples follow the system message). Hint: set [environment] system_prompt, or fewshot = 0: without a system "
+      "prompt no example is shown")]),
+]
+
+
+@pytest.mark.parametrize(("case_id", "toml", "expected"), ADVICE, ids=[a[0] for a in ADVICE])
+def test_settings_that_train_poorly_are_a_warning_and_still_valid(case_id, toml, expected, tmp_path, monkeypatch,
+                                                                  capsys, compose_calls):
+    """Accepted before without a word: sampling so near greedy that GRPO's groups rarely differ (0 itself is
+    refused), and solved examples that are never shown."""
+    argv, fill = build(Case(case_id, [], toml=toml), tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert [line.removeprefix("warning: ") for line in err.splitlines() if line.startswith("warning: ")] == [
+        line.format(**fill) for line in expected]
+    assert compose_calls == []
