@@ -122,6 +122,14 @@ def _base_env_names(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[s
     return names
 
 
+def _sibling_envs(tree: ast.Module, siblings: dict[str, frozenset[str]]) -> set[str]:
+    """The names a file binds to environment classes of the folder's other files (`from common_base import
+    MathBase as Base`: Base). The service imports the file with environments/ on sys.path, so they resolve there."""
+    return {alias.asname or alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in siblings
+            for alias in node.names if alias.name in siblings[node.module]}
+
+
 def _guarded(tree: ast.Module) -> set[int]:
     """Line numbers of imports inside `try: ... except ImportError` (optional imports: not required) or
     `if TYPE_CHECKING:` (never run)."""
@@ -176,8 +184,10 @@ def _syntax_error(file: str, exc: SyntaxError) -> str:
     return f"syntax error at {where}: {exc.msg}"
 
 
-def scan_source(source: str, file: str) -> FileScan:
-    """The environments one file defines (pure: the text in, the classes out)."""
+def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | None = None) -> FileScan:
+    """The environments one file defines (pure: the text in, the classes out). `siblings`: the environment classes
+    of the folder's other files by module name, so a class deriving from one (`from common_base import MathBase`)
+    is an environment too (scan_folder)."""
     try:
         tree = ast.parse(source, filename=file)
     except SyntaxError as exc:
@@ -191,7 +201,7 @@ def scan_source(source: str, file: str) -> FileScan:
     except ValueError as exc:  # what compile() says of a source it refuses outright
         return FileScan(file, error=f"{file} cannot be read ({exc})")
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    bases = _base_env_names(tree, classes)
+    bases = _base_env_names(tree, classes) | _sibling_envs(tree, siblings or {})
     constants = _string_constants(tree.body)
     envs: set[str] = set()
     changed = True
@@ -212,13 +222,13 @@ PY_BYTE_HINT = ("save it as UTF-8, or declare its encoding on its first line (# 
                 "reads source files as UTF-8")
 
 
-def scan_bytes(data: bytes, file: str) -> FileScan:
+def scan_bytes(data: bytes, file: str, siblings: dict[str, frozenset[str]] | None = None) -> FileScan:
     """scan_source of a file's bytes, decoded as Python decodes them."""
     text = decode_source(data, PY_BYTE_HINT)
     if text.text is None:
         where = f" on line {text.line}" if text.line > 1 else ""
         return FileScan(file, error=f"{file} cannot be read ({text.found}{where})", fix=(text.expected, text.hint))
-    scan = scan_source(text.text, file)
+    scan = scan_source(text.text, file, siblings)
     if text.found and scan.error:  # the byte in code, read as U+FFFD: the byte is the cause, not the syntax
         return FileScan(file, error=f"{file} cannot be read ({text.found} on line {text.line})",
                         fix=(text.expected, text.hint))
@@ -229,7 +239,7 @@ def scan_bytes(data: bytes, file: str) -> FileScan:
     return scan
 
 
-def _scan_path(path: Path, file: str) -> FileScan:
+def _scan_path(path: Path, file: str, siblings: dict[str, frozenset[str]] | None = None) -> FileScan:
     try:
         size = path.stat().st_size
         if size > MAX_SCAN_BYTES:
@@ -242,7 +252,7 @@ def _scan_path(path: Path, file: str) -> FileScan:
     except OSError as exc:
         return FileScan(file, error=f"cannot read {file}: {exc.strerror}",
                         fix=("a readable file", "check its permissions: the services read it as another user"))
-    return scan_bytes(data, file)
+    return scan_bytes(data, file, siblings)
 
 
 def folder(project_root: Path) -> Path:
@@ -250,17 +260,23 @@ def folder(project_root: Path) -> Path:
 
 
 def scan_folder(project_root: Path) -> list[FileScan]:
-    """Every `*.py` file directly in environments/ (sorted), scanned; none when the folder is missing."""
+    """Every `*.py` file directly in environments/ (sorted), scanned; none when the folder is missing. A class may
+    derive from an environment of another file of the folder: the files importing from one are scanned again with
+    the others' environment classes until nothing changes (each round resolves one more link of a chain)."""
     root = folder(project_root)
     if not root.is_dir():
         return []
-    scans = []
-    for path in sorted(root.glob("*.py")):
-        # Not a file: an editor's lock link (.#my_env.py, dangling), a folder named *.py; neither is an environment.
-        if path.name.startswith(("_", ".")) or not path.is_file():
-            continue
-        scans.append(_scan_path(path, f"{FOLDER}/{path.name}"))
-    return scans
+    # Not a file: an editor's lock link (.#my_env.py, dangling), a folder named *.py; neither is an environment.
+    paths = [path for path in sorted(root.glob("*.py")) if not path.name.startswith(("_", ".")) and path.is_file()]
+    scans = {path: _scan_path(path, f"{FOLDER}/{path.name}") for path in paths}
+    for _ in paths:
+        siblings = {path.stem: frozenset(e.class_name for e in scan.environments) for path, scan in scans.items()}
+        again = {path: _scan_path(path, scan.file, siblings) for path, scan in scans.items()
+                 if any(module in siblings and module != path.stem for module, _ in scan.imports)}
+        if all(again[path].environments == scans[path].environments for path in again):
+            break
+        scans.update(again)
+    return list(scans.values())
 
 
 def unreadable(project_root: Path) -> list[str]:
@@ -376,7 +392,8 @@ def select(project_root: Path, name: str) -> Selection:
         refused = _select_file(project_root, name)
         if refused is not None:
             return refused
-        scan = _scan_file(project_root, name)
+        in_folder = {scan.file: scan for scan in scan_folder(project_root)}
+        scan = in_folder.get(Path(os.path.normpath(name)).as_posix()) or _scan_file(project_root, name)
         if scan is None:
             return Selection(None, (repr(name) + f" (no such file: {Path(project_root) / name})",
                                     f"a BaseEnv file of the project, e.g. {FOLDER}/my_env.py",

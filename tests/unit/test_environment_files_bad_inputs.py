@@ -389,3 +389,22 @@ def test_a_users_environment_on_the_tiny_model_gets_one_warning_and_with_a_real_
                  str(project / "configs")])
     assert code == 0 and "warning: " not in capsys.readouterr().err
     assert compose_calls == []
+
+
+def test_a_class_deriving_from_another_files_environment_is_an_environment(project, capsys, compose_calls):
+    """Round 6: `from common_base import MathBase` then `class MyTask(MathBase)` was refused ("defines no BaseEnv
+    subclass"), a false refusal; the service imports the file with environments/ on sys.path, where it resolves.
+    A chain across three files resolves too, by name and by path."""
+    put(project, "common_base.py", "from atroposlib.envs.base import BaseEnv\n\n\nclass MathBase(BaseEnv):\n"
+                                   "    name = 'math-base'\n")
+    put(project, "my_task.py", "from common_base import MathBase\n\n\nclass MyTask(MathBase):\n    name = 'my-task'\n")
+    put(project, "z_more.py", "from my_task import MyTask as Task\n\n\nclass More(Task):\n    name = 'more'\n")
+    put(project, "unrelated.py", "from common_base import helper\n\n\nclass Other(object):\n    name = 'other'\n")
+    from hermes_stack.environments_catalog import environment_names
+
+    assert {"math-base", "my-task", "more"} <= set(environment_names(project)) and "other" not in environment_names(
+        project)
+    for name, current in (("my-task", "gsm8k"), ("more", "my-task"), ("environments/z_more.py", "more")):
+        select(project, name, current)
+        code, errors, warnings = validate(project, capsys, compose_calls)
+        assert (code, errors, warnings) == (0, [], []), (name, errors, warnings)
