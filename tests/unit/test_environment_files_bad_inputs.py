@@ -408,3 +408,17 @@ def test_a_class_deriving_from_another_files_environment_is_an_environment(proje
         select(project, name, current)
         code, errors, warnings = validate(project, capsys, compose_calls)
         assert (code, errors, warnings) == (0, [], []), (name, errors, warnings)
+
+
+def test_environments_never_prints_a_key_of_the_key_file(project, capsys):
+    """Round 6: `environments` did not load the key file, so a key pasted into an environment's docstring or name
+    was printed in clear (validate and the MCP tools redact it)."""
+    key = "plainsecret" + "a1b2c3" * 3  # no key shape: only the key file says it is secret
+    keyfile = project / ".env.taotoken"
+    keyfile.write_text(f"TAOTOKEN_API_KEY={key}\nTAOTOKEN_BASE_URL=http://127.0.0.1:9\n")
+    keyfile.chmod(0o600)
+    put(project, "leaky.py", "from atroposlib.envs.base import BaseEnv\n\n\nclass Leaky(BaseEnv):\n"
+                             f'    """Scored with {key} on the gateway."""\n\n    name = "leaky"\n')
+    assert main(["environments"]) == 0
+    out, err = capsys.readouterr()
+    assert key not in out + err and "leaky" in out and "Scored with " in out

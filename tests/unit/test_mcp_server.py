@@ -340,3 +340,18 @@ def test_an_edit_to_a_project_whose_config_does_not_parse_is_refused_and_writes_
     assert ": syntax: found expected '=' after a key in a key/value pair, expected valid TOML" in answers["syntax"][0][
         "error"] and "Hint" not in answers["syntax"][0]["error"], answers["syntax"]
     assert "found a UTF-8 byte-order mark (BOM) at the start" in answers["bom"][0]["error"], answers["bom"]
+
+
+def test_a_huge_argument_is_not_echoed_whole(project, elsewhere):
+    """Round 6: a 100k-character field name came back whole in the error, a 2 MB value up to three times."""
+    from hermes_stack.controller.agent_tools.tools import ANSWER_STRING_CHARS
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            return await s.call_tool("rl_edit_config", {"field": "x" * 100_000, "value": 1})
+
+    result = _run(scenario())
+    text = result.content[0].text
+    answer = json.loads(text)
+    assert "error" in answer and "(100000 characters)" in text, text[:300]
+    assert len(text) < 3 * ANSWER_STRING_CHARS

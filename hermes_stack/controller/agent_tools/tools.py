@@ -71,7 +71,24 @@ def redacted(answer: dict[str, Any], root: Path | None = None) -> str:
         key = stored_inference_key(root / STATE_DIR)
         if key:
             register_secrets({"HERMES_INFERENCE_KEY": key})
-    return redact_known_secrets(json.dumps(answer, default=str))
+    return redact_known_secrets(json.dumps(clipped(answer), default=str))
+
+
+# The longest string an answer carries whole: a 2 MB value or field name sent by an agent came back in up to three
+# places of one answer. Longer ones are cut as validate cuts what it echoes (errors.shorten: start, "…", length).
+ANSWER_STRING_CHARS = 2000
+
+
+def clipped(value: Any) -> Any:
+    from hermes_stack.errors import shorten
+
+    if isinstance(value, str):
+        return shorten(value, ANSWER_STRING_CHARS)
+    if isinstance(value, dict):
+        return {key: clipped(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clipped(item) for item in value]
+    return value
 
 
 @contextlib.contextmanager

@@ -47,6 +47,7 @@ def environments(
                            ("(environment)", "HERMES_ROOT", "unset it to use this folder, or name the checkout"))
         raise InputError(Problem(where, key, f"{base} ({state})", f"the project folder holding {catalog.FOLDER}/",
                                  fix))
+    _register_keyfile_secrets()  # an environment's name or docstring is the user's text: it may hold a pasted key
     for line in listing_lines(base):
         console.info(line)
     for scan in catalog.scan_folder(base):
@@ -54,3 +55,15 @@ def environments(
             console.warn(f"{scan.error}; its environments are not listed. Hint: {scan.fix[1]}")
     if not catalog.folder(base).is_dir():
         console.notice(f"no {catalog.FOLDER}/ folder in {base}: only the built-in environments")
+
+
+def _register_keyfile_secrets() -> None:
+    """The key file's secrets, for the redactor every printed line goes through (validate and the MCP tools load the
+    key file too). The listing needs nothing else from it, so a key file with problems is left to validate."""
+    from hermes_stack.errors import HermesError
+    from hermes_stack.keyfile import load_keyfile
+
+    try:
+        load_keyfile(register=True)
+    except HermesError:
+        pass  # its values are registered as soon as they are parsed, before the checks that raise
