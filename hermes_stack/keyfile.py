@@ -213,6 +213,17 @@ _LOOKALIKES = {"А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H",
                "Τ": "T", "Χ": "X", "Ι": "I", "0": "O", "1": "I"}
 
 
+# What an input method or a word processor types for "=": the line then has no "=" at all.
+LOOKALIKE_EQUALS = ("\uff1d", "\ufe66", "\u2550")
+
+
+def _line_name(text: str) -> str | None:
+    """The known variable a line that cannot be read begins with (so the problem names it, and no second "no such
+    line" follows); None for anything else, which may be part of a key and is never shown."""
+    match = re.match(r"\s*(?:export\s+)?([A-Z][A-Z0-9_]*)", text)
+    return match.group(1) if match and match.group(1) in KNOWN_NAMES else None
+
+
 def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[str], list[str], dict[str, int]]:
     from dotenv import dotenv_values
     from dotenv.parser import parse_stream
@@ -235,9 +246,12 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
             # would be accepted shortened. The line's text is never shown (it may be the rest of a key).
             after = f" right after the {previous[0]} line (line {previous[1]})" if previous and \
                 previous[1] == line - 1 else ""
-            problems.append(Problem(f"{name}:{line}", "(line)", f"a line without ={after}", "NAME=value on one line",
-                                    f"a value broken over two lines? join line {line} to line {line - 1}" if after
-                                    else "write NAME=value, or start the line with # to make it a comment"))
+            wide = next((mark for mark in LOOKALIKE_EQUALS if mark in original), None)
+            hint = (f"type = instead of {wide} (U+{ord(wide):04X}, a full-width equals sign an input method types)"
+                    if wide else f"a value broken over two lines? join line {line} to line {line - 1}" if after
+                    else "write NAME=value, or start the line with # to make it a comment")
+            problems.append(Problem(f"{name}:{line}", _line_name(original) or "(line)", f"a line without ={after}",
+                                    "NAME=value on one line", hint))
             continue
         if binding.key is not None and binding.value is not None:
             previous = (binding.key, line)
@@ -247,9 +261,13 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
                                         "value, not a variable holding it"))
         if binding.error:
             first = binding.original.string.strip().splitlines()[0] if binding.original.string.strip() else ""
+            yaml = re.match(r"(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*:", first)
+            spaced = _line_name(first) and re.match(r"(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s+[^\s=]", first)
             problems.append(Problem(
-                f"{name}:{line}", "syntax", f"a line python-dotenv cannot read ({_clip(first)})", "NAME=value",
-                "one NAME=value per line, no quotes; `#` starts a comment",
+                f"{name}:{line}", _line_name(first) or "syntax", f"a line python-dotenv cannot read ({_clip(first)})",
+                "NAME=value", "write NAME=value: `NAME: value` is YAML, and this is a dotenv file" if yaml
+                else "write NAME=value: a space where the = should be" if spaced
+                else "one NAME=value per line, no quotes; `#` starts a comment",
             ))
             continue
         if binding.key is None or binding.value is None:

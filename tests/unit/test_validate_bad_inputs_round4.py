@@ -266,3 +266,24 @@ def test_settings_that_train_poorly_are_a_warning_and_still_valid(case_id, toml,
     assert [line.removeprefix("warning: ") for line in err.splitlines() if line.startswith("warning: ")] == [
         line.format(**fill) for line in expected]
     assert compose_calls == []
+
+
+# ---------------------------------------------------------------- the key file (round 6)
+
+ROUND6_KEYFILE = [
+    Case("keyfile-full-width-equals", [
+        ("{kf}:1: TAOTOKEN_API_KEY: found a line without =, expected NAME=value on one line. Hint: type = instead of "
+         "\uff1d (U+FF1D, a full-width equals sign an input method types)")],
+        keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY\uff1d{KEY}")),
+    Case("keyfile-yaml-style", [
+        ("{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (TAO…KEY: sk-…cdef), expected NAME=value. "
+         "Hint: write NAME=value: `NAME: value` is YAML, and this is a dotenv file")],
+        keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY: {KEY}")),
+]
+
+
+@pytest.mark.parametrize("case", ROUND6_KEYFILE, ids=[c.id for c in ROUND6_KEYFILE])
+def test_a_key_file_line_typed_another_way_is_one_line_naming_it(case, tmp_path, monkeypatch, capsys, compose_calls):
+    """Round 6: a full-width = (an input method's) and YAML's `NAME: value` each gave two lines, the second saying
+    the name had no line at all."""
+    run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
