@@ -686,6 +686,19 @@ def grpo_groups_likely_differ(i: Inputs) -> list[Problem]:
     return out
 
 
+def ppo_samples(i: Inputs) -> list[Problem]:
+    """Advice: PPO at temperature 0 samples greedily. It explores nothing, and its behaviour log-probs are the
+    softmax at T = 1 (algorithms.py, sampling_core.py) while the tokens came from an argmax, so the importance ratio
+    corrects for a policy that did not sample them. Not refused: the run still trains, poorly."""
+    r = i.config.rollout
+    if i.algo != "ppo" or r.temperature > 0:
+        return []
+    return [Caution(i.config_file, "rollout.temperature", f"{r.temperature:g} for PPO",
+                    "a temperature > 0 (the seed uses 0.7)",
+                    "greedy rollouts explore nothing, and the importance ratio reads them as samples of the policy "
+                    "at temperature 1")]
+
+
 def fewshot_needs_a_system_prompt(i: Inputs) -> list[Problem]:
     """Advice: solved examples are shown only after a system prompt (tasks/prompting.py messages); without one the
     question goes with the step-by-step instruction and `fewshot` does nothing."""
@@ -837,6 +850,7 @@ RULES: tuple[Rule, ...] = (
     replicas_at_least_one,
     grpo_groups_can_differ,
     grpo_groups_likely_differ,
+    ppo_samples,
     fewshot_needs_a_system_prompt,
     rewards_can_differ,
     rollouts_fit_the_trainer,

@@ -247,6 +247,9 @@ ADVICE = [
     ("grpo-near-greedy-top-p", [("top_p = 0.95", "top_p = 1e-09")],
      ["{toml}: rollout.top_p: found 1e-09 with group_size 8, expected at least 0.1 for GRPO (the seed uses 0.95). "
       + H_GREEDY]),
+    ("ppo-greedy", [("temperature = 0.7 ", "temperature = 0.0 ")],
+     ["{toml}: rollout.temperature: found 0 for PPO, expected a temperature > 0 (the seed uses 0.7). Hint: greedy "
+      "rollouts explore nothing, and the importance ratio reads them as samples of the policy at temperature 1"]),
     ("fewshot-without-system-prompt", [("[environment]\n", "[environment]\nfewshot = 2\n")],
      [("{toml}: environment.fewshot: found 2 without system_prompt, expected a system_prompt beside it (the solved "
       "examples follow the system message). Hint: set [environment] system_prompt, or fewshot = 0: without a system "
@@ -259,7 +262,7 @@ def test_settings_that_train_poorly_are_a_warning_and_still_valid(case_id, toml,
                                                                   capsys, compose_calls):
     """Accepted before without a word: sampling so near greedy that GRPO's groups rarely differ (0 itself is
     refused), and solved examples that are never shown."""
-    argv, fill = build(Case(case_id, [], toml=toml), tmp_path)
+    argv, fill = build(Case(case_id, [], toml=toml, algo="ppo" if case_id.startswith("ppo") else "grpo"), tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 0
     err = capsys.readouterr().err
