@@ -248,8 +248,8 @@ ADVICE = [
      ["{toml}: rollout.top_p: found 1e-09 with group_size 8, expected at least 0.1 for GRPO (the seed uses 0.95). "
       + H_GREEDY]),
     ("ppo-greedy", [("temperature = 0.7 ", "temperature = 0.0 ")],
-     ["{toml}: rollout.temperature: found 0 for PPO, expected a temperature > 0 (the seed uses 0.7). Hint: greedy "
-      "rollouts explore nothing, and the importance ratio reads them as samples of the policy at temperature 1"]),
+     [("{toml}: rollout.temperature: found 0 for PPO, expected a temperature > 0 (the seed uses 0.7). Hint: greedy "
+      "rollouts explore nothing, and the importance ratio reads them as samples of the policy at temperature 1")]),
     ("fewshot-without-system-prompt", [("[environment]\n", "[environment]\nfewshot = 2\n")],
      [("{toml}: environment.fewshot: found 2 without system_prompt, expected a system_prompt beside it (the solved "
       "examples follow the system message). Hint: set [environment] system_prompt, or fewshot = 0: without a system "
