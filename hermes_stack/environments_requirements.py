@@ -52,8 +52,9 @@ def read_requirements(project_root: Path) -> RequirementsFile:
     except OSError as exc:
         return RequirementsFile(problem=Problem(REQUIREMENTS, "(file)", f"a file that cannot be read ({exc.strerror})",
                                                 "a readable UTF-8 text file", "the image build copies and reads it"))
-    # pip reads it as Python reads source (a BOM skipped, a coding line honoured), else with the image's UTF-8 locale.
-    text = decode_source(data, "save it as UTF-8: pip reads it as UTF-8 in the image")
+    # pip reads it as Python reads source (a BOM skipped, a coding line honoured), a UTF-16/32 file with its byte-order
+    # mark too (pip's req_file.auto_decode), else with the image's UTF-8 locale.
+    text = decode_source(data, "save it as UTF-8: pip reads it as UTF-8 in the image", wide_boms=True)
     if text.found:
         return RequirementsFile(problem=Problem(f"{REQUIREMENTS}:{text.line}", "(file)", text.found, text.expected,
                                                 text.hint))
@@ -195,10 +196,10 @@ def image_modules(project_root: Path) -> tuple[frozenset[str], tuple[str, ...]] 
     unknown = []
     for _, text in reqs.lines:
         name = _requirement_name(text)
+        modules.add(name.replace("-", "_"))  # its name as its module (sympy); metadata may list odd ones only
         if name in by_dist:  # installed here too: its modules, read from its metadata
             modules |= by_dist[name]
-        else:  # its name is a guess at its module (sympy), which misses the others (scikit-learn: sklearn)
-            modules.add(name.replace("-", "_"))
+        else:  # only that guess, which misses the others (scikit-learn: sklearn)
             unknown.append(text)
     root = folder(project_root)
     if root.is_dir():

@@ -59,27 +59,33 @@ def _looks_utf16(data: bytes) -> bool:
     return max(odd.count(0) / len(odd), even.count(0) / len(even)) > 0.8
 
 
-def decode_source(data: bytes, byte_hint: str) -> SourceText:
+def decode_source(data: bytes, byte_hint: str, wide_boms: bool = False) -> SourceText:
     """Bytes -> text as Python reads a source file and pip a requirements file: a UTF-8 byte-order mark skipped, a
     `coding:` line (PEP 263) honoured, else UTF-8. A byte the encoding refuses gives the text with U+FFFD in its place
-    and the byte's line (the rest of the file can still be read); UTF-16, a NUL byte or an unknown encoding give no
-    text."""
+    and the byte's line (the rest of the file can still be read); UTF-16, a NUL byte or an encoding that is not a text
+    encoding give no text. `wide_boms`: a UTF-16 or UTF-32 byte-order mark names the encoding, as pip reads a
+    requirements file (Python refuses such a source file)."""
     wide = next((label for mark, label in UTF_BOMS if data.startswith(mark)), None)
+    if wide is not None and wide_boms:
+        try:
+            return SourceText(data.decode(wide.lower()))  # "utf-16"/"utf-32": the mark gives the byte order
+        except UnicodeDecodeError:
+            pass  # a damaged file: named below like one without a mark
     if wide is None and b"\x00" in data and _looks_utf16(data):
         wide = "UTF-16"
     if wide is not None:  # Windows' "Unicode", PowerShell 5's `>`
         return SourceText(None, 1, f"{wide} text", "UTF-8 text",
-                     f'save it as "UTF-8" (not "Unicode"); `iconv -f {wide} -t UTF-8` converts it')
+                          f'save it as "UTF-8" (not "Unicode"); `iconv -f {wide} -t UTF-8` converts it')
     if b"\x00" in data:
         line = data.count(b"\n", 0, data.index(b"\x00")) + 1
         return SourceText(None, line, "a NUL byte (0x00)", "text without NUL bytes",
-                     "the file is binary or damaged: save it again as UTF-8 text")
+                          "the file is binary or damaged: save it again as UTF-8 text")
+    unusable = ("UTF-8 text", "remove the `coding:` line and save the file as UTF-8")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
         if "invalid or missing encoding declaration" not in str(exc):  # that one: a non-UTF-8 byte, named below
-            return SourceText(None, 1, f"a coding line Python cannot use: {exc.msg}", "UTF-8 text",
-                         "remove the `coding:` line and save the file as UTF-8")
+            return SourceText(None, 1, f"a coding line Python cannot use: {exc.msg}", *unusable)
         encoding = "utf-8"
     start = len(BOM) if data.startswith(BOM) else 0
     encoding = "utf-8" if encoding == "utf-8-sig" else encoding
@@ -88,5 +94,11 @@ def decode_source(data: bytes, byte_hint: str) -> SourceText:
     except UnicodeDecodeError as exc:
         at = start + exc.start
         label = "UTF-8" if encoding == "utf-8" else encoding
-        return SourceText(data[start:].decode(encoding, errors="replace"), data.count(b"\n", 0, at) + 1,
-                     f"a byte that is not {label} (0x{data[at]:02x})", f"{label} text", byte_hint)
+        found = f"a byte that is not {label} (0x{data[at]:02x})"
+        try:
+            return SourceText(data[start:].decode(encoding, errors="replace"), data.count(b"\n", 0, at) + 1, found,
+                              f"{label} text", byte_hint)
+        except (LookupError, UnicodeError):
+            return SourceText(None, data.count(b"\n", 0, at) + 1, found, f"{label} text", byte_hint)
+    except (LookupError, UnicodeError):  # `coding: hex`, rot13, punycode: codecs, but not text encodings
+        return SourceText(None, 1, f"a coding line naming {encoding}, which is not a text encoding", *unusable)

@@ -108,11 +108,20 @@ def test_a_requirements_txt_with_a_utf8_bom_is_accepted(project, capsys, compose
     assert validate(project, capsys, compose_calls) == (0, [], [])
 
 
-@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"], ids=["with-bom", "without-bom"])
-def test_a_requirements_txt_in_utf16_is_one_line_not_garbled_ones(encoding, project, capsys, compose_calls):
-    put(project, "requirements.txt", "sympy==1.14.0\nmpmath==1.3.0\n".encode(encoding))
+def test_a_requirements_txt_in_utf16_without_its_mark_is_one_line_not_garbled_ones(project, capsys, compose_calls):
+    put(project, "requirements.txt", "sympy==1.14.0\nmpmath==1.3.0\n".encode("utf-16-le"))
     assert refused(project, capsys, compose_calls) == [
         f"environments/requirements.txt:1: (file): found UTF-16 text, expected UTF-8 text. {H_UTF16}"]
+
+
+def test_a_requirements_txt_in_utf16_with_its_mark_is_read_as_pip_reads_it(project):
+    """pip decodes a requirements file by its UTF-16/32 byte-order mark (req_file.auto_decode), so the image build
+    installs it: not refused (a review found the first version of this check stricter than pip)."""
+    from hermes_stack.environments_requirements import read_requirements, requirement_problems
+
+    put(project, "requirements.txt", "sympy==1.14.0\nmpmath==1.3.0\n".encode("utf-16"))
+    assert read_requirements(project).lines == ((1, "sympy==1.14.0"), (2, "mpmath==1.3.0"))
+    assert requirement_problems(project) == []
 
 
 # ---------------------------------------------------------------- 2. import names that differ from the package's
@@ -422,3 +431,30 @@ def test_environments_never_prints_a_key_of_the_key_file(project, capsys):
     assert main(["environments"]) == 0
     out, err = capsys.readouterr()
     assert key not in out + err and "leaky" in out and "Scored with " in out
+
+
+def test_a_coding_line_naming_no_text_encoding_is_an_unreadable_file_not_a_crash(project, capsys, compose_calls):
+    """Review: `# -*- coding: hex -*-` (a codec, not a text encoding) ended every command in LookupError."""
+    put(project, "hexed.py", "# -*- coding: hex -*-\nx = 1\n")
+    code, errors, _warnings = validate(project, capsys, compose_calls)  # the built-in gsm8k selected: still valid
+    assert (code, errors) == (0, [])
+    from hermes_stack.environments_catalog import unreadable
+
+    assert unreadable(project) == [("environments/hexed.py cannot be read (a coding line naming hex, which is not a "
+                                   "text encoding)")]
+
+
+def test_environments_of_another_checkout_redacts_that_checkouts_key(project, tmp_path, capsys, monkeypatch):
+    """The key file of the project listed (--root), not of the folder the command runs in."""
+    key = "plainsecret" + "d4e5f6" * 3
+    keyfile = project / ".env.taotoken"
+    keyfile.write_text(f"TAOTOKEN_API_KEY={key}\nTAOTOKEN_BASE_URL=http://127.0.0.1:9\n")
+    keyfile.chmod(0o600)
+    put(project, "leaky.py", "from atroposlib.envs.base import BaseEnv\n\n\nclass Leaky(BaseEnv):\n"
+                             f'    """Scored with {key}."""\n\n    name = "leaky"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["environments", "--root", str(project)]) == 0
+    out, err = capsys.readouterr()
+    assert key not in out + err and "Scored with " in out

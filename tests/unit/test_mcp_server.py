@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import shutil
 from pathlib import Path
 
 import pytest
@@ -355,3 +356,41 @@ def test_a_huge_argument_is_not_echoed_whole(project, elsewhere):
     answer = json.loads(text)
     assert "error" in answer and "(100000 characters)" in text, text[:300]
     assert len(text) < 3 * ANSWER_STRING_CHARS
+
+
+def test_an_answer_is_redacted_before_it_is_cut():
+    """Review: cut first, a key straddling the 2000th character kept a prefix the redactor no longer matched."""
+    from hermes_stack import redaction
+    from hermes_stack.controller.agent_tools.tools import ANSWER_STRING_CHARS, redacted
+
+    key = "plainsecret" + "q7r8s9" * 5
+    redaction.forget_secrets()
+    try:
+        redaction.register_secrets({"TAOTOKEN_API_KEY": key})
+        for at in range(ANSWER_STRING_CHARS - 40, ANSWER_STRING_CHARS):
+            text = redacted({"description": "x" * at + key + "y" * 100})
+            assert key[:12] not in text, at
+    finally:
+        redaction.forget_secrets()
+
+
+def test_selecting_an_environment_while_the_other_file_does_not_load_answers_with_its_problems(project, elsewhere):
+    """Review: the partial answer of rl_edit_config (written, but the pair still does not load) had no "config", and
+    rl_select_environment then failed with KeyError: 'config'."""
+    (project / "environments").mkdir()
+    shutil.copy(REPO / "tests" / "fixtures" / "user_environments" / "upstream_sums.py", project / "environments")
+    settings = project / "configs" / "settings_grpo.json"
+    data = json.loads(settings.read_text())
+    data["trainer"]["num_steps"] = "abc"
+    settings.write_text(json.dumps(data, indent=2))
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            return await call(s, "rl_select_environment", name="upstream-sums")
+
+    answer = _run(scenario())
+    assert "failed unexpectedly" not in json.dumps(answer), answer
+    # written (the edit itself is sound), and the problem it did not add is named
+    assert answer["environment"] == "upstream-sums" and 'name = "upstream-sums"' in (
+        project / "configs" / "config_grpo.toml").read_text(), answer
+    assert any("trainer.num_steps" in line for line in answer["problems"]), answer

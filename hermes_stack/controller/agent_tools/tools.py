@@ -80,10 +80,13 @@ ANSWER_STRING_CHARS = 2000
 
 
 def clipped(value: Any) -> Any:
+    """`value` with every string redacted, then cut: cut first, a key across the cut would keep a prefix the
+    redactor no longer knows."""
     from hermes_stack.errors import shorten
+    from hermes_stack.redaction import redact_known_secrets
 
     if isinstance(value, str):
-        return shorten(value, ANSWER_STRING_CHARS)
+        return shorten(redact_known_secrets(value), ANSWER_STRING_CHARS)
     if isinstance(value, dict):
         return {key: clipped(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -173,8 +176,11 @@ class Tools:
         out = {"message": f"environment {env['name']} selected: {said} in configs/config_{self.cfg.algo}.toml",
                "environment": env["name"], "file_path": env["file_path"]}
         out.update({k: env[k] for k in ("dataset", "environment_name") if k in env})
-        if "effective_value" in answer["config"]:
-            out["note"] = answer["config"]["note"]
+        config = answer.get("config", {})  # none when the written pair still does not load: its problems then
+        if "effective_value" in config:
+            out["note"] = config["note"]
+        if "problems" in answer:
+            out["problems"] = answer["problems"]
         return out
 
     def rl_get_current_config(self) -> dict[str, Any]:

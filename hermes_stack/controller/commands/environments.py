@@ -47,7 +47,7 @@ def environments(
                            ("(environment)", "HERMES_ROOT", "unset it to use this folder, or name the checkout"))
         raise InputError(Problem(where, key, f"{base} ({state})", f"the project folder holding {catalog.FOLDER}/",
                                  fix))
-    _register_keyfile_secrets()  # an environment's name or docstring is the user's text: it may hold a pasted key
+    _register_keyfile_secrets(base)  # an environment's name or docstring is the user's text: it may hold a key
     for line in listing_lines(base):
         console.info(line)
     for scan in catalog.scan_folder(base):
@@ -57,13 +57,16 @@ def environments(
         console.notice(f"no {catalog.FOLDER}/ folder in {base}: only the built-in environments")
 
 
-def _register_keyfile_secrets() -> None:
+def _register_keyfile_secrets(base: Path) -> None:
     """The key file's secrets, for the redactor every printed line goes through (validate and the MCP tools load the
-    key file too). The listing needs nothing else from it, so a key file with problems is left to validate."""
+    key file too): the one named by $HERMES_KEYFILE, else the listed project's. The listing needs nothing else from
+    it, so a key file with problems is left to validate."""
+    import os
+
     from hermes_stack.errors import HermesError
-    from hermes_stack.keyfile import load_keyfile
+    from hermes_stack.keyfile import DEFAULT_PATH, PATH_ENV, load_keyfile
 
     try:
-        load_keyfile(register=True)
+        load_keyfile(None if os.environ.get(PATH_ENV) else base / DEFAULT_PATH, register=True)
     except HermesError:
-        pass  # its values are registered as soon as they are parsed, before the checks that raise
+        pass  # its values are registered once parsed, before the checks that raise (a BOM stops it before)
