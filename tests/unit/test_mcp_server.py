@@ -394,3 +394,27 @@ def test_selecting_an_environment_while_the_other_file_does_not_load_answers_wit
     assert answer["environment"] == "upstream-sums" and 'name = "upstream-sums"' in (
         project / "configs" / "config_grpo.toml").read_text(), answer
     assert any("trainer.num_steps" in line for line in answer["problems"]), answer
+
+
+def test_a_folder_environment_named_like_a_dataset_is_the_one_that_name_selects(project, elsewhere):
+    """Round 6: environments/oa.py named 'offline-arith' was hidden from the agent, and 'offline-arith' meant the
+    built-in dataset to it, while validate and up run the user's class by that name."""
+    (project / "environments").mkdir()
+    (project / "environments" / "oa.py").write_text(
+        "from atroposlib.envs.base import BaseEnv\n\n\nclass OA(BaseEnv):\n    name = 'offline-arith'\n")
+    config = project / "configs" / "config_grpo.toml"
+
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            listed = (await call(s, "rl_list_environments"))["environments"]
+            names = {e["name"]: e for e in listed}
+            assert names["offline-arith"]["environment_name"] == "offline-arith", listed
+            assert names["offline-arith (built-in dataset)"]["dataset"] == "offline-arith", listed
+            picked = await call(s, "rl_select_environment", name="offline-arith")
+            assert picked["environment"] == "offline-arith" and 'name = "offline-arith"' in config.read_text(), picked
+            assert (await call(s, "rl_list_environments"))["current"] == "offline-arith"
+            back = await call(s, "rl_select_environment", name="offline-arith (built-in dataset)")
+            assert back.get("dataset") == "offline-arith" and 'name = "gsm8k"' in config.read_text(), back
+            assert (await call(s, "rl_list_environments"))["current"] == "offline-arith (built-in dataset)"
+
+    _run(scenario())

@@ -46,8 +46,13 @@ def list_environments(root: Path) -> list[dict[str, str]]:
                "dataset": e["dataset"]} for e in entries]
     taken = {e["name"] for e in listed}
     for env in catalog(root):
-        if env.builtin or env.name in taken:
-            continue  # a folder class named like a dataset would be unreachable by that name: validate says so
+        if env.builtin or env.name in taken and any(e.get("environment_name") == env.name for e in listed):
+            continue  # a second class of that name: validate refuses the choice, and lists where
+        if env.name in taken:
+            # A folder class named like a dataset: `[environment] name = <it>` runs the class (validate, up), so the
+            # name is the class's here too, and the dataset's entry says what it is.
+            clash = next(e for e in listed if e["name"] == env.name)
+            clash["name"] = f"{env.name} (built-in dataset)"
         taken.add(env.name)
         listed.append({"name": env.name, "class_name": env.class_name, "file_path": env.file,
                        "description": env.description or f"atroposlib environment {env.class_name} in {env.file}",
@@ -63,6 +68,15 @@ def is_builtin_name(name: str) -> bool:
 
 
 def find_environment(listed: list[dict[str, str]], name: str) -> dict[str, str] | None:
-    """The environment of `listed` (list_environments') called `name` (or, for the built-in one, whose dataset value
-    is `name`)."""
-    return next((e for e in listed if name in (e["name"], e.get("dataset"))), None)
+    """The environment of `listed` (list_environments') called `name`, else the built-in one whose dataset value is
+    `name` (a name first: a folder class may be named like a dataset)."""
+    return (next((e for e in listed if e["name"] == name), None)
+            or next((e for e in listed if e.get("dataset") == name), None))
+
+
+def current_name(listed: list[dict[str, str]], name: str, dataset: str) -> str:
+    """The listed name of what `[environment] name` and `dataset` select: the built-in one's dataset entry, or the
+    folder environment called `name`."""
+    if is_builtin_name(name):
+        return next((e["name"] for e in listed if e.get("dataset") == dataset), dataset)
+    return name

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_stack.controller.agent_tools import config_edit, runs
-from hermes_stack.controller.agent_tools.environments import find_environment, is_builtin_name
+from hermes_stack.controller.agent_tools.environments import current_name, find_environment, is_builtin_name
 from hermes_stack.controller.agent_tools.environments import list_environments as _list_environments
 from hermes_stack.errors import HermesError
 
@@ -128,7 +128,7 @@ class Tools:
 
     def _environment_of(self, stack) -> str:
         section = stack.config_as_written.environment
-        return section.dataset if is_builtin_name(section.name) else section.name
+        return current_name(_list_environments(self.root), section.name, section.dataset)
 
     def _compose(self):
         from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose
