@@ -418,3 +418,15 @@ def test_a_folder_environment_named_like_a_dataset_is_the_one_that_name_selects(
             assert (await call(s, "rl_list_environments"))["current"] == "offline-arith (built-in dataset)"
 
     _run(scenario())
+
+
+def test_an_edit_to_null_says_the_default_applies(project, elsewhere):
+    """A null value resets a field (its TOML line removed): the answer said `rollout.top_p = None written`."""
+    async def scenario():
+        async with mcp_session(["--project", str(project), "--device", "cpu"], elsewhere) as s:
+            return await call(s, "rl_edit_config", field="rollout.top_p", value=None)
+
+    toml = _run(scenario())
+    assert toml["message"] == ("rollout.top_p removed from configs/config_grpo.toml: its default applies (now "
+                               f"{toml['config']['current_value']!r})"), toml
+    assert "top_p" not in (project / "configs" / "config_grpo.toml").read_text().split("[rollout]")[1].split("[")[0]

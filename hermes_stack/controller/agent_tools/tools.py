@@ -225,6 +225,10 @@ class Tools:
                     "problems": exc.answer.get("problems", [exc.answer["error"]])}
         entry = next((e for e in now["configurable_fields"] + now["locked_fields"]
                       if config_edit.field_of(e["name"]) == config_edit.field_of(field)), {})
+        if value is None and files:  # null resets: say to what, not "= None written"
+            how = "removed from" if config_edit.field_of(field).where == "config" else "set to null in"
+            message = (f"{field} {how} {', '.join(files)}: its default applies"
+                       + (f" (now {entry['current_value']!r})" if "current_value" in entry else ""))
         return {"message": message, "field": field, "value": value, "config": entry, "files_changed": files}
 
     # ------------------------------------------------------------------ runs
