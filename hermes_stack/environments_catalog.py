@@ -45,6 +45,9 @@ class EnvironmentInfo:
     description: str
     builtin: bool = False
     line: int = 0
+    # atroposlib's abstract methods the class and its bases of the same file leave undefined: atroposlib cannot
+    # create it (TypeError at the environment's start). Empty when they are defined or when a base lies elsewhere.
+    abstract: tuple[str, ...] = ()
 
 
 # The built-in environment serves `[environment] dataset` (gsm8k, offline-arith, a JSONL file). "gsm8k" is the name
@@ -110,6 +113,37 @@ def _name_attribute(node: ast.ClassDef, constants: dict[str, str] | None = None)
         if isinstance(value, ast.Name) and value.id in (constants or {}):
             return (constants or {})[value.id]
     return None
+
+
+# atroposlib 0.4.0's BaseEnv.__abstractmethods__ (a test compares them): read from source, so validate need not import
+# atroposlib (about a second).
+BASE_ENV_ABSTRACT = ("evaluate", "get_next_item")
+
+
+def _defined(node: ast.ClassDef) -> set[str]:
+    """Names a class body binds: its methods and plain assignments."""
+    methods = {stmt.name for stmt in node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return methods | {name for name, _ in _assigned(node.body)}
+
+
+def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[str]) -> tuple[str, ...]:
+    """BASE_ENV_ABSTRACT left undefined by class `name` and its bases, when every base is atroposlib's BaseEnv or a
+    class of this file; () when one is not (an import, a sibling's class: it may define them)."""
+    defined: set[str] = set()
+    todo, seen = [name], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        defined |= _defined(classes[current])
+        for base in _base_names(classes[current]):
+            if base in base_env:
+                continue
+            if base not in classes:
+                return ()
+            todo.append(base)
+    return tuple(method for method in BASE_ENV_ABSTRACT if method not in defined)
 
 
 def _base_env_names(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[str]:
@@ -201,7 +235,8 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
     except ValueError as exc:  # what compile() says of a source it refuses outright
         return FileScan(file, error=f"{file} cannot be read ({exc})")
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    bases = _base_env_names(tree, classes) | _sibling_envs(tree, siblings or {})
+    base_env = _base_env_names(tree, classes)
+    bases = base_env | _sibling_envs(tree, siblings or {})
     constants = _string_constants(tree.body)
     envs: set[str] = set()
     changed = True
@@ -213,7 +248,8 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
                 changed = True
     found = tuple(
         EnvironmentInfo(_name_attribute(node, constants) or name, name, file,
-                        (ast.get_docstring(node) or "").strip(), line=node.lineno)
+                        (ast.get_docstring(node) or "").strip(), line=node.lineno,
+                        abstract=_unimplemented(name, classes, base_env))
         for name, node in classes.items() if name in envs)
     return FileScan(file, found, imports=_imports(tree), problems=_relative_imports(tree, file))
 
@@ -419,7 +455,7 @@ def select(project_root: Path, name: str) -> Selection:
                                 "one environment with that name", "rename one of them (its `name` attribute)"))
     if matches:
         scan, env = matches[0]
-        return Selection(env, imports=scan.imports, problems=scan.problems)
+        return _chosen(scan, env)
     if broken:
         expected, fix = broken[0].fix
         return Selection(None, (f"{name!r} (not found; {broken[0].error})", expected,
@@ -442,4 +478,19 @@ def _one_of(scan: FileScan, name: str, scans: list[FileScan]) -> Selection:
         names = ", ".join(f"{e.name} ({e.class_name}, line {e.line})" for e in scan.environments)
         return Selection(None, (f"{name!r} (the file defines {len(scan.environments)} environments: {names})",
                                 "a file with one environment", "select one by its name instead of the file"))
-    return Selection(scan.environments[0], imports=scan.imports, problems=scan.problems)
+    return _chosen(scan, scan.environments[0])
+
+
+def _chosen(scan: FileScan, env: EnvironmentInfo) -> Selection:
+    """`env` of `scan` selected, with what would stop the service from loading it: the file's problems, and
+    atroposlib's abstract methods it leaves undefined."""
+    problems = scan.problems
+    if env.abstract:
+        missing = ", ".join(env.abstract)
+        stubs = "; ".join(f"async def {m}(self{', *args, **kwargs' if m == 'evaluate' else ''}): ..."
+                          for m in env.abstract)
+        problems = (*problems, Problem(f"{env.file}:{env.line}", "class", f"{env.class_name} without {missing}",
+                                       f"a class defining atroposlib's abstract methods ({', '.join(BASE_ENV_ABSTRACT)})",
+                                       f"define them ({stubs}): atroposlib cannot create the class otherwise, and the "
+                                       "environment would stop at its start"))
+    return Selection(env, imports=scan.imports, problems=problems)

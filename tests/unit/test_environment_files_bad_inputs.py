@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "fixtures" / "user_environments" / "upstream_sums.py"
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
-ENV = b"from atroposlib.envs.base import BaseEnv\n\n\nclass Mine(BaseEnv):\n    name = 'mine'\n"
+# atroposlib's two abstract methods defined, as a file that runs must (environments_catalog.BASE_ENV_ABSTRACT)
+RUNS = "\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n"
+ENV = b"from atroposlib.envs.base import BaseEnv\n\n\nclass Mine(BaseEnv):\n    name = 'mine'\n" + RUNS.encode()
 H_UTF16 = 'Hint: save it as "UTF-8" (not "Unicode"); `iconv -f UTF-16 -t UTF-8` converts it'
 H_PY_BYTE = ("Hint: save it as UTF-8, or declare its encoding on its first line (# -*- coding: latin-1 -*-): Python "
              "reads source files as UTF-8")
@@ -276,7 +278,8 @@ def test_a_byte_that_is_not_utf8_in_code_is_named_not_the_syntax_error_it_reads_
     from hermes_stack.environments_catalog import scan_bytes
 
     scan = scan_bytes(ENV + b"caf\xe9 = 1\n", "environments/latin.py")
-    assert scan.error == "environments/latin.py cannot be read (a byte that is not UTF-8 (0xe9) on line 6)"
+    line = ENV.count(b"\n") + 1  # the line after ENV's
+    assert scan.error == f"environments/latin.py cannot be read (a byte that is not UTF-8 (0xe9) on line {line})"
     assert scan.fix[0] == "UTF-8 text"
 
 
@@ -292,7 +295,8 @@ def test_a_nul_byte_names_its_line():
     from hermes_stack.environments_catalog import scan_bytes
 
     scan = scan_bytes(ENV + b"X = 1\x00\n", "environments/nul.py")
-    assert (scan.error, scan.fix) == ("environments/nul.py cannot be read (a NUL byte (0x00) on line 6)",
+    line = ENV.count(b"\n") + 1  # the line after ENV's
+    assert (scan.error, scan.fix) == (f"environments/nul.py cannot be read (a NUL byte (0x00) on line {line})",
                                       ("text without NUL bytes",
                                        "the file is binary or damaged: save it again as UTF-8 text"))
 
@@ -458,3 +462,29 @@ def test_environments_of_another_checkout_redacts_that_checkouts_key(project, tm
     assert main(["environments", "--root", str(project)]) == 0
     out, err = capsys.readouterr()
     assert key not in out + err and "Scored with " in out
+
+
+
+def test_a_class_leaving_atroposlibs_abstract_methods_undefined_is_one_line(project, capsys, compose_calls):
+    """atroposlib cannot create such a class (TypeError: Can't instantiate abstract class), so the environment
+    stopped at its start; validate accepted it. A base of the same file that defines them counts; a base from
+    elsewhere (an import, another file) may define them, so it is not judged."""
+    from atroposlib.envs.base import BaseEnv
+
+    from hermes_stack.environments_catalog import BASE_ENV_ABSTRACT
+
+    assert tuple(sorted(BaseEnv.__abstractmethods__)) == BASE_ENV_ABSTRACT  # the names validate reads from source
+    put(project, "half.py", "from atroposlib.envs.base import BaseEnv\n\n\nclass Half(BaseEnv):\n"
+                            "    name = 'half'\n\n    async def get_next_item(self): ...\n")
+    select(project, "half")
+    assert refused(project, capsys, compose_calls) == [
+        ("environments/half.py:4: class: found Half without evaluate, expected a class defining atroposlib's abstract "
+        "methods (evaluate, get_next_item). Hint: define them (async def evaluate(self, *args, **kwargs): ...): "
+        "atroposlib cannot create the class otherwise, and the environment would stop at its start")]
+    put(project, "whole.py", "from half import Half\n\n\nclass Whole(Half):\n    name = 'whole'\n")
+    put(project, "mixed.py", "from atroposlib.envs.base import BaseEnv\nfrom somewhere import Mixin\n\n\n"
+                             "class Mixed(Mixin, BaseEnv):\n    name = 'mixed'\n")
+    for name, current in (("whole", "half"), ("mixed", "whole")):
+        select(project, name, current)
+        _code, errors, _ = validate(project, capsys, compose_calls)
+        assert not any("abstract methods" in line for line in errors), (name, errors)

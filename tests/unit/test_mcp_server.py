@@ -401,7 +401,8 @@ def test_a_folder_environment_named_like_a_dataset_is_the_one_that_name_selects(
     built-in dataset to it, while validate and up run the user's class by that name."""
     (project / "environments").mkdir()
     (project / "environments" / "oa.py").write_text(
-        "from atroposlib.envs.base import BaseEnv\n\n\nclass OA(BaseEnv):\n    name = 'offline-arith'\n")
+        "from atroposlib.envs.base import BaseEnv\n\n\nclass OA(BaseEnv):\n    name = 'offline-arith'\n\n"
+        "    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n")
     config = project / "configs" / "config_grpo.toml"
 
     async def scenario():

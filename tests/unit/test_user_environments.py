@@ -15,6 +15,8 @@ from hermes_stack.controller.cli import main
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "fixtures" / "user_environments" / "upstream_sums.py"
+# atroposlib's two abstract methods defined, as a file that runs must (environments_catalog.BASE_ENV_ABSTRACT)
+RUNS = "\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n"
 VALIDATE = ["validate", "--algo", "grpo", "--device", "cpu"]
 
 
@@ -104,7 +106,7 @@ BROKEN = [
      "environments/upstream_sums.py:15 (UpstreamSumsEnv), expected one environment with that name")),
     ("import-missing", "needs-more", ("needs_more.py", ("import json\nimport surely_not_installed_pkg.sub\n"
                                       "from atroposlib.envs.base import BaseEnv\n\n"
-                                      "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n")),
+                                      "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n" + RUNS)),
      ("found 'needs-more', whose file imports surely_not_installed_pkg (environments/needs_more.py:2), expected "
      "imports the environment image has. Hint: add the package, pinned (name==version), to "
      "environments/requirements.txt")),
@@ -128,7 +130,7 @@ def test_validate_refuses_each_broken_environment_in_one_line(project, capsys, c
 
 def test_a_package_listed_in_requirements_txt_satisfies_the_import_and_must_be_pinned(project, capsys, compose_calls):
     _write(project, "needs_more.py", "import surely_not_installed_pkg\nfrom atroposlib.envs.base import BaseEnv\n\n"
-                                     "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n")
+                                     "class NeedsMore(BaseEnv):\n    name = 'needs-more'\n" + RUNS)
     select(project, "needs-more")
     (project / "environments" / "requirements.txt").write_text("# pinned, as requirements.lock\n"
                                                               "surely-not-installed-pkg>=1\n")
@@ -144,7 +146,7 @@ def test_a_package_listed_in_requirements_txt_satisfies_the_import_and_must_be_p
 def test_a_guarded_import_is_optional(project, capsys, compose_calls):
     _write(project, "optional.py", "try:\n    import surely_not_installed_pkg\nexcept ImportError:\n    pass\n"
                                    "from atroposlib.envs.base import BaseEnv\n\nclass Opt(BaseEnv):\n"
-                                   "    name = 'optional'\n")
+                                   "    name = 'optional'\n" + RUNS)
     select(project, "optional")
     assert validate(project, capsys, compose_calls) == (0, [])
 
