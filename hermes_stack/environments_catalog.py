@@ -213,6 +213,29 @@ def _relative_imports(tree: ast.Module, file: str) -> tuple[Problem, ...]:
     return tuple(out)
 
 
+def _unbound_base_env(tree: ast.Module, classes: dict[str, ast.ClassDef], file: str) -> tuple[Problem, ...]:
+    """`class X(BaseEnv)` in a file that never imports BaseEnv: the service's import of the file stops at a
+    NameError. Not judged with a star import (it may bind the name)."""
+    bound: set[str] = set(classes)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                return ()
+            bound |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            bound |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound.add(node.name)
+    bound |= {name for name, _ in _assigned(tree.body)}
+    if "BaseEnv" in bound:
+        return ()
+    users = [node for node in classes.values() if "BaseEnv" in _base_names(node)]
+    return tuple(Problem(f"{file}:{node.lineno}", "class", f"class {node.name}(BaseEnv) without an import of BaseEnv",
+                         "BaseEnv imported from atroposlib",
+                         "add `from atroposlib.envs.base import BaseEnv` at the top: Python stops at the class "
+                         "otherwise (NameError)") for node in users[:1])
+
+
 def _syntax_error(file: str, exc: SyntaxError) -> str:
     where = f"{file}:{exc.lineno}" if exc.lineno else file  # a few (null bytes, say) have no line: no ":None"
     return f"syntax error at {where}: {exc.msg}"
@@ -251,7 +274,8 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
                         (ast.get_docstring(node) or "").strip(), line=node.lineno,
                         abstract=_unimplemented(name, classes, base_env))
         for name, node in classes.items() if name in envs)
-    return FileScan(file, found, imports=_imports(tree), problems=_relative_imports(tree, file))
+    return FileScan(file, found, imports=_imports(tree),
+                    problems=_relative_imports(tree, file) + _unbound_base_env(tree, classes, file))
 
 
 PY_BYTE_HINT = ("save it as UTF-8, or declare its encoding on its first line (# -*- coding: latin-1 -*-): Python "

@@ -488,3 +488,20 @@ def test_a_class_leaving_atroposlibs_abstract_methods_undefined_is_one_line(proj
         select(project, name, current)
         _code, errors, _ = validate(project, capsys, compose_calls)
         assert not any("abstract methods" in line for line in errors), (name, errors)
+
+
+
+def test_a_class_on_basenv_without_its_import_is_one_line(project, capsys, compose_calls):
+    """The file's import stopped at NameError in the environment's start; validate accepted it (the scanner reads
+    `BaseEnv` by name)."""
+    put(project, "orphan.py", "class Orphan(BaseEnv):\n    name = 'orphan'\n" + RUNS)
+    select(project, "orphan")
+    assert refused(project, capsys, compose_calls) == [
+        ("environments/orphan.py:1: class: found class Orphan(BaseEnv) without an import of BaseEnv, expected BaseEnv "
+        "imported from atroposlib. Hint: add `from atroposlib.envs.base import BaseEnv` at the top: Python stops at "
+        "the class otherwise (NameError)")]
+    put(project, "starred.py", "from atroposlib.envs.base import *\n\n\nclass Starred(BaseEnv):\n"
+                               "    name = 'starred'\n" + RUNS)
+    select(project, "starred", "orphan")
+    code, errors, _ = validate(project, capsys, compose_calls)
+    assert (code, errors) == (0, []), errors
