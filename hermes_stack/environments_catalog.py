@@ -183,8 +183,7 @@ def _guarded(tree: ast.Module) -> set[int]:
     return lines
 
 
-def _imports(tree: ast.Module) -> tuple[tuple[str, int], ...]:
-    guarded = _guarded(tree)
+def _imports(tree: ast.Module, guarded: set[int]) -> tuple[tuple[str, int], ...]:
     out: list[tuple[str, int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and node.lineno not in guarded:
@@ -194,10 +193,9 @@ def _imports(tree: ast.Module) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(set(out), key=lambda x: x[1]))
 
 
-def _relative_imports(tree: ast.Module, file: str) -> tuple[Problem, ...]:
+def _relative_imports(tree: ast.Module, guarded: set[int], file: str) -> tuple[Problem, ...]:
     """`from .helpers import x`: the environment service loads the file as a top-level module
     (environment/user_env.py), so Python stops at it ("no known parent package"). Guarded ones are fallbacks."""
-    guarded = _guarded(tree)
     found = sorted((node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level > 0
                     and node.lineno not in guarded), key=lambda node: node.lineno)
     out = []
@@ -274,8 +272,9 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
                         (ast.get_docstring(node) or "").strip(), line=node.lineno,
                         abstract=_unimplemented(name, classes, base_env))
         for name, node in classes.items() if name in envs)
-    return FileScan(file, found, imports=_imports(tree),
-                    problems=_relative_imports(tree, file) + _unbound_base_env(tree, classes, file))
+    guarded = _guarded(tree)
+    return FileScan(file, found, imports=_imports(tree, guarded),
+                    problems=_relative_imports(tree, guarded, file) + _unbound_base_env(tree, classes, file))
 
 
 PY_BYTE_HINT = ("save it as UTF-8, or declare its encoding on its first line (# -*- coding: latin-1 -*-): Python "
@@ -299,7 +298,8 @@ def scan_bytes(data: bytes, file: str, siblings: dict[str, frozenset[str]] | Non
     return scan
 
 
-def _scan_path(path: Path, file: str, siblings: dict[str, frozenset[str]] | None = None) -> FileScan:
+def _read(path: Path, file: str) -> bytes | FileScan:
+    """The file's bytes, or the FileScan saying why they are not scanned (too large, unreadable)."""
     try:
         size = path.stat().st_size
         if size > MAX_SCAN_BYTES:
@@ -308,11 +308,15 @@ def _scan_path(path: Path, file: str, siblings: dict[str, frozenset[str]] | None
                               f"read in setup(), or a package folder ({FOLDER}/mydata/__init__.py), is not parsed")
             return FileScan(file, error=f"{file} is too large to scan ({size / 1e6:.1f} MB, above the {limit} limit)",
                             fix=(f"an environment file under {limit}", data_elsewhere))
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         return FileScan(file, error=f"cannot read {file}: {exc.strerror}",
                         fix=("a readable file", "check its permissions: the services read it as another user"))
-    return scan_bytes(data, file, siblings)
+
+
+def _scan_path(path: Path, file: str) -> FileScan:
+    data = _read(path, file)
+    return data if isinstance(data, FileScan) else scan_bytes(data, file)
 
 
 def folder(project_root: Path) -> Path:
@@ -328,10 +332,12 @@ def scan_folder(project_root: Path) -> list[FileScan]:
         return []
     # Not a file: an editor's lock link (.#my_env.py, dangling), a folder named *.py; neither is an environment.
     paths = [path for path in sorted(root.glob("*.py")) if not path.name.startswith(("_", ".")) and path.is_file()]
-    scans = {path: _scan_path(path, f"{FOLDER}/{path.name}") for path in paths}
+    data = {path: _read(path, f"{FOLDER}/{path.name}") for path in paths}  # each file read once
+    scans = {path: got if isinstance(got, FileScan) else scan_bytes(got, f"{FOLDER}/{path.name}")
+             for path, got in data.items()}
     for _ in paths:
         siblings = {path.stem: frozenset(e.class_name for e in scan.environments) for path, scan in scans.items()}
-        again = {path: _scan_path(path, scan.file, siblings) for path, scan in scans.items()
+        again = {path: scan_bytes(data[path], scan.file, siblings) for path, scan in scans.items()
                  if any(module in siblings and module != path.stem for module, _ in scan.imports)}
         if all(again[path].environments == scans[path].environments for path in again):
             break

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -551,12 +552,22 @@ def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
 # ---------------------------------------------------------------- the environment ([environment] name)
 
 
+# One check()'s selections by (project, name): three rules read the selection, and each select() parses the whole
+# environments/ folder. Scoped to the call, so a long-lived MCP server sees files the user edits between calls.
+_SELECTIONS: ContextVar[dict | None] = ContextVar("selections", default=None)
+
+
 def _selection(i: Inputs):
     from hermes_stack import environments_catalog
 
     if i.base_dir is None:
         return None
-    return environments_catalog.select(i.base_dir, i.config.environment.name)
+    key, cache = (i.base_dir, i.config.environment.name), _SELECTIONS.get()
+    if cache is None:
+        return environments_catalog.select(*key)
+    if key not in cache:
+        cache[key] = environments_catalog.select(*key)
+    return cache[key]
 
 
 def environment_selected(i: Inputs) -> list[Problem]:
@@ -875,11 +886,15 @@ def check(i: Inputs, rules: tuple[Rule, ...] = RULES) -> tuple[list[Problem], li
         return mismatch, []
     errors: list[Problem] = []
     cautions: list[Problem] = []
-    for rule in rules:
-        if rule is algo_matches_files:  # just run above, and found nothing
-            continue
-        for p in rule(i):
-            bucket = cautions if isinstance(p, Caution) else errors
-            if p not in bucket:
-                bucket.append(p)
+    token = _SELECTIONS.set({})
+    try:
+        for rule in rules:
+            if rule is algo_matches_files:  # just run above, and found nothing
+                continue
+            for p in rule(i):
+                bucket = cautions if isinstance(p, Caution) else errors
+                if p not in bucket:
+                    bucket.append(p)
+    finally:
+        _SELECTIONS.reset(token)
     return errors, cautions

@@ -163,12 +163,14 @@ def check_parseable(root: Path, algo: str, before) -> None:
     for the file is quoted."""
     import tomlkit
 
+    from hermes_stack.textfile import decode_text
+
     for where, name in FILES.items():
         path = root / "configs" / name.format(algo=algo)
         try:
-            text = path.read_bytes().decode("utf-8")
-            if text.startswith("\ufeff"):
-                raise ValueError("the file starts with a byte order mark")
+            text, problem = decode_text(path.name, path.read_bytes())  # a BOM, a byte that is not UTF-8
+            if problem is not None:
+                raise ValueError(problem.line())
             tomlkit.parse(text) if where == "config" else json.loads(text)
         except OSError:
             continue  # a missing file: validate's own problem, and candidate_texts' (no edit can create it)

@@ -126,9 +126,11 @@ class Tools:
                               f"{self.cfg.algo} prints every problem)", problems=lines)
         return outcome
 
-    def _environment_of(self, stack) -> str:
+    def _environment_of(self, stack, listed: list[dict[str, str]] | None = None) -> str:
+        """The listed name of the configured environment; `listed`: the listing when the caller has one."""
         section = stack.config_as_written.environment
-        return current_name(_list_environments(self.root), section.name, section.dataset)
+        return current_name(_list_environments(self.root) if listed is None else listed, section.name,
+                            section.dataset)
 
     def _compose(self):
         from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose
@@ -141,7 +143,7 @@ class Tools:
         envs = _list_environments(self.root)
         current = None
         with contextlib.suppress(ToolFailure):
-            current = self._environment_of(self._stack().stack)
+            current = self._environment_of(self._stack().stack, envs)
         from hermes_stack.environments_catalog import unreadable
 
         out = {"environments": envs, "count": len(envs), "current": current}
