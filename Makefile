@@ -16,7 +16,10 @@ STAMP := $(VENV)/.installed
 # pip's notice about local index folders that lack a package (a machine's pip config); real errors still show
 PIP_NOISE := is neither a file nor a directory
 # MODEL=smollm2-135m: the catalog's real model (hermes_stack/modelcore/catalog.py) instead of the CPU tiny model
-MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
+# A value as one shell word, whatever it holds: a quote or a space typed into MODEL= or SERVICE= reaches the
+# controller, which names what is wrong, instead of breaking the recipe's shell line.
+q = '$(subst ','"'"',$(1))'
+MODEL_ARG := $(if $(MODEL),--model $(call q,$(MODEL)),)
 # REPLICAS=N: N inference replicas behind SGLang's router (docs/scaling.md); unset: settings inference.replicas
 MODEL_ARG += $(if $(REPLICAS),--replicas $(REPLICAS),)
 # status, logs, down, report: ALGO as given, else the controller's default, the stack the last `up` here started
@@ -38,8 +41,11 @@ ifneq ($(words $(ALGO)),1)
 $(error ALGO=$(ALGO): found $(words $(ALGO)) algorithms, expected one: ALGO=ppo or ALGO=grpo. Hint: one stack per make up; run the other in a second checkout)
 endif
 # Before `make up` provisions Docker: the controller would refuse it only after that.
+# (make's own functions, no shell: a quote in the value cannot break the check)
+without_digits = $(subst 0,,$(subst 1,,$(subst 2,,$(subst 3,,$(subst 4,,$(subst 5,,$(subst 6,,$(subst 7,,$(subst \
+  8,,$(subst 9,,$(1)))))))))))
 ifneq ($(REPLICAS),)
-ifneq ($(shell printf '%s' '$(REPLICAS)' | grep -Ex '[1-9][0-9]*'),$(REPLICAS))
+ifneq ($(words $(REPLICAS))$(call without_digits,$(REPLICAS))$(filter 0%,$(REPLICAS)),1)
 $(error REPLICAS=$(REPLICAS): found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: leave REPLICAS out for settings inference.replicas)
 endif
 endif
@@ -98,7 +104,7 @@ report: venv ## PNG + HTML of the run's metrics (.hermes/reports/<algo>/)
 
 .PHONY: logs
 logs: venv ## Logs of one service: make logs SERVICE=trainer
-	$(HS) logs $(STACK_ALGO) $(SERVICE)
+	$(HS) logs $(STACK_ALGO) $(if $(SERVICE),$(call q,$(SERVICE)),)
 
 .PHONY: down
 down: venv ## Stop the stack (volumes kept; make down VOLUMES=1 removes them)

@@ -782,6 +782,44 @@ def checkpoint_interval_reached(i: Inputs) -> list[Problem]:
                     "the run saves only its final step; a run stopped before it resumes from nothing")]
 
 
+# wandb's own checks of a project name (wandb_settings.validate_project) and its 128-character limit on names; the
+# trainer registers project and group with Atropos and the environment registers name, whether wandb is on or not.
+WANDB_LIMIT = 128
+WANDB_PROJECT_REFUSES = "/\\#?%:"
+
+
+def _shown(value: str) -> str:
+    """A name as found: its start and its length when long (a pasted blob is not echoed whole)."""
+    return repr(value) if len(value) <= 60 else f"{value[:40]!r}… ({len(value)} characters)"
+
+
+def wandb_names(i: Inputs) -> list[Problem]:
+    """wandb.project, group and name as wandb takes them. wandb.init refuses a project it cannot put in a URL or one
+    over 128 characters; the trainer then trains without wandb, which the user learns from one log line. A control
+    character (a NUL, a newline) or a pasted blob in any of them reaches Atropos and the run's page."""
+    out: list[Problem] = []
+    w = i.settings.wandb
+    for field in ("project", "group", "name"):
+        value = getattr(w, field)
+        if value is None:
+            continue
+        key = f"wandb.{field}"
+        controls = sorted({c for c in value if ord(c) < 32 or ord(c) == 127})
+        refused = sorted({c for c in value if c in WANDB_PROJECT_REFUSES}) if field == "project" else []
+        if len(value) > WANDB_LIMIT:
+            out.append(Problem(i.settings_file, key, _shown(value), f"at most {WANDB_LIMIT} characters (wandb's limit)",
+                               "a shorter name; wandb refuses a longer one"))
+        elif controls:
+            listed = ", ".join(f"U+{ord(c):04X}" for c in controls)
+            out.append(Problem(i.settings_file, key, f"{_shown(value)} (control character {listed})",
+                               "printable text", "remove the control character; a name is one line of text"))
+        elif refused:
+            out.append(Problem(i.settings_file, key, _shown(value),
+                               f"a project name without {' '.join(WANDB_PROJECT_REFUSES)}",
+                               f"wandb refuses {' '.join(refused)} in a project name; use - or _ instead"))
+    return out
+
+
 def replicas_at_least_one(i: Inputs) -> list[Problem]:
     """inference.replicas counts servers: 0 would leave the router with nothing to route to."""
     n = i.settings.inference.replicas
@@ -868,6 +906,7 @@ RULES: tuple[Rule, ...] = (
     minibatches_fit_the_batch,
     judge_needs_the_gateway,
     checkpoint_interval_reached,
+    wandb_names,
     model_path_local,
     dataset_file,
     environment_selected,

@@ -4,6 +4,7 @@ the default. `make -n` parses the Makefile (where the checks live) without runni
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,11 +45,19 @@ def stop_line(done: subprocess.CompletedProcess) -> str:
                       "leave REPLICAS out for settings inference.replicas")),
     ("REPLICAS=0", ("REPLICAS=0: found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
                     "leave REPLICAS out for settings inference.replicas")),
+    # a quote used to break the check's own shell line first (bash: unexpected EOF), a second line before make's
+    ("REPLICAS=2'", ("REPLICAS=2': found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
+                     "leave REPLICAS out for settings inference.replicas")),
+    ("REPLICAS=01", ("REPLICAS=01: found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
+                     "leave REPLICAS out for settings inference.replicas")),
+    ("REPLICAS=1 2", ("REPLICAS=1 2: found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
+                      "leave REPLICAS out for settings inference.replicas")),
 ])
 def test_a_bad_make_variable_is_one_line_exit_2_before_the_controller(arg, line):
     done = make(arg)
     assert done.returncode == 2
     assert stop_line(done) == line
+    assert [x for x in done.stderr.splitlines() if x.strip()] == [x for x in done.stderr.splitlines() if "***" in x]
     assert "hermes_stack" not in done.stdout  # nothing was dispatched
 
 
@@ -64,7 +73,7 @@ def dispatched(*args: str) -> str:
                           check=False)
     assert done.returncode == 0, done.stderr
     (line,) = [x for x in done.stdout.splitlines() if "-m hermes_stack" in x]
-    return line.split("-m hermes_stack", 1)[1].split()
+    return shlex.split(line.split("-m hermes_stack", 1)[1])  # the words the shell hands the controller
 
 
 @pytest.mark.parametrize("target", ["status", "report", "down"])
@@ -80,3 +89,11 @@ def test_logs_and_down_pass_what_was_asked():
     assert dispatched("down", "VOLUMES=0") == ["down"]
     assert dispatched("down", "VOLUMES=1", "ALGO=grpo") == ["down", "--algo", "grpo", "--volumes"]
 
+
+
+@pytest.mark.parametrize("value", ["a'b", "two words", 'say "hi"', "a;b", "`x`"])
+def test_a_quote_or_space_in_model_or_service_reaches_the_controller_as_one_word(value):
+    """The recipe quotes what the user typed: a quote or a space used to end in the shell's own syntax error (or
+    typer's "unexpected extra argument") instead of the controller's line naming the value."""
+    assert dispatched("validate", f"MODEL={value}")[-2:] == ["--model", value]
+    assert dispatched("logs", f"SERVICE={value}")[-1] == value
