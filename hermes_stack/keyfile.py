@@ -483,9 +483,10 @@ def check_tinker_key(keyfile: KeyFile) -> list[Problem]:
                         "copy the whole key from the Tinker console")]
     if prefix is not None:
         return []
-    origin = " (defaulted from TAOTOKEN_API_KEY)" if keyfile.tinker_key_defaulted else ""
+    defaulted = keyfile.tinker_key_defaulted
+    fix = (f"add a line TINKER_API_KEY=tml-… to {keyfile.path}" if defaulted
+           else "put the Tinker key from the Tinker console on that line")
     return [Problem(
-        str(keyfile.path), "TINKER_API_KEY", f"{redact(value)}{origin}",
-        "a Tinker key starting with tml- (or a JWT starting with eyJ)",
-        f"Tinker refuses other keys; add a line TINKER_API_KEY=tml-… to {keyfile.path}",
+        str(keyfile.path), "TINKER_API_KEY", f"{redact(value)}{' (defaulted from TAOTOKEN_API_KEY)' if defaulted else ''}",
+        "a Tinker key starting with tml- (or a JWT starting with eyJ)", f"Tinker refuses other keys; {fix}",
     )]

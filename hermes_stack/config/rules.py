@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -315,12 +315,16 @@ def base_url_env_names_the_gateway_root(i: Inputs) -> list[Problem]:
 
 
 def tinker_key(i: Inputs) -> list[Problem]:
-    """The Tinker engine needs a real Tinker key (TINKER_API_KEY defaults to TAOTOKEN_API_KEY)."""
-    if i.settings.trainer.engine != "tinker":
+    """The Tinker engine needs a real Tinker key (TINKER_API_KEY defaults to TAOTOKEN_API_KEY): named, or picked by
+    "auto" on a GPU because the key file has a TINKER_API_KEY line (the shipped engine), where a gateway key pasted
+    into that line used to pass validate and fail in the trainer after the build."""
+    if i.keyfile is None or not tinker_engine_expected(i):
         return []
-    if i.keyfile is None:
-        return []
-    return check_tinker_key(i.keyfile)
+    problems = check_tinker_key(i.keyfile)
+    if i.settings.trainer.engine == "auto":
+        problems = [replace(p, hint=f"{p.hint}; or remove that line: engine \"auto\" then trains with torch")
+                    for p in problems]
+    return problems
 
 
 def tinker_engine_expected(i: Inputs) -> bool:

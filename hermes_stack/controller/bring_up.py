@@ -173,7 +173,7 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None, replicas: int | None = None) -> Plan:
-    from hermes_stack.controller.compose import printable, run_argv, stack_files
+    from hermes_stack.controller.compose import printable, project_of, run_argv, stack_files
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe, preflight
     from hermes_stack.controller.replicas import serving_services, write_override
@@ -221,7 +221,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     serving = ["atropos", *serving_services(count)]
     t = _stage(4, total, f"up --wait (gateway-check, {', '.join(serving)}), at most {wait_timeout} s"
                          + (", with the dry-run alongside" if alongside else ""))
-    project = compose.params.project_name or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
+    project = project_of(compose.params)
     dry = DryRunAlongside(compose, project, wait_timeout)
     if alongside:
         dry.start()
@@ -247,7 +247,19 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     if not stop_after_dry_run:
         t = _stage(6, total, f"start training: up --wait ({', '.join(TRAINING)})")
-        _up(compose, TRAINING, wait_timeout)
+        try:
+            _up(compose, TRAINING, wait_timeout)
+        except StackError:
+            from hermes_stack.controller.status import finished_run
+
+            if (complete := finished_run(compose)) is None:
+                raise
+            _done(t, f"nothing to train: the run is complete (checkpoint step {complete[0]} >= num_steps "
+                     f"{complete[1]})")
+            console.info("")
+            for line in after_a_complete_run(algo, complete[0]):
+                console.info("  " + line)
+            return plan
         _done(t, "trainer and environment healthy; training runs")
 
     console.info("")
@@ -255,6 +267,16 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     for line in where_to_look(algo, compose.params, dotenv):
         console.info("  " + line)
     return plan
+
+
+def after_a_complete_run(algo: str, step: int) -> list[str]:
+    """What a user can do when `up` finds the volume's run already at num_steps (pure; commands as typed). The
+    trainer exited 0 and compose's `up --wait` of the environment behind it failed: not an error of the stack."""
+    return [f"the run:            make report ALGO={algo}   (its curve and figures)",
+            (f"train on:           set trainer.num_steps above {step} in configs/settings_{algo}.json, then make up "
+            f"ALGO={algo} (it resumes from step {step})"),
+            f"start afresh:       make down ALGO={algo} VOLUMES=1 (deletes the checkpoints), then make up ALGO={algo}",
+            f"stop the services:  make down ALGO={algo}"]
 
 
 def where_to_look(algo: str, params: ComposeParams, dotenv: bool) -> list[str]:

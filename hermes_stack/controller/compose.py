@@ -192,6 +192,27 @@ def cp_argv(p: ComposeParams, source: str, target: str) -> list[str]:
     return [*p.base_argv(), "cp", source, target]
 
 
+def project_of(p: ComposeParams) -> str:
+    """The project compose runs: --project-name, else the `name:` of compose.<algo>.yml, hermes-<algo>."""
+    if p.project_name:
+        return p.project_name
+    return "hermes-" + Path(p.files[0]).name.removeprefix("compose.").removesuffix(".yml")
+
+
+def data_volume(p: ComposeParams) -> str:
+    """The stack's data volume as Docker names it (compose prefixes the project)."""
+    return f"{project_of(p)}_hermes-data"
+
+
+def volume_read_argv(p: ComposeParams, command: Sequence[str]) -> list[str]:
+    """`command` in a throwaway container of the stack's Atropos image with the data volume mounted read-only at
+    /data: no network, never a pull (the image is the one `up` built). The caller checks that the volume exists
+    first: `docker run -v` would create an empty one."""
+    repo = os.environ.get("HERMES_IMAGE_REPO") or "hermes-stack"
+    return docker_argv("run", "--rm", "--pull", "never", "--network", "none", "-v", f"{data_volume(p)}:/data:ro",
+                       "--entrypoint", command[0], f"{repo}/atropos:latest", *command[1:])
+
+
 def down_argv(p: ComposeParams, volumes: bool = False) -> list[str]:
     return [*p.base_argv(), "down", "--remove-orphans", *(["--volumes"] if volumes else [])]
 

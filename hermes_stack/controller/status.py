@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -190,8 +191,41 @@ def read_metrics(compose: Compose, lines: int | None = 500) -> str:
         try:
             compose.run(cp_argv(compose.params, "trainer:/data/metrics.jsonl", str(target)))
         except CommandFailed:
-            return ""
+            return _metrics_from_volume(compose, lines)
         return target.read_text() if target.is_file() else ""
+
+
+def _metrics_from_volume(compose: Compose, lines: int | None) -> str:
+    """metrics.jsonl read off the project's data volume, read-only, by a throwaway container of the stack's own
+    Atropos image, no network: after `down` (volumes kept) no trainer container is left to exec in or copy from, and
+    the run is still there. "" when the volume or the image is gone."""
+    from hermes_stack.controller.compose import CommandFailed, data_volume, volume_read_argv
+
+    command = ["cat"] if lines is None else ["tail", "-n", str(lines)]
+    try:
+        compose.docker(["volume", "inspect", "--format", "{{.Name}}", data_volume(compose.params)])
+        return compose.run(volume_read_argv(compose.params, [*command, "/data/metrics.jsonl"]))
+    except CommandFailed:
+        return ""
+
+
+# The trainer's line when its checkpoint already reached num_steps (trainer/loop.py run_training): it exits 0, and
+# `up --wait` of the environment behind it fails with compose's "dependency failed to start".
+COMPLETE = re.compile(r"training already complete: checkpoint step (\d+) >= num_steps (\d+)")
+
+
+def finished_run(compose: Compose) -> tuple[int, int] | None:
+    """(checkpoint step, num_steps) when the trainer exited 0 because its run was already complete; else None."""
+    from hermes_stack.controller.compose import CommandFailed, logs_argv
+
+    try:
+        trainer = [s for s in service_states(compose.ps()) if s.service == "trainer"]
+        if not trainer or trainer[0].state != "exited" or trainer[0].exit_code != 0:
+            return None
+        found = COMPLETE.findall(compose.run(logs_argv(compose.params, "trainer", tail=50)))
+    except CommandFailed:
+        return None
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
 
 
 def failing(states: list[ServiceState]) -> list[ServiceState]:

@@ -108,7 +108,10 @@ async def run_process(env_config, server_configs, *, groups: int, out: Path, gat
     env.n_groups_to_process = groups
     env.group_size_to_process = config.group_size
     env.max_token_len = config.max_token_length + 1  # nothing registered: our own limit
-    await env.process_manager()
+    try:
+        await env.process_manager()
+    finally:  # as `serve` does: sessions left open were reported by aiohttp at exit ("Unclosed client session")
+        await env.close_pools()
     return env
 
 

@@ -202,6 +202,14 @@ def test_down_then_up_resumes_at_the_step_where_it_stopped(stack):
                               image, "/data/metrics.jsonl"], capture_output=True, text=True, timeout=120, check=False)
     assert stopped.returncode == 0, stopped.stderr
     last = [json.loads(line) for line in stopped.stdout.splitlines() if '"step"' in line][-1]["step"]
+    # With the containers gone, the run is still on the kept volume: `make report` draws it (it used to say "no
+    # training step", the metrics being read only through a trainer container).
+    report = hs("report", "--algo", ALGO)
+    assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
+    assert f"(last step {last})" in report.stdout, report.stdout
+    atropos_image = f"{os.environ.get('HERMES_IMAGE_REPO') or 'hermes-stack'}/atropos:latest"
+    assert subprocess.run(["docker", "ps", "-aq", "--filter", "status=exited", "--filter", f"ancestor={atropos_image}"],
+                          capture_output=True, text=True, check=True).stdout.split() == []  # read with --rm
 
     up = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]

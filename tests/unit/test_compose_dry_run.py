@@ -12,6 +12,7 @@ import pytest
 from hermes_stack import health
 from hermes_stack.controller.compose import CommandFailed, Compose, stack_params
 from hermes_stack.controller.dry_run_alongside import DryRunAlongside
+from hermes_stack.errors import StackError
 from hermes_stack.service_env import ServiceEnv
 from hermes_stack.trainer.__main__ import LayerFailure, wait_until_serving
 
@@ -210,3 +211,54 @@ def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(devic
         assert fakes.events.index("run begins") < fakes.events.index("up done")
     else:
         assert fakes.events == ["up begins", "up done", "run begins"]
+
+
+class FinishedRunFakes(StackFakes):
+    """The serving `up --wait` and the dry-run pass; the training `up --wait` fails as compose fails it when the
+    trainer exits at once (its environment's dependency "failed to start"); ps and the trainer's log say why."""
+
+    def __init__(self, trainer_code: int, log: str):
+        super().__init__(require_run_during_up=False)
+        self.trainer_code, self.log = trainer_code, log
+
+    def runner(self, argv, env, capture):
+        import json
+
+        if "up" in argv and "trainer" in argv:
+            raise CommandFailed(argv, 1, "dependency failed to start: container hermes-grpo-trainer-1 exited (0)")
+        if "ps" in argv:
+            rows = [{"Service": "atropos", "Name": "a", "State": "running", "Health": "healthy", "ExitCode": 0},
+                    {"Service": "trainer", "Name": "t", "State": "exited", "Health": "", "ExitCode": self.trainer_code}]
+            return "\n".join(json.dumps(r) for r in rows)
+        if "logs" in argv:
+            return self.log
+        return ""
+
+
+@pytest.mark.parametrize("code", [0, 1])
+def test_up_on_a_run_already_complete_says_so_and_what_to_do_instead_of_composes_error(code, monkeypatch, tmp_path,
+                                                                                      capsys):
+    """A finished run, then `make down` and `make up` again (the README's "the next make up resumes"): the trainer
+    exits 0 at once, and compose failed the `up` with its own "dependency failed to start". A trainer that failed
+    is still a failure."""
+    from hermes_stack.controller import bring_up, preflight
+    from hermes_stack.controller import device as devices
+
+    fakes = FinishedRunFakes(code, "trainer-1 | INFO training already complete: checkpoint step 400 >= num_steps 400")
+    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
+    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: requested)
+    monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
+    monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None, replicas=None: (None, "k"))
+    monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(
+        stack_params(plan.algo, plan.device, tmp_path, files=plan.files), runner=fakes.runner,
+        streamer=fakes.streamer))
+    if code:
+        with pytest.raises(StackError):
+            bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=False)
+        return
+    bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=False)
+    out = capsys.readouterr().out
+    assert "nothing to train: the run is complete (checkpoint step 400 >= num_steps 400)" in out
+    assert "set trainer.num_steps above 400 in configs/settings_grpo.json, then make up ALGO=grpo" in out
+    assert "make down ALGO=grpo VOLUMES=1" in out and "make report ALGO=grpo" in out
+    assert "Where to look" not in out  # no step lines will come

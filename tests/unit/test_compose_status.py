@@ -110,3 +110,64 @@ def test_metrics_come_from_a_running_trainer_else_are_copied_out_of_a_stopped_on
         raise CommandFailed(argv, 1, "no such service")
 
     assert read_metrics(Compose(ComposeParams(files=("compose.grpo.yml",)), runner=neither)) == ""
+
+
+def test_after_down_metrics_are_read_off_the_kept_volume_and_never_from_a_volume_made_for_it():
+    """`down` (volumes kept) removes the trainer container, so neither exec nor cp can read the run: a throwaway
+    container of the stack's Atropos image reads the volume, read-only, no network, never pulling. When the volume is
+    gone too, nothing is run (`docker run -v` would create an empty one)."""
+    from hermes_stack.controller.status import read_metrics
+
+    line = '{"step": 59, "reward_mean": 0.5}\n'
+    runs = []
+
+    def after_down(volume_exists):
+        def runner(argv, env, capture):
+            runs.append(argv)
+            if argv[:2] == ["docker", "compose"]:
+                raise CommandFailed(argv, 1, "no container found for service trainer")
+            if argv[:3] == ["docker", "volume", "inspect"]:
+                if not volume_exists:
+                    raise CommandFailed(argv, 1, "Error: No such volume: hermes-test-grpo_hermes-data")
+                return "hermes-test-grpo_hermes-data"
+            return line
+        return runner
+
+    params = ComposeParams(files=("compose.grpo.yml", "compose.cpu.yml"), project_name="hermes-test-grpo")
+    assert read_metrics(Compose(params, runner=after_down(True)), lines=None) == line
+    run = runs[-1]
+    assert run[:2] == ["docker", "run"] and "--rm" in run
+    assert run[run.index("--pull") + 1] == "never" and run[run.index("--network") + 1] == "none"
+    assert run[run.index("-v") + 1] == "hermes-test-grpo_hermes-data:/data:ro"
+    assert run[run.index("--entrypoint") + 1:] == ["cat", "hermes-stack/atropos:latest", "/data/metrics.jsonl"]
+    runs.clear()
+    assert read_metrics(Compose(params, runner=after_down(False)), lines=10) == ""
+    assert not any(argv[:2] == ["docker", "run"] for argv in runs)
+
+
+def test_the_project_defaults_to_the_name_in_compose_algo_yml():
+    from hermes_stack.controller.compose import data_volume, project_of
+
+    assert project_of(ComposeParams(files=("compose.ppo.yml", "compose.cpu.yml"))) == "hermes-ppo"
+    assert data_volume(ComposeParams(files=("compose.grpo.yml",))) == "hermes-grpo_hermes-data"
+    assert project_of(ComposeParams(files=("compose.grpo.yml",), project_name="mine")) == "mine"
+
+
+def _trainer_runner(state, code, log):
+    ps = "\n".join(json.dumps(r) for r in [_row("atropos"), _row("trainer", state=state, health="", code=code)])
+
+    def runner(argv, env, capture):
+        return log if "logs" in argv else ps
+    return runner
+
+
+def test_a_trainer_that_exited_0_on_a_complete_checkpoint_is_a_finished_run_not_a_failure():
+    from hermes_stack.controller.status import finished_run
+
+    done = "trainer | 12:00:01 INFO training already complete: checkpoint step 400 >= num_steps 400\n"
+    params = ComposeParams(files=("compose.grpo.yml",))
+    assert finished_run(Compose(params, runner=_trainer_runner("exited", 0, done))) == (400, 400)
+    # the same line from an earlier start, but this one failed, runs, or exited for another reason: not finished
+    assert finished_run(Compose(params, runner=_trainer_runner("exited", 1, done))) is None
+    assert finished_run(Compose(params, runner=_trainer_runner("running", 0, done))) is None
+    assert finished_run(Compose(params, runner=_trainer_runner("exited", 0, "stopped at step 12\n"))) is None

@@ -121,3 +121,14 @@ def test_offline_unreachable_inference_names_the_url(project, capsys):
     assert cli("--steps", "1", "--local", f"http://127.0.0.1:{port}/v1") == 1
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port}/v1" in err and "not reachable" in err
+
+
+def test_by_default_the_groups_go_to_the_state_folder_and_every_session_is_closed(project, tokenizer_dir, capfd):
+    """Without --out the groups went to a data/ folder of the user's checkout, which git showed as untracked; and the
+    child left its aiohttp sessions open, which aiohttp reported at exit ("Unclosed client session", three lines)."""
+    with FakeInference(tokenizer_dir, api_key="") as fake:
+        assert cli("--steps", "1", "--local", fake.base_url) == 0
+    out, err = capfd.readouterr()
+    assert (project / ".hermes" / "test-inference-grpo.jsonl").is_file()
+    assert not (project / "data").exists()
+    assert "Unclosed" not in out + err and "client_session" not in out + err, (out + err)[-2000:]

@@ -10,7 +10,7 @@ call to the compose choke point, no new container, the key never printed.
 from __future__ import annotations
 
 import pytest
-from test_validate_bad_inputs import Case, build, run_case
+from test_validate_bad_inputs import GOOD_KEYFILE, GPU200, KEY, Case, build, run_case
 
 from hermes_stack.controller.cli import main
 
@@ -20,7 +20,20 @@ H_LONG = "Hint: a shorter name; wandb refuses a longer one"
 H_CONTROL = "Hint: remove the control character; a name is one line of text"
 BLOB = "run-" + "x" * 2_000_000
 
+T1 = [("temperature = 0.8", "temperature = 1.0")]  # the Tinker engine's temperature, so the key is the one finding
+WRONG_TINKER_LINE = GOOD_KEYFILE + f"TINKER_API_KEY={KEY}\n"
+H_TINKER = "Hint: Tinker refuses other keys; put the Tinker key from the Tinker console on that line"
+
 CASES = [
+    # The shipped engine "auto" picks Tinker on a GPU when the key file has a TINKER_API_KEY line: a gateway key on
+    # that line passed validate and failed in the trainer, after the build (README: "refused before anything starts").
+    Case("auto-engine-on-gpu-with-a-gateway-key-on-the-tinker-line", [
+        (f"{{kf}}: TINKER_API_KEY: found sk-…cdef, expected a Tinker key starting with tml- (or a JWT starting with "
+         f"eyJ). {H_TINKER}; or remove that line: engine \"auto\" then trains with torch")],
+        keyfile=WRONG_TINKER_LINE, args=GPU200, toml=T1),
+    Case("tinker-engine-with-a-gateway-key-on-the-tinker-line", [
+        (f"{{kf}}: TINKER_API_KEY: found sk-…cdef, expected a Tinker key starting with tml- (or a JWT starting with "
+         f"eyJ). {H_TINKER}")], json={"trainer.engine": "tinker"}, keyfile=WRONG_TINKER_LINE, args=GPU200, toml=T1),
     Case("wandb-project-with-a-team", [
         ("{json}: wandb.project: found 'my-team/rl', expected a project name without / \\ # ? % :. Hint: wandb "
          "refuses / in a project name; use - or _ instead")], json={"wandb.project": "my-team/rl"}),
@@ -55,5 +68,11 @@ def test_a_name_wandb_refuses_is_one_line_exit_2_no_container(case, tmp_path, mo
 def test_names_wandb_takes_pass(values, tmp_path, monkeypatch, capsys):
     """Only project is held to wandb's URL characters (a run's name and group are not); non-ASCII text is fine."""
     argv, _ = build(Case("ok", [], json=values), tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0, capsys.readouterr().err
+
+
+def test_auto_engine_without_a_gpu_trains_with_torch_whatever_the_tinker_line_holds(tmp_path, monkeypatch, capsys):
+    argv, _ = build(Case("ok", [], keyfile=WRONG_TINKER_LINE), tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 0, capsys.readouterr().err

@@ -85,6 +85,7 @@ def report(
     """Write a PNG and a self-contained HTML page of a run's metrics: reward, held-out accuracy, KL, entropy, clip
     fraction and step times against step, with checkpoints, restarts and events marked."""
     from hermes_stack.controller import console
+    from hermes_stack.controller.compose import project_of
     from hermes_stack.controller.report import write_report
     from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose, project_root, stack_algo
     from hermes_stack.controller.status import parse_events, parse_metrics, read_metrics
@@ -108,7 +109,7 @@ def report(
                                      "the running stack's is read when --metrics is left out"))
     else:
         compose = plan_compose(load_plan(project_root() / STATE_DIR, algo), echo=False)
-        text, source = read_metrics(compose, lines=None), f"the {compose.params.project_name or 'hermes-' + algo} stack"
+        text, source = read_metrics(compose, lines=None), f"the {project_of(compose.params)} stack"
     records = parse_metrics(text)
     if not records:
         raise StackError(f"no training step in the metrics of {source} yet (start with: make up ALGO={algo})")

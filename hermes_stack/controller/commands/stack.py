@@ -12,6 +12,7 @@ import typer
 
 from hermes_stack.controller import console
 from hermes_stack.controller.commands.app import app
+from hermes_stack.controller.compose import project_of
 from hermes_stack.controller.stack_state import (
     STATE_DIR,
     Plan,
@@ -149,10 +150,11 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     plan = load_plan(project_root() / STATE_DIR, algo)
     compose = plan_compose(plan, echo=False)
     states = service_states(compose.ps())
+    project = project_of(compose.params)
     if not states:
-        console.info(f"hermes-{algo}: no containers (start with: make up ALGO={algo})")
+        console.info(f"{project}: no containers (start with: make up ALGO={algo})")
         return
-    console.info(f"hermes-{algo} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
+    console.info(f"{project} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
     for s in states:
         mark = "ok " if s.ok else "!! "
         console.info(f"  {mark}{s.service:<14} {s.describe()}")
@@ -193,21 +195,22 @@ def down(algo: str | None = STACK_ALGO_OPT,
     _check_algo(algo)
     plan = load_plan(project_root() / STATE_DIR, algo)
     compose = plan_compose(plan)
+    project = project_of(compose.params)
     if volumes:  # another checkout's run is not this checkout's to delete
         from hermes_stack.controller.checkout_owner import check_owner
 
-        problem = check_owner(compose.params.project_name or f"hermes-{algo}", algo, project_root(), "down")
+        problem = check_owner(project, algo, project_root(), "down")
         if problem is not None:
             raise InputError(problem)
     compose.down(volumes=volumes)
-    remove_dotenv(project_root(), compose.params.project_name or f"hermes-{algo}")
+    remove_dotenv(project_root(), project)
     if volumes:  # the run's checkpoints are gone: the next `up` starts a fresh run, whatever its configuration
         from hermes_stack.controller.checkout_owner import release
         from hermes_stack.run_identity import forget_record
 
-        forget_record(project_root() / STATE_DIR, compose.params.project_name or f"hermes-{algo}")
-        release(compose.params.project_name or f"hermes-{algo}")
-    console.info(f"hermes-{algo} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
+        forget_record(project_root() / STATE_DIR, project)
+        release(project)
+    console.info(f"{project} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
 
 
 @app.command()

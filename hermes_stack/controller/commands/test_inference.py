@@ -121,7 +121,7 @@ def test_inference(
     group_size: Annotated[int | None, typer.Option(
         "--group-size", min=1, max=1024, help="Completions per prompt (default: the config's rollout.group_size).")
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="JSONL file for the scored groups.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="JSONL file for the scored groups (default: .hermes/test-inference-<algo>.jsonl).")] = None,
     local: Annotated[str | None, typer.Option(
         "--local", help="Use this local inference service (URL ending in /v1) instead of the gateway.")] = None,
     config_dir: Annotated[Path, typer.Option("--config-dir", help="Folder holding the config files.")] = Path(
@@ -135,12 +135,14 @@ def test_inference(
     """Generate and score a few groups with the gateway model (or the local inference service offline)."""
     from hermes_stack.controller import console
     from hermes_stack.controller.commands.validate import validated_stack
+    from hermes_stack.controller.stack_state import STATE_DIR, project_root
     from hermes_stack.gateway import settings_from
 
     _check_local_and_tokenizer(local, tokenizer)
     stack = validated_stack(algo, config_dir, keyfile, device=device, in_containers=False)  # runs on the host
     gateway = None if local else settings_from(keyfile_path=keyfile, timeout_s=60.0)
-    out = out or Path("data") / f"test-inference-{algo}.jsonl"
+    # Default: the controller's own state folder (git-ignored), not a data/ folder in the user's checkout
+    out = out or project_root() / STATE_DIR / f"test-inference-{algo}.jsonl"
     size = group_size or stack.config.rollout.group_size
     argv = ["--groups", str(steps), "--group-size", str(size), "--out", str(out),
             *(["--tokenizer", tokenizer] if tokenizer else [])]
