@@ -56,7 +56,7 @@ ifeq ($(strip $(DEVICE)),)
 $(error DEVICE: found an empty value, expected DEVICE=auto, cpu or gpu. Hint: leave DEVICE out for the default, auto)
 endif
 ifneq ($(filter-out auto cpu gpu,$(DEVICE)),)
-$(error DEVICE=$(DEVICE): found a device hermes-stack does not know, expected DEVICE=auto, cpu or gpu. Hint: auto picks gpu when nvidia-smi finds one)
+$(error DEVICE=$(DEVICE): found a device hermes-stack does not know, expected DEVICE=auto, cpu or gpu. Hint: auto picks gpu when nvidia-smi finds one and Docker can use it (NVIDIA Container Toolkit))
 endif
 
 .PHONY: help

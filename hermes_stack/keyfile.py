@@ -111,7 +111,7 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True, must_
             offline=True,
             notices=(
                 (f"no key file at {name}: offline mode, gateway checks are skipped "
-                f"(cp .env.taotoken.example {name} to enable them)"),
+                f"(to enable them: cp .env.taotoken.example {name} && chmod 600 {name}, then put your keys in it)"),
             ),
         )
     text = _read(path)

@@ -70,7 +70,8 @@ def refusal(project: str, algo: str, decision: Decision, where: str | None = Non
     return Problem(where or f"{project} (data volume {project}_hermes-data)", "checkpoints", f"a run trained with {', '.join(decision.blocking)}",
                    "the same model, engine, LoRA rank and algorithm to resume it",
                    f"`make down ALGO={algo} VOLUMES=1` deletes that run's checkpoints and starts over; "
-                   f"`HERMES_PROJECT_NAME={project}-2 make up ALGO={algo} …` starts a new run beside it")
+                   f"`HERMES_PROJECT_NAME={project}-2 make up ALGO={algo}`, with this command's MODEL= or REPLICAS=, "
+                   "starts a new run beside it")
 
 
 # ---------------------------------------------------------------- the controller's record of the run it started

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from hermes_stack.controller import console
 from hermes_stack.controller.compose_env import compose_env
-from hermes_stack.controller.dry_run_alongside import DRY_RUN, DryRunAlongside
+from hermes_stack.controller.dry_run_alongside import DryRunAlongside
 from hermes_stack.controller.stack_state import (
     STATE_DIR,
     Plan,
@@ -173,7 +173,7 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None, replicas: int | None = None) -> Plan:
-    from hermes_stack.controller.compose import printable, project_of, run_argv, stack_files
+    from hermes_stack.controller.compose import project_of, stack_files
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe, preflight
     from hermes_stack.controller.replicas import serving_services, write_override
@@ -241,8 +241,11 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         console.info("      " + line)
     if dry.failure is not None:
         code = getattr(dry.failure, "returncode", "?")
-        raise StackError(f"dry-run failed (exit {code}); the trainer's output is above. "
-                         f"Re-run it alone: {printable(run_argv(compose.params, 'trainer', DRY_RUN))}")
+        # A make target, not compose's `run`: typed by hand, that needs the secrets' variables only `up` sets.
+        again = " ".join(["make dry-run", f"ALGO={algo}", *([f"DEVICE={device}"] if device != "auto" else []),
+                          *([f"MODEL={model}"] if model else []), *([f"REPLICAS={replicas}"] if replicas else [])])
+        raise StackError(f"dry-run failed (exit {code}); the trainer's output is above. Run it again, the stack up "
+                         f"to the dry-run: {again}")
     _done(t, "dry-run passed")
 
     if not stop_after_dry_run:

@@ -114,3 +114,32 @@ def check_host_ports(needed: dict[str, int], own_project: str,
     problems = taken_ports(needed, holders, own_project, lambda p: p not in own and bound(p))
     if problems:
         raise PortsTaken(problems)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m hermes_stack.controller.host_ports --for-tests` (scripts/run-tests.sh, before the Docker tier): the
+    shipped configs' host ports must be free of every stack but the tests' own (hermes-test-*, which the tests take
+    down themselves); else one line per port naming what holds it and how to stop it, and exit 2."""
+    import sys
+
+    from hermes_stack.config.loader import load_stack
+    from hermes_stack.controller.compose import probe
+    from hermes_stack.controller.stack_state import project_root
+
+    if list(argv if argv is not None else sys.argv[1:]) != ["--for-tests"]:
+        print("usage: python -m hermes_stack.controller.host_ports --for-tests", file=sys.stderr)
+        return 2
+    stack = load_stack("grpo", project_root() / "configs", profile="embedded")
+    needed = {"[atropos] api_port": stack.config.atropos.api_port, "inference.port": stack.settings.inference.port}
+    rc, out, _ = probe(["docker", "ps", "--format", PS_FORMAT])
+    holders = parse_ps(out) if rc == 0 else []
+    tests = {h.port for h in holders if h.project.startswith("hermes-test")}
+    others = [h for h in holders if not h.project.startswith("hermes-test")]
+    problems = taken_ports(needed, others, "hermes-test", lambda p: p not in tests and port_in_use(p))
+    for p in problems:
+        print(f"error: the Docker tests need this port: {p.line()}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -262,3 +262,28 @@ def test_up_on_a_run_already_complete_says_so_and_what_to_do_instead_of_composes
     assert "set trainer.num_steps above 400 in configs/settings_grpo.json, then make up ALGO=grpo" in out
     assert "make down ALGO=grpo VOLUMES=1" in out and "make report ALGO=grpo" in out
     assert "Where to look" not in out  # no step lines will come
+
+
+@pytest.mark.parametrize("device,model,replicas,again", [
+    ("cpu", None, None, "make dry-run ALGO=grpo DEVICE=cpu"),
+    ("auto", "smollm2-135m", 2, "make dry-run ALGO=grpo MODEL=smollm2-135m REPLICAS=2"),
+])
+def test_a_failed_dry_run_names_a_command_that_runs_it_again_as_typed(device, model, replicas, again, monkeypatch,
+                                                                       tmp_path):
+    """It printed compose's own `run` of the trainer, which typed by hand stopped at once: the secrets it needs
+    (HERMES_INFERENCE_KEY) are variables only `up` sets."""
+    from hermes_stack.controller import bring_up, preflight
+    from hermes_stack.controller import device as devices
+
+    fake = FakeDocker(["trainer: model: broken"], exit_code=1)
+    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
+    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: "cpu")
+    monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
+    monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None, replicas=None: (None, "k"))
+    monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(
+        stack_params(plan.algo, plan.device, tmp_path, files=plan.files), runner=fake.runner, streamer=fake.streamer))
+    with pytest.raises(StackError) as failed:
+        bring_up.bring_up("grpo", device, 5, False, None, stop_after_dry_run=True, build=False, model=model,
+                          replicas=replicas)
+    assert str(failed.value).endswith(f"Run it again, the stack up to the dry-run: {again}")
+    assert "docker compose" not in str(failed.value)

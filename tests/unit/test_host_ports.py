@@ -84,3 +84,22 @@ def test_up_of_a_second_algorithm_exits_2_before_anything_is_created(tmp_path, m
     assert not (tmp_path / ".env").exists()  # nor the .env a started stack leaves
     assert ["docker", "ps", "--format", host_ports.PS_FORMAT] in asked
     assert all(argv[1] in ("ps", "volume") and argv[2] in ("--format", "-a", "inspect") for argv in asked)  # read-only
+
+
+def test_before_the_docker_tier_a_users_stack_on_the_shipped_ports_is_named_and_the_tests_own_are_not(
+        monkeypatch, capsys):
+    """`make up` then `make test` (the README's quickstart order): the Docker tier's stacks publish the same ports.
+    scripts/run-tests.sh asks this first, so the user's stack is named once instead of failing each Docker test."""
+    from hermes_stack.controller import compose, host_ports
+
+    ps = ("hermes-grpo\t/home/u/hermes-stack\t127.0.0.1:8000->8000/tcp\n"
+          "hermes-test-day2\t/work/main\t127.0.0.1:8001->8001/tcp\n")
+    monkeypatch.setattr(compose, "probe", lambda argv: (0, ps, ""))
+    monkeypatch.setattr(host_ports, "port_in_use", lambda port, host="127.0.0.1": f":{port}->" in ps)
+    assert host_ports.main(["--for-tests"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: the Docker tests need this port: host port 8000: ")
+    assert "hermes-grpo" in lines[0] and "make down ALGO=grpo" in lines[0]
+    ps = ps.splitlines()[1] + "\n"
+    monkeypatch.setattr(compose, "probe", lambda argv: (0, ps, ""))
+    assert host_ports.main(["--for-tests"]) == 0  # a leftover test stack: the tests take it down themselves

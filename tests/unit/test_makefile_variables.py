@@ -36,7 +36,7 @@ def stop_line(done: subprocess.CompletedProcess) -> str:
     ("DEVICE=", ("DEVICE: found an empty value, expected DEVICE=auto, cpu or gpu. Hint: leave DEVICE out for the "
                  "default, auto")),
     ("DEVICE=tpu", ("DEVICE=tpu: found a device hermes-stack does not know, expected DEVICE=auto, cpu or gpu. Hint: "
-                    "auto picks gpu when nvidia-smi finds one")),
+                    "auto picks gpu when nvidia-smi finds one and Docker can use it (NVIDIA Container Toolkit)")),
     ("VOLUMES=yes", ("VOLUMES=yes: found a value make down does not know, expected VOLUMES=1 (delete the "
                      "checkpoints) or VOLUMES=0. Hint: leave VOLUMES out to keep them")),
     ("ALGO=ppo grpo", ("ALGO=ppo grpo: found 2 algorithms, expected one: ALGO=ppo or ALGO=grpo. Hint: one stack per "

@@ -37,7 +37,8 @@ def catalog(algo="grpo"):
 REFUSAL = ("hermes-grpo (data volume hermes-grpo_hermes-data): checkpoints: found a run trained with model embedded "
            "-> smollm2-135m, lora_rank 32 -> 8, expected the same model, engine, LoRA rank and algorithm to resume "
            "it. Hint: `make down ALGO=grpo VOLUMES=1` deletes that run's checkpoints and starts over; "
-           "`HERMES_PROJECT_NAME=hermes-grpo-2 make up ALGO=grpo …` starts a new run beside it")
+           "`HERMES_PROJECT_NAME=hermes-grpo-2 make up ALGO=grpo`, with this command's MODEL= or REPLICAS=, starts "
+           "a new run beside it")
 
 
 def test_no_old_run_or_the_same_configuration_resumes_silently(project):
