@@ -323,11 +323,12 @@ def _check_values(
             problem = _key_value_problem(f"{name}:{lines.get(key, 1)}", key, value)
             if problem is not None:
                 problems.append(problem)
-        elif value and key in NON_SECRET_NAMES and looks_like_a_key(value.strip(" \t'\"")):
+        elif value and key in NON_SECRET_NAMES and _key_shaped(value.strip(" \t'\"")):
             register_secrets({key: value}, secret=lambda _name: True)
+            home = next((k for prefix, k in _KEY_HOMES if key.startswith(prefix)), "TAOTOKEN_API_KEY")
             problems.append(Problem(f"{name}:{lines.get(key, 1)}", key, f"a value shaped like a key ({redact(value)})",
                                     _NON_SECRET_EXPECTED.get(key, "a value that is not a key"),
-                                    f"{key} is printed in clear; the key belongs on the TAOTOKEN_API_KEY line"))
+                                    f"{key} is printed in clear; the key belongs on the {home} line"))
             values.pop(key, None)
     misspelt = {_near_name(k) for k in raw}
     for key in REQUIRED:
@@ -376,6 +377,10 @@ def _key_value_problem(where: str, key: str, value: str) -> Problem | None:
     if any(c.isspace() or not c.isprintable() for c in value):
         return Problem(where, key, "a value with a space or a control character inside",
                        KEY_CHARACTERS, hint)
+    if "#" in value and key != "HERMES_INFERENCE_KEY":  # a provider's key has no "#"; a chosen password may
+        return Problem(where, key, "a value with # inside (a comment typed right after the key?)", KEY_CHARACTERS,
+                       "python-dotenv keeps a # that follows the value without a space as part of it; put a space "
+                       "before # to start a comment")
     if value[-1] in _PASTE_TAILS:  # copied from code or a shell line along with its key: the gateway says only 401
         return Problem(where, key, f"a value ending in {value[-1]!r}", KEY_CHARACTERS,
                        f"remove the trailing {value[-1]!r}; " + hint)
@@ -391,6 +396,17 @@ _PASTE_TAILS = frozenset(";,\\`")
 _NON_SECRET_EXPECTED = {"TAOTOKEN_BASE_URL": f"the gateway root, e.g. {BASE_URL_EXAMPLE}",
                         "TINKER_BASE_URL": "the Tinker service URL", "WANDB_BASE_URL": "the wandb server URL",
                         "TAOTOKEN_MODEL": "a model name, e.g. claude-3-5-sonnet"}
+
+
+# The secret line a key pasted on a non-secret one belongs on.
+_KEY_HOMES = (("WANDB_", "WANDB_API_KEY"), ("TINKER_", "TINKER_API_KEY"))
+# A token of 32 or more hex digits in one case (a wandb key is 40 lower-case ones): no URL or model name looks like
+# it. Only for the values of non-secret lines: elsewhere such a token may be a commit or an image digest.
+_HEX_TOKEN = re.compile(r"(?=.*\d)(?=.*[a-f])[0-9a-f]{32,}|(?=.*\d)(?=.*[A-F])[0-9A-F]{32,}")
+
+
+def _key_shaped(value: str) -> bool:
+    return looks_like_a_key(value) or bool(_HEX_TOKEN.fullmatch(value))
 
 
 def _padded(value: str) -> bool:
@@ -428,7 +444,12 @@ def check_base_url(where: str, url: str, key: str = "TAOTOKEN_BASE_URL") -> tupl
     if any(c.isspace() for c in url):
         return url, Problem(where, key, f"a URL with a space inside ({url!r})", "a URL without spaces",
                             f"retype it, e.g. {BASE_URL_EXAMPLE}"), None, None
-    parts = urlsplit(url)
+    try:  # the parser's own refusals (an unclosed [IPv6 address, a port that is no number or beyond 65535)
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read for its ValueError; httpx refused it only at the first call, with a traceback
+    except ValueError as exc:
+        return url, Problem(where, key, f"{_redact_url(url)} ({exc})", f"an http(s) URL of the gateway root, e.g. "
+                            f"{BASE_URL_EXAMPLE}", f"retype the host and port; {fix}"), None, None
     if "@" in parts.netloc:
         host = parts.netloc.rsplit("@", 1)[1]
         root = urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")

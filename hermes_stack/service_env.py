@@ -21,6 +21,7 @@ reads them.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -60,6 +61,20 @@ def _zero_or_one(value: Any) -> Any:
     if isinstance(value, str) and value.strip() not in ("0", "1"):
         raise ValueError("0 or 1")
     return value.strip() == "1" if isinstance(value, str) else value
+
+
+def _torch_device(value: Any) -> Any:
+    # torch refuses any other at the first tensor, inside the container after the build
+    if isinstance(value, str) and not re.fullmatch(r"cpu|cuda(:\d+)?", value.strip()):
+        raise ValueError("cpu, cuda or cuda:N (a torch device)")
+    return value.strip() if isinstance(value, str) else value
+
+
+def _listen_address(value: Any) -> Any:
+    # an address uvicorn can bind: a host name or an IPv4/IPv6 address, one word
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9._-]+|\[?[0-9A-Fa-f:.]+\]?", value.strip()):
+        raise ValueError("an address to listen on, e.g. 0.0.0.0, 127.0.0.1 or ::")
+    return value.strip() if isinstance(value, str) else value
 
 
 def _upper(value: Any) -> Any:
@@ -141,9 +156,10 @@ class ServiceEnv(BaseModel):
         "HERMES_LOG_LEVEL", "INFO", "pass", "every service: the log level (hermes_stack.service_log)")
     inference_server: Literal["sglang", "builtin"] | None = _var(
         "HERMES_INFERENCE_SERVER", None, "pass", "inference: the backend (empty: inference.server)")
-    inference_host: str = _var("HERMES_INFERENCE_HOST", "0.0.0.0", "pass", "inference: the address it listens on")
-    inference_device: str = _var("HERMES_INFERENCE_DEVICE", "cpu", "pass",
-                                 "inference: the torch device of the builtin backend")
+    inference_host: Annotated[str, BeforeValidator(_listen_address)] = _var(
+        "HERMES_INFERENCE_HOST", "0.0.0.0", "pass", "inference: the address it listens on")
+    inference_device: Annotated[str, BeforeValidator(_torch_device)] = _var(
+        "HERMES_INFERENCE_DEVICE", "cpu", "pass", "inference: the torch device of the builtin backend")
     sglang_port: int = _var("HERMES_SGLANG_PORT", 30000, "pass",
                             "inference: SGLang's own port inside the container", ge=1, le=65535)
     sglang_tp: int = _var("HERMES_SGLANG_TP", 1, "pass", "inference: SGLang's tensor-parallel size", ge=1)

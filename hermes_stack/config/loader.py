@@ -6,6 +6,7 @@ found/expected). Then the profile's overrides are applied and every rule in rule
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import re
@@ -101,8 +102,10 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
                               f"{path}`)")]
     try:
         return tomllib.loads(text), []
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
+    except (ValueError, RecursionError) as exc:
+        if not isinstance(exc, tomllib.TOMLDecodeError):
+            return None, [_unparseable(path, text, exc)]
+        msg = str(exc).removeprefix("Found ")  # tomllib's "Found invalid character": the line says "found" itself
         m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
         if m:
             where, msg = f"{path}:{m.group(1)}:{m.group(2)}", msg[: m.start()]
@@ -113,8 +116,50 @@ def read_toml(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
         duplicate = _toml_duplicate(path, text, msg, number)
         if duplicate is not None:
             return None, [duplicate]
-        hint = _typing_cause(text, number) or "fix that line; `git diff configs/` shows what changed"
+        hint = _typing_cause(text, number) or _toml_backslash(text, number) or _lone_carriage_return(text, number) \
+            or "fix that line; `git diff configs/` shows what changed"
+        if msg.startswith("Expected "):  # "found expected newline…" said as what was found
+            msg = f"text where TOML {_lower_first(msg)}"
         return None, [Problem(where, "syntax", _lower_first(msg), "valid TOML", hint)]
+
+
+def _lone_carriage_return(text: str, number: int) -> str | None:
+    """A CR not followed by LF (an old Mac line end, or a stray one) ends no line for TOML; tomllib then reports the
+    line it is on."""
+    lines = text.split("\n")
+    line = lines[number - 1] if 0 < number <= len(lines) else ""
+    if "\r" not in line.removesuffix("\r"):
+        return None
+    return (f"line {number} holds a carriage return (\\r) that ends no line: save the file with LF (or CRLF) line "
+            "ends")
+
+
+def _toml_backslash(text: str, number: int) -> str | None:
+    """A Windows path in a "basic string": TOML reads \\U, \\m, … as escapes, as JSON does."""
+    lines = text.splitlines()
+    line = lines[number - 1] if 0 < number <= len(lines) else ""
+    if not re.search(r'"[^"]*\\[^"]*"', line):
+        return None
+    return ("a backslash in a \"double-quoted\" TOML string starts an escape: write the path in 'single quotes' "
+            "(a literal string), double each backslash, or use forward slashes")
+
+
+# The interpreter's own limit on the digits of an integer it reads (sys.get_int_max_str_digits(), 4300 by default).
+_LONG_NUMBER = re.compile(r"\d{1000,}")
+
+
+def _unparseable(path: Path, text: str, exc: Exception) -> Problem:
+    """A file the parser gave up on without a syntax error: a number too long for Python to read (ValueError, no
+    line from the parser: the line is found here), or arrays and tables nested past the recursion limit."""
+    if isinstance(exc, RecursionError):
+        return Problem(str(path), "syntax", "arrays or objects nested about a thousand levels deep",
+                       "a settings file a few levels deep", "restore the file from git; `git diff configs/` shows "
+                       "what changed")
+    long = max(_LONG_NUMBER.finditer(text), key=lambda m: len(m.group()), default=None)
+    where = f"{path}:{text.count(chr(10), 0, long.start()) + 1}" if long else str(path)
+    digits = f"a number of {len(long.group())} digits" if long else "a number too long to read"
+    return Problem(where, "syntax", digits, "a number of at most a few digits (every setting has a range)",
+                   "a paste or a held-down key; retype the value")
 
 
 _TOML_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\s-]+?)\s*\]\]?\s*(#.*)?$")
@@ -175,7 +220,11 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     duplicates: list[str] = []
     try:
         data = json.loads(text, object_pairs_hook=partial(_no_duplicates, duplicates))
-    except json.JSONDecodeError as exc:
+    except RecursionError as exc:
+        return None, [_unparseable(path, text, exc)]
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError):  # an integer over the interpreter's digit limit
+            return None, [_unparseable(path, text, exc)]
         hint = _typing_cause(text, exc.lineno) or (
             # A Windows path pasted as it is: JSON reads \U, \m, … as escapes.
             "a backslash starts an escape in JSON: write it twice (C:\\\\data) or use forward slashes (C:/data)"
@@ -198,10 +247,41 @@ def _no_duplicates(seen: list[str], pairs: list[tuple[str, Any]]) -> dict[str, A
     return dict(pairs)
 
 
+def _keys_by_object(text: str) -> list[tuple[int, str, int]]:
+    """(object number, key, offset) of every key of a JSON text that parsed: which object a key belongs to, so a
+    key written twice is named at its two places, not at a key of that name in another object ("name" is in
+    "algorithm" and in "wandb")."""
+    out, stack, count, i, n = [], [], 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            end = i + 1
+            while text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            rest = text[end + 1:end + 40].lstrip()
+            if stack and stack[-1] is not None and rest.startswith(":"):
+                out.append((stack[-1], json.loads(text[i:end + 1]), i))
+            i = end + 1
+            continue
+        if c == "{":
+            count += 1
+            stack.append(count)
+        elif c == "[":
+            stack.append(None)
+        elif c in "}]":
+            stack.pop()
+        i += 1
+    return out
+
+
 def _duplicate(path: Path, text: str, name: str) -> Problem:
-    starts = [m.start() for m in re.finditer(re.escape(json.dumps(name)) + r"\s*:", text)]
-    line = text.count("\n", 0, starts[1]) + 1 if len(starts) > 1 else 1
-    first = text.count("\n", 0, starts[0]) + 1 if starts else 1
+    by_object: dict[int, list[int]] = {}
+    for number, key, offset in _keys_by_object(text):
+        if key == name:
+            by_object.setdefault(number, []).append(offset)
+    starts = next((offsets for offsets in by_object.values() if len(offsets) > 1), [0, 0])
+    line = text.count("\n", 0, starts[1]) + 1
+    first = text.count("\n", 0, starts[0]) + 1
     return Problem(f"{path}:{line}", name, f"a second {json.dumps(name)} (the first is on line {first})",
                    "each key once per object", "delete one of the two; JSON would keep the last one silently")
 
@@ -224,10 +304,13 @@ def _lower_first(text: str) -> str:
 # ---------------------------------------------------------------- pydantic errors -> Problems
 
 _TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number", dict: "a table",
+              datetime.date: "a date", datetime.datetime: "a date and time", datetime.time: "a time",
                list: "an array", type(None): "null"}
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, datetime.date | datetime.time):  # TOML's dates and times, as the file writes them
+        return value.isoformat()
     if isinstance(value, str):
         if len(value) > 60:  # a pasted blob: its start and its length, not the whole of it
             return f"{json.dumps(value[:40])[:-1]}…\" ({len(value)} characters)"
@@ -290,6 +373,10 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
     # Sections written inside another section: their "no such section" line would only repeat the same mistake.
     nested = {n for err in errors if err["type"] == "extra_forbidden"
               and (n := _nested_section(model, tuple(err["loc"]), err.get("input")))}
+    # [Rollout] for [rollout]: the unknown section's line says "did you mean rollout?"; "no such section" would
+    # only repeat it.
+    nested |= {str(err["loc"][0]).lower() for err in errors if err["type"] == "extra_forbidden"
+               and len(err["loc"]) == 1 and str(err["loc"][0]).lower() in model.model_fields}
     for err in errors:
         loc = tuple(err["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
@@ -328,7 +415,8 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
                 out.append(Problem(str(path), key, "nothing", _expected_type(owner, loc[-1]),
                                    f"add {loc[-1]} to the {'.'.join(map(str, loc[:-1]))} section"))
         elif kind.endswith("_type") or kind == "model_type" or kind == "dict_type":
-            found = "null" if value is None else f"{_show(value)} ({_TYPE_NAMES.get(type(value), type(value).__name__)})"
+            found = ("null" if value is None else _show(value) if isinstance(value, dict)  # "a table" says it
+                     else f"{_show(value)} ({_TYPE_NAMES.get(type(value), type(value).__name__)})")
             expected = _expected_type(owner, loc[-1]) if owner else err["msg"].removeprefix("Input should be ")
             hint = "quotes make a string; write numbers and booleans bare" if isinstance(value, str) else ""
             if expected == "a table" and isinstance(value, list) and value and isinstance(value[0], dict):
@@ -342,7 +430,7 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
                         else f"write a value, or leave {loc[-1]} out for its default")
             if sections_label == "JSON":  # the user's file says object, not TOML's table
                 expected = expected.replace("a table", "an object")
-                found = found.replace("a table", "an object")
+                found = found.replace("an empty table", "an empty object").replace("a table", "an object")
             out.append(Problem(str(path), key, found, expected, hint))
         else:
             expected = err["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
@@ -387,6 +475,10 @@ def _expected_type(owner: type[BaseModel] | None, name: Any) -> str:
     args = getattr(ann, "__args__", None)
     if args and all(isinstance(a, str) for a in args):
         return " or ".join(repr(a) for a in args)
+    if args and type(None) in args and len(args) == 2:  # `str | None`: the type, or null for its default
+        other = next(a for a in args if a is not type(None))
+        if other in _TYPE_NAMES:
+            return f"{_TYPE_NAMES[other]} (or null)"
     return str(ann).replace("typing.", "")
 
 

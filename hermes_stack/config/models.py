@@ -130,12 +130,17 @@ class TinkerSection(Strict):
     save_checkpoint_interval: int = Field(25, ge=1, le=10_000_000, description="steps between checkpoints")
 
 
+# At most 64 inference replicas: a machine with more GPUs than that is not one compose stack; on CPU there was no bound
+# at all, and `render --replicas 100000` wrote a 1.5 MB override and died on the argument list. --replicas too.
+MAX_REPLICAS = 64
+
+
 class InferenceSection(Strict):
     server: Literal["sglang", "builtin"] = Field("sglang", description="SGLang (GPU) or the built-in torch server")
     port: int = Field(8001, ge=1, le=65535, description="the inference service's port")
-    replicas: int = Field(1, description="inference servers behind SGLang's router (1: one server, no "
-                                               "router); on a GPU, replica i runs on GPU i (`make up REPLICAS=N`, "
-                                               "docs/scaling.md)")
+    replicas: int = Field(1, le=MAX_REPLICAS, description="inference servers behind SGLang's router (1: one server, no "
+                                                      "router); on a GPU, one GPU per replica, the first on GPU 0 "
+                                                      "(`make up REPLICAS=N`, docs/scaling.md)")
     model_path: str = Field("Qwen/Qwen3-8B", description='a hub id, a local model folder, a catalog name '
                                                          '(smollm2-135m) or "embedded" (the CPU tiny model)')
     api_key_env: str = Field(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -145,6 +146,28 @@ def override_file_problem(root: Path, name: str) -> Problem | None:
     if not data or not all(isinstance(d, dict) for d in data):
         return Problem("command line", "-f", f"{name} (YAML whose top is not a mapping)", "a compose override file "
                        "(services:, volumes:, … at its top)", hint)
+    return _unknown_service_problem(root, name, data)
+
+
+def _unknown_service_problem(root: Path, name: str, documents: list[dict]) -> Problem | None:
+    """An override's service that is none of the stack's and could not run on its own (no image, no build, no
+    extends): a misspelt name, which compose refuses with exit 1 and no names ("has neither an image nor a build
+    context")."""
+    from hermes_stack.errors import near_miss
+
+    known = compose_services(root, ("compose.base.yml",))
+    for data in documents:
+        services = data.get("services")
+        for service, body in (services.items() if isinstance(services, dict) else ()):
+            service = str(service)
+            if service in known or re.fullmatch(r"inference-\d+|router", service):  # (replicas' own services)
+                continue
+            if isinstance(body, dict) and {"image", "build", "extends"} & set(body):
+                continue  # a service of the user's own, as the fake gateway of the tests
+            near = near_miss(service, known)
+            return Problem("command line", "-f", f"{name} (service {service!r}: none of the stack's, and no image "
+                           "or build)", f"one of the stack's services ({', '.join(known)}), or a new one with an "
+                           "image", f"did you mean {near}?" if near else "give it an image, or name a service above")
     return None
 
 

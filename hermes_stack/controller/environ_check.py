@@ -1,6 +1,6 @@
 """The controller's environment variables, checked once for `validate` and `up` alike (both go through
 commands.validate.evaluate): the tuning knobs `up` hands the services (service_env.ServiceEnv, the same function and
-messages `up` uses) and the compose project name. A bad value is exit 2 before anything starts, not a compose error
+messages `up` uses), the compose project name and the images' repository prefix. A bad value is exit 2 before anything starts, not a compose error
 after work has begun."""
 
 from __future__ import annotations
@@ -12,6 +12,12 @@ from collections.abc import Mapping
 from hermes_stack.errors import InputError, Problem
 
 PROJECT_ENV = "HERMES_PROJECT_NAME"
+IMAGE_REPO_ENV = "HERMES_IMAGE_REPO"
+# Docker's reference grammar for the repository part: an optional registry host[:port], then path components of
+# lower-case letters and digits joined by '.', '_', '__' or '-'. "Bad Repo" rendered `image: Bad Repo/trainer:cpu`
+# and failed only at the build.
+_IMAGE_REPO = re.compile(r"(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+                         r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 # Compose's own rule for project names (lower-case letters, digits, - and _, starting with a letter or digit).
 _PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
@@ -31,4 +37,11 @@ def environment_problems(environ: Mapping[str, str] | None = None) -> list[Probl
                                 "a compose project name: lower-case letters, digits, - and _",
                                 f"e.g. {PROJECT_ENV}={re.sub(r'[^a-z0-9_-]+', '-', project.lower()).strip('-_') or 'hermes'}"
                                 f"; or unset it for the default"))
+    repo = environ.get(IMAGE_REPO_ENV, "")
+    if repo and not _IMAGE_REPO.fullmatch(repo):
+        problems.append(Problem("(environment)", IMAGE_REPO_ENV, repr(repo),
+                                "an image repository prefix: lower-case letters, digits, '.', '_', '-' and '/' "
+                                "(with a registry host:port first if any)",
+                                "the images are named <it>/trainer, <it>/atropos, …; e.g. hermes-stack (the default: "
+                                "unset it)"))
     return problems

@@ -59,8 +59,9 @@ def parse_metrics(text: str) -> list[dict]:
             record = json.loads(line)
         except ValueError:
             continue
-        # A step that is no whole number (null, "3", 2.5: not a line the trainer writes) would break every reader.
-        if isinstance(record, dict) and type(record.get("step")) is int:
+        # A step that is no whole number (null, "3", 2.5: not a line the trainer writes) would break every reader, and
+        # so would one no float can hold (the plots' axes are floats).
+        if isinstance(record, dict) and type(record.get("step")) is int and 0 <= record["step"] < 2**53:
             records.append(record)
     return records
 

@@ -88,6 +88,20 @@ def test_an_override_with_composes_own_tags_is_a_compose_file(project):
     assert override_file_problem(project, "compose.cpu.yml") is None
 
 
+def test_an_override_naming_a_service_the_stack_lacks_is_refused_with_the_near_one(project, capsys, compose_calls):
+    """`trainr:` with only an environment: compose refused it at render or up, exit 1, in its own words ("has
+    neither an image nor a build context"). A new service with an image, and the replicas' own, still pass."""
+    from hermes_stack.controller.compose import override_file_problem
+
+    (project / "typo.yml").write_text("services:\n  trainr:\n    environment:\n      X: '1'\n")
+    assert refused(["dry-run", "--device", "cpu", "-f", "typo.yml"], capsys, compose_calls, project) == [
+        ("command line: -f: found typo.yml (service 'trainr': none of the stack's, and no image or build), expected "
+        "one of the stack's services (gateway-check, atropos, inference, trainer, environment), or a new one with an "
+        "image. Hint: did you mean trainer?")]
+    (project / "own.yml").write_text("services:\n  gateway:\n    image: x/y:1\n  inference-2:\n    cpus: 1\n")
+    assert override_file_problem(project, "own.yml") is None
+
+
 def test_render_prints_the_wait_timeout_up_uses(project, capsys, compose_calls, monkeypatch):
     """`render` says it prints the exact commands `up` runs; it printed compose.up's 600 s where `up` waits 900."""
     from hermes_stack.controller import compose

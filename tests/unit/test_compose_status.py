@@ -171,3 +171,10 @@ def test_a_trainer_that_exited_0_on_a_complete_checkpoint_is_a_finished_run_not_
     assert finished_run(Compose(params, runner=_trainer_runner("exited", 1, done))) is None
     assert finished_run(Compose(params, runner=_trainer_runner("running", 0, done))) is None
     assert finished_run(Compose(params, runner=_trainer_runner("exited", 0, "stopped at step 12\n"))) is None
+
+
+def test_a_step_no_float_can_hold_is_skipped_like_a_torn_line():
+    """`report --metrics` on a line with a 400-digit step ended in OverflowError (the plots' axes are floats)."""
+    text = "\n".join(json.dumps(r) for r in [{"step": 1, "reward_mean": 0.2}, {"step": 10**400, "reward_mean": 0.3},
+                                              {"step": -1, "reward_mean": 0.3}])
+    assert [r["step"] for r in parse_metrics(text)] == [1]

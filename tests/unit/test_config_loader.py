@@ -55,7 +55,7 @@ def test_toml_syntax_error_names_line_and_column(cdir):
     text = (cdir / "config_grpo.toml").read_text().splitlines()
     line_no = next(i for i, l in enumerate(text, 1) if l.startswith("batch_size 32"))
     (line,) = problems("grpo", cdir)
-    assert line.startswith(f"{cdir}/config_grpo.toml:{line_no}:12: syntax: found expected '=' after a key")
+    assert line.startswith(f"{cdir}/config_grpo.toml:{line_no}:12: syntax: found text where TOML expected '=' after a key")
     assert "expected valid TOML" in line
 
 

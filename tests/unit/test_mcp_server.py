@@ -338,7 +338,7 @@ def test_an_edit_to_a_project_whose_config_does_not_parse_is_refused_and_writes_
             assert answer["hint"] == ("fix configs/config_grpo.toml by hand first (`hermes-stack validate --algo grpo` "
                                       "shows the line); nothing was written"), (case, answer)
     # validate's own line for the file, without its hint (the tool's hint replaces it)
-    assert ": syntax: found expected '=' after a key in a key/value pair, expected valid TOML" in answers["syntax"][0][
+    assert ": syntax: found text where TOML expected '=' after a key in a key/value pair, expected valid TOML" in answers["syntax"][0][
         "error"] and "Hint" not in answers["syntax"][0]["error"], answers["syntax"]
     assert "found a UTF-8 byte-order mark (BOM) at the start" in answers["bom"][0]["error"], answers["bom"]
 

@@ -126,8 +126,9 @@ CASES = [
     Case("replicas-zero", [("{json}: inference.replicas: found 0, expected an integer >= 1. Hint: the number of "
                            "inference servers behind the router; 1 is one server, no router")],
          json={"inference.replicas": 0}),
-    Case("replicas-cli-zero", [("command line: --replicas (REPLICAS): found 0, expected an integer >= 1. Hint: the "
-                               "number of inference servers behind the router; 1 is one server, no router")],
+    Case("replicas-cli-zero", [("command line: --replicas (REPLICAS): found 0, expected an integer from 1 to 64. "
+                               "Hint: the number of inference servers behind the router; 1 is one server, no "
+                               "router")],
          args=["--device", "cpu", "--replicas", "0"]),
     Case("replicas-more-than-gpus", [("{json}: inference.replicas: found 2 replicas on 1 GPU, expected at most 1: one "
                                      "GPU per replica. Hint: each replica is pinned to its own GPU; lower "

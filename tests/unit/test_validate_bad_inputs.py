@@ -110,7 +110,7 @@ CASES = [
          toml=[("temperature = 0.8", 'temperature = "hot"')]),
     Case("toml-bad-log-level", [("{toml}: atropos.log_level: found \"verbose\", expected 'debug', 'info', 'warning' "
                                 "or 'error'." + H_LOG)], toml=[('log_level = "info"', 'log_level = "verbose"')]),
-    Case("toml-missing-equals", [("{toml}:{line}:{col}: syntax: found expected '=' after a key in a key/value pair, "
+    Case("toml-missing-equals", [("{toml}:{line}:{col}: syntax: found text where TOML expected '=' after a key in a key/value pair, "
                                  "expected valid TOML. Hint: fix that line; `git diff configs/` shows what changed")],
          toml=[("batch_size = 32", "batch_size 32")], line_of="batch_size 32", col_after="batch_size "),
     Case("toml-unterminated-string", [("{toml}:{line}:{col}: syntax: found illegal character '\\n', expected valid "

@@ -16,6 +16,7 @@ import typer
 
 from hermes_stack.algos import algo_problem
 from hermes_stack.config import profiles
+from hermes_stack.config.models import MAX_REPLICAS
 from hermes_stack.controller.commands.app import app
 from hermes_stack.controller.device import choose_profile, device_problem
 from hermes_stack.errors import InputError, Problem
@@ -37,8 +38,9 @@ class Outcome:
 
 def check_options(algo: str, device: str, gpu_memory: float | None, replicas: int | None = None) -> list[Problem]:
     out = [p for p in (algo_problem(algo), device_problem(device)) if p is not None]
-    if replicas is not None and replicas < 1:
-        out.append(Problem("command line", "--replicas (REPLICAS)", str(replicas), "an integer >= 1",
+    if replicas is not None and not 1 <= replicas <= MAX_REPLICAS:
+        shown = str(replicas) if len(str(replicas)) <= 12 else f"a number of {len(str(replicas))} digits"
+        out.append(Problem("command line", "--replicas (REPLICAS)", shown, f"an integer from 1 to {MAX_REPLICAS}",
                            "the number of inference servers behind the router; 1 is one server, no router"))
     if gpu_memory is not None and not 0 < gpu_memory <= 4096:
         out.append(Problem("command line", "--gpu-memory", f"{gpu_memory:g}", "GiB of one GPU, e.g. 24 or 80",
