@@ -224,6 +224,27 @@ def _line_name(text: str) -> str | None:
     return match.group(1) if match and match.group(1) in KNOWN_NAMES else None
 
 
+# NAME=value written in another language's syntax: Windows' `set NAME=value` / PowerShell's `$env:NAME=value`, a
+# compose or YAML list item `- NAME=value`, a JSON member `"NAME": "value",`. (name's group, hint)
+_WRAPPED = (
+    (re.compile(r"\s*(?:set\s+|\$env:)([A-Z][A-Z0-9_]*)\s*=", re.IGNORECASE),
+     "write NAME=value: `set NAME=value` is a Windows shell's, and this file is read, not run"),
+    (re.compile(r"\s*-\s+([A-Z][A-Z0-9_]*)\s*[=:]"),
+     "write NAME=value without the leading `- ` (compose's list form of environment:)"),
+    (re.compile(r'\s*"([A-Z][A-Z0-9_]*)"\s*:'),
+     "write NAME=value: this is a dotenv file, not JSON (no quotes around the name, no : and no trailing comma)"),
+)
+
+
+def _wrapped_name(text: str) -> tuple[str, str] | None:
+    """(the known name, the fix) of a NAME=value line written in another syntax; None otherwise."""
+    for pattern, hint in _WRAPPED:
+        match = pattern.match(text)
+        if match and match.group(1) in KNOWN_NAMES:
+            return match.group(1), hint
+    return None
+
+
 def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[str], list[str], dict[str, int]]:
     from dotenv import dotenv_values
     from dotenv.parser import parse_stream
@@ -263,10 +284,13 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
             first = binding.original.string.strip().splitlines()[0] if binding.original.string.strip() else ""
             yaml = re.match(r"(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*:", first)
             spaced = _line_name(first) and re.match(r"(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s+[^\s=]", first)
+            wrapped = _wrapped_name(first)
             problems.append(Problem(
-                f"{name}:{line}", _line_name(first) or "syntax", f"a line python-dotenv cannot read ({_clip(first)})",
+                f"{name}:{line}", _line_name(first) or (wrapped[0] if wrapped else "syntax"),
+                f"a line python-dotenv cannot read ({_clip(first)})",
                 "NAME=value", "write NAME=value: `NAME: value` is YAML, and this is a dotenv file" if yaml
                 else "write NAME=value: a space where the = should be" if spaced
+                else wrapped[1] if wrapped
                 else "one NAME=value per line, no quotes; `#` starts a comment",
             ))
             continue
@@ -331,10 +355,13 @@ def _check_values(
                                     f"{key} is printed in clear; the key belongs on the {home} line"))
             values.pop(key, None)
     misspelt = {_near_name(k) for k in raw}
+    said = {p.found for p in problems}
     for key in REQUIRED:
         if key in skip:
             continue
-        if key not in raw and key not in misspelt:  # a misspelt name already has its "did you mean" line
+        if key not in raw and key not in misspelt and f"a value with the name {key} inside" not in said:
+            # (a misspelt name already has its "did you mean" line; one pasted inside another line's value, as
+            # `A=…;B=…`, that line's "with the name B inside")
             problems.append(Problem(name, key, "no such line", _expected(key), f"add {key}=… to {name}"))
         elif raw.get(key) == "":
             problems.append(Problem(name, key, "an empty value", _expected(key), f"set {key}=… in {name}"))

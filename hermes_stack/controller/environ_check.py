@@ -22,6 +22,15 @@ _IMAGE_REPO = re.compile(r"(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-
 _PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 
+def _suggested(project: str) -> str:
+    """A project name compose takes, near `project`: full-width or compatibility letters (an input method's ｈ) as
+    their plain ones first, so "ｈermes" suggests hermes, not ermes."""
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKC", project).lower()
+    return re.sub(r"[^a-z0-9_-]+", "-", plain).strip("-_") or "hermes"
+
+
 def environment_problems(environ: Mapping[str, str] | None = None) -> list[Problem]:
     from hermes_stack.service_env import ServiceEnv, aliases
 
@@ -35,7 +44,7 @@ def environment_problems(environ: Mapping[str, str] | None = None) -> list[Probl
     if project and not _PROJECT_NAME.fullmatch(project):
         problems.append(Problem("(environment)", PROJECT_ENV, repr(project),
                                 "a compose project name: lower-case letters, digits, - and _",
-                                f"e.g. {PROJECT_ENV}={re.sub(r'[^a-z0-9_-]+', '-', project.lower()).strip('-_') or 'hermes'}"
+                                f"e.g. {PROJECT_ENV}={_suggested(project)}"
                                 f"; or unset it for the default"))
     repo = environ.get(IMAGE_REPO_ENV, "")
     if repo and not _IMAGE_REPO.fullmatch(repo):

@@ -103,7 +103,29 @@ CASES = [
         ("{kf}:3: TAOTOKEN_MODEL: found a value shaped like a key (012…cdef), expected a model name, e.g. "
          "claude-3-5-sonnet. Hint: TAOTOKEN_MODEL is printed in clear; the key belongs on the TAOTOKEN_API_KEY line")],
         keyfile=GOOD_KEYFILE.replace("TAOTOKEN_MODEL=m1", "TAOTOKEN_MODEL=" + "0123456789abcdef" * 2)),
+    # NAME=value in another syntax: the unreadable line, and a second "no such line" for the same name, before
+    Case("keyfile-windows-set", [
+        ("{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (… TAOTOKEN_API_KEY=sk-…cdef), expected "
+         "NAME=value. Hint: write NAME=value: `set NAME=value` is a Windows shell's, and this file is read, not run")],
+        keyfile="set " + GOOD_KEYFILE),
+    Case("keyfile-compose-list-item", [
+        ("{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (… TAOTOKEN_API_KEY=sk-…cdef), expected "
+         "NAME=value. Hint: write NAME=value without the leading `- ` (compose's list form of environment:)")],
+        keyfile="- " + GOOD_KEYFILE),
+    Case("keyfile-json-member", [
+        ('{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read ("TA…EY": "sk…ef",), expected NAME=value. '
+         "Hint: write NAME=value: this is a dotenv file, not JSON (no quotes around the name, no : and no trailing "
+         "comma)")],
+        keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f'"TAOTOKEN_API_KEY": "{KEY}",')),
+    Case("keyfile-two-lines-joined-by-a-semicolon", [
+        ("{kf}:1: TAOTOKEN_API_KEY: found a value with the name TAOTOKEN_BASE_URL inside, expected the key itself. "
+         "Hint: write TAOTOKEN_API_KEY=<key> on one line; the value starts after the first =")],
+        keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}\n", f"TAOTOKEN_API_KEY={KEY};")),
     # ---- the controller's environment and command line
+    Case("env-project-name-full-width", [
+        ("(environment): HERMES_PROJECT_NAME: found 'ｈermes', expected a compose project name: lower-case letters, "
+         "digits, - and _. Hint: e.g. HERMES_PROJECT_NAME=hermes; or unset it for the default")],
+        env={"HERMES_PROJECT_NAME": "ｈermes"}),
     Case("env-inference-device-gpu", [
         ("(environment): HERMES_INFERENCE_DEVICE: found 'gpu', expected cpu, cuda or cuda:N (a torch device). Hint: "
          "inference: the torch device of the builtin backend")], env={"HERMES_INFERENCE_DEVICE": "gpu"}),
