@@ -175,6 +175,13 @@ def _toml_duplicate(path: Path, text: str, msg: str, number: int) -> Problem | N
         section = ".".join(re.findall(r"'([^']*)'", twice.group(1)))
         first = next((n for n, line in enumerate(lines[: number - 1], 1)
                       if (m := _TOML_HEADER.match(line)) and re.sub(r"\s", "", m.group(1)) == section), None)
+        dotted = None if first else next((n for n, line in enumerate(lines[: number - 1], 1)
+                                          if (k := _TOML_KEY.match(line)) and k.group(1).startswith(section + ".")),
+                                         None)
+        if dotted:  # `rollout.group_size = 8` above any header made [rollout] already
+            return Problem(f"{path}:{number}", f"[{section}]", f"a [{section}] header after the dotted key on line "
+                           f"{dotted}, which made [{section}] already", "each section once",
+                           f"move line {dotted} under this header, without its {section}. prefix")
         found = f"a second [{section}] section" + (f" (the first is on line {first})" if first else "")
         return Problem(f"{path}:{number}", f"[{section}]", found, "each section once",
                        f"move this section's keys under the first [{section}] and delete this header")

@@ -60,6 +60,10 @@ CASES = [
         ('{json}:{line}: name: found a second "name" (the first is on line LINE_A), expected each key once per '
          "object. Hint: delete one of the two; JSON would keep the last one silently")],
         json_text=_wandb_name_twice, line_of='"name": "b"', col_after='"'),
+    Case("toml-dotted-key-above-its-own-section", [
+        ("{toml}:{line}: [rollout]: found a [rollout] header after the dotted key on line 2, which made [rollout] "
+         "already, expected each section once. Hint: move line 2 under this header, without its rollout. prefix")],
+        toml=[("[atropos]", "rollout.group_size = 8\n[atropos]")], line_of="[rollout]", col_after="["),
     Case("toml-date-for-a-number", [
         "{toml}: rollout.batch_size: found 2024-01-01 (a date), expected an integer"],
         toml=[("batch_size = 32", "batch_size = 2024-01-01")]),
