@@ -23,6 +23,8 @@ from typing import Any
 
 from hermes_stack.config import profiles
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
+from hermes_stack.errors import Problem
+from hermes_stack.hub import is_hub_id
 
 FILES = {"config": "config_{algo}.toml", "settings": "settings_{algo}.json"}
 # Switching algorithm is the server's --algo (the stack's own rule: ALGO=ppo|grpo and nothing else).
@@ -71,13 +73,18 @@ def _type_name(annotation: Any) -> str:
     return text or str(annotation).replace("typing.", "")
 
 
-def _describe(algo: str, f: Field) -> str:
+def _bounds(f: Field) -> list[str]:
     info = _section_model(f.where, f.section).model_fields[f.name]
     bounds = []
     for meta in info.metadata:
         for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             if getattr(meta, attr, None) is not None:
                 bounds.append(f"{sign} {getattr(meta, attr)}")
+    return bounds
+
+
+def _describe(algo: str, f: Field) -> str:
+    bounds = _bounds(f)
     where = FILES[f.where].format(algo=algo)
     return f"{where} [{f.section}] {f.name}" + (f" ({', '.join(bounds)})" if bounds else "")
 
@@ -119,15 +126,36 @@ def _accepts_str(annotation: Any) -> bool:
     return any(isinstance(a, str) or _accepts_str(a) for a in args)
 
 
-def coerce(f: Field, value: Any) -> Any:
+def file_of(root: Path, algo: str, f: Field) -> Path:
+    return root / "configs" / FILES[f.where].format(algo=algo)
+
+
+def _expected(f: Field) -> str:
+    """The field's type and range, as validate words a type: "an integer (>= 1, <= 1024)"."""
+    annotation = _section_model(f.where, f.section).model_fields[f.name].annotation
+    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
+    kinds = " or ".join(words.get(a, _type_name(a)) for a in (typing.get_args(annotation) or (annotation,)))
+    bounds = _bounds(f)
+    return kinds + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def coerce(file: Path, f: Field, value: Any) -> Any:
     """An agent often sends numbers as strings: "16" for an integer field is read as 16 (JSON literal syntax);
-    a string field keeps the string."""
+    a string field keeps the string. `file`: the field's file, named in a refusal."""
     annotation = _section_model(f.where, f.section).model_fields[f.name].annotation
     if isinstance(value, str) and not _accepts_str(annotation):
         try:
             return json.loads(value)
-        except ValueError:
-            return value
+        except json.JSONDecodeError:
+            return value  # not JSON: validate names it as the string it is
+        except Exception:  # noqa: BLE001 - json's other refusals, which no value in range meets
+            # (an integer past Python's digit limit: ValueError; nesting past the recursion limit: RecursionError)
+            digits = value.strip().removeprefix("-")
+            found = (f"a number of {len(digits)} digits" if digits.isascii() and digits.isdigit()
+                     else f"JSON too deeply nested or with a number too long to read ({len(value)} characters)")
+            raise EditRefused(Problem(str(file), f.key, found, _expected(f)).line(),
+                              "send a value in that range (rl_get_current_config shows the current one); nothing "
+                              "was written") from None
     return value
 
 
@@ -148,8 +176,11 @@ def check_path(root: Path, f: Field, value: Any) -> None:
             return
         base = root / "configs"
     else:
-        if not value.startswith(("./", "../", "/", "~")) and value not in (".", ".."):
-            return  # a hub id or a catalog name, not a path
+        # A hub id (owner/name, hub.is_hub_id) or a catalog name is no path; any other value with a separator is one
+        # (configs/../../x), as for rules.model_path_local.
+        looks_local = value.startswith(("./", "../", "/", "~")) or value in (".", "..")
+        if not looks_local and ("/" not in value or is_hub_id(value, root)):
+            return
         base = root
     if value.startswith("~") or not _inside(root, base / value):
         raise EditRefused(f"{f.key} = {value!r} names a path outside the project {root}",
@@ -236,8 +267,11 @@ def validate_candidate(root: Path, algo: str, changes: dict[str, tuple[Path, byt
     new_problems = [p for p in outcome.errors if (p.key, p.found, p.expected) not in _problem_keys(before)]
     if new_problems:
         p = new_problems[0]
+        # The scratch folder is gone once this returns: name the real configs/ in the line and in the hint.
         line = p.line().replace(str(scratch), str(root / "configs"))
-        raise EditRefused(line.split(". Hint: ")[0], p.hint or "call rl_get_current_config for the allowed values")
+        hint = (p.hint or "call rl_get_current_config for the allowed values").replace(str(scratch),
+                                                                                      str(root / "configs"))
+        raise EditRefused(line.split(". Hint: ")[0], hint)
 
 
 def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:

@@ -63,6 +63,7 @@ def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any
     """{"error", "hint"} for arguments a tool does not take (the SDK would drop them silently) or, given the SDK's
     pydantic ValidationError, for the first argument it refused; None when there is nothing to say."""
     from hermes_stack.controller.agent_tools.tools import failure
+    from hermes_stack.errors import shorten
 
     def kind(schema: dict[str, Any]) -> str:  # "string", "integer", "array of string or null"
         if "anyOf" in schema:
@@ -75,13 +76,24 @@ def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any
     unknown = sorted(set(arguments) - set(params))
     if unknown:
         return failure(f"{tool}: unknown argument {unknown[0]!r}", takes)
+    for arg, value in arguments.items():
+        # pydantic's lax mode reads true as 1 (rl_test_inference(num_steps=true) ran one step); a boolean is no number
+        kinds = kind(params[arg]).split(" or ")
+        if isinstance(value, bool) and "boolean" not in kinds and {"integer", "number"} & set(kinds):
+            return failure(f"{tool}: argument {arg}: found {value!r}, expected a valid {kind(params[arg])}", takes)
     if error is None:
         return None
     first = error.errors(include_url=False)[0]
     arg = ".".join(str(p) for p in first["loc"]) or "(arguments)"
-    found = "nothing" if first["type"] == "missing" else repr(first.get("input"))
-    expected = f"a {kind(params.get(arg, {}))}" if first["type"] == "missing" else \
-        first["msg"].removeprefix("Input should be ")
+    # cut as validate cuts what it echoes: a 5,000-digit number whole would push `expected` past the answer's clip
+    found = "nothing" if first["type"] == "missing" else shorten(repr(first.get("input")))
+    msg = first["msg"]
+    if first["type"] == "missing":
+        expected = f"a {kind(params.get(arg, {}))}"
+    elif msg.startswith("Input should be "):
+        expected = msg.removeprefix("Input should be ")
+    else:  # "Unable to parse input string as an integer, exceeded maximum size": what was wanted first
+        expected = f"a valid {kind(params.get(arg, {}))} ({msg[:1].lower()}{msg[1:]})"
     return failure(f"{tool}: argument {arg}: found {found}, expected {expected}", takes)
 
 
@@ -106,8 +118,8 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
                     return AccessToken(token=presented, client_id="hermes-stack-user", scopes=[])
                 return None
 
-        kwargs = {"auth": AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=f"http://{host}:{port}"),
-                  "token_verifier": StaticToken()}
+        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"  # an IPv6 address in brackets
+        kwargs = {"auth": AuthSettings(issuer_url=url, resource_server_url=url), "token_verifier": StaticToken()}
 
     class HermesMCP(FastMCP):
         async def call_tool(self, name: str, arguments: dict[str, Any]):
@@ -136,10 +148,29 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
 
     server = HermesMCP("hermes-stack", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **kwargs)
 
+    from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
+
+    class KeepUnreadable(FuncMetadata):
+        def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+            # The SDK reads a string argument as JSON and keeps text that is not JSON as it is, but json's other
+            # refusals (an integer past Python's 4300 digits: ValueError; deep nesting: RecursionError) escaped as a
+            # bare error answer. Such text is kept as it is too: the argument check or the tool (rl_edit_config: the
+            # field's range) refuses it as {"error", "hint"}.
+            out = dict(data)
+            for key, value in data.items():
+                try:
+                    out[key] = super().pre_parse_json({key: value})[key]
+                except Exception:  # noqa: BLE001 - any of them
+                    out[key] = value
+            return out
+
     def tool(fn):
         # structured_output=False: the answer is the JSON string alone (as the old tools), not also wrapped in
         # {"result": …} structured content, which an agent would read twice.
-        return server.tool(name=fn.__name__, description=DESCRIPTIONS[fn.__name__], structured_output=False)(fn)
+        server.tool(name=fn.__name__, description=DESCRIPTIONS[fn.__name__], structured_output=False)(fn)
+        registered = server._tool_manager.get_tool(fn.__name__)
+        registered.fn_metadata = KeepUnreadable(**dict(registered.fn_metadata))
+        return fn
 
     @tool
     def rl_list_environments() -> str:
@@ -185,6 +216,21 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
     return server
 
 
+def is_host(host: str) -> bool:
+    """An IP address (v4 or v6) or a host name by RFC 1123: labels of letters, digits and '-', at most 63 characters
+    each, joined by '.', the last not all digits (999.1.1.1 is a bad address, not a name)."""
+    import ipaddress
+    import re
+
+    try:
+        return getattr(ipaddress.ip_address(host), "scope_id", None) is None  # the auth URL cannot carry a %zone
+    except ValueError:
+        pass
+    label = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    return (len(host) <= 253 and re.fullmatch(rf"{label}(?:\.{label})*\.?", host) is not None
+            and not host.rstrip(".").rsplit(".", 1)[-1].isdigit())
+
+
 def is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -222,6 +268,14 @@ def open_project(project: Path | None, cfg_kwargs: dict[str, Any]) -> tuple[Tool
     from hermes_stack.controller.agent_tools.tools import project_problem
 
     root = (project or Path(os.environ.get("HERMES_ROOT") or Path.cwd())).expanduser().resolve()
+    if root.exists() and not root.is_dir():
+        # A file is a mistyped argument, not a project that may yet be made: refused before serving (exit 2).
+        from hermes_stack.errors import InputError, Problem
+
+        where = ("command line", "--project") if project is not None else ("(environment)", "HERMES_ROOT")
+        raise InputError(Problem(*where, f"{root} (a file)", "the hermes-stack project folder (holding configs/ and "
+                                 f"compose.{cfg_kwargs.get('algo', 'grpo')}.yml)",
+                                 f"name the checkout's folder with {where[1]}, not a file in it"))
     problem = project_problem(root, cfg_kwargs.get("algo", "grpo"))
     if problem is not None:
         return None, problem

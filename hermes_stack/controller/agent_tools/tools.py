@@ -206,7 +206,7 @@ class Tools:
                 return failure(f"{field} is locked (the seed's value {seed!r}); it was not changed",
                                "the user may unlock it in the MCP server's own configuration (`hermes-stack mcp "
                                "--unlock`); a tool call cannot")
-            value = config_edit.coerce(f, value)
+            value = config_edit.coerce(config_edit.file_of(self.root, self.cfg.algo, f), f, value)
             config_edit.check_path(self.root, f, value)
             before = self._outcome()
             config_edit.check_parseable(self.root, self.cfg.algo, before)

@@ -33,7 +33,7 @@ def mcp(
 ) -> None:
     """Serve the rl_* training tools over MCP (stdio by default) for Hermes Agent or any MCP client."""
     from hermes_stack.controller import console
-    from hermes_stack.controller.agent_tools.server import build_server, is_loopback, open_project, serve_stdio
+    from hermes_stack.controller.agent_tools.server import build_server, is_host, is_loopback, open_project, serve_stdio
 
     if algo not in ("ppo", "grpo"):
         raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo", "e.g. --algo grpo"))
@@ -52,11 +52,24 @@ def mcp(
     if not 1 <= port <= 65535:  # bind() would end in a traceback
         raise InputError(Problem("command line", "--port", str(port), "a TCP port from 1 to 65535 (default 8765)",
                                  "pick a free one, e.g. --port 8765"))
+    if not is_host(host):  # the SDK's auth settings and the bind would end in a pydantic report or a traceback
+        raise InputError(Problem("command line", "--host", repr(host), "an IP address (e.g. 0.0.0.0, ::1) or a "
+                                 "host name (letters, digits and '-', labels joined by '.')", "e.g. --host 127.0.0.1 (this machine only) or "
+                                 "--host 0.0.0.0 (every interface, with HERMES_MCP_TOKEN)"))
     token = os.environ.get("HERMES_MCP_TOKEN") or None
     if transport == "http" and not is_loopback(host) and not token:
         raise InputError(Problem("command line", "--host", repr(host), "a loopback address, or HERMES_MCP_TOKEN set",
                                  "binding beyond this machine needs a bearer token: export HERMES_MCP_TOKEN=<long "
                                  "random value> and send it as `Authorization: Bearer …`"))
+    blank = token is not None and any(c.isspace() for c in token)
+    if transport == "http" and not is_loopback(host) and token and (len(token) < 32 or blank):
+        # The token is all that guards the tools beyond this machine: a guessable one (or a pasted blank) is refused.
+        # Its length is named, never its value.
+        found = f"a value of {len(token)} characters" + (" with whitespace" if blank else "")
+        raise InputError(Problem("(environment)", "HERMES_MCP_TOKEN", found, "a random value of at least 32 "
+                                 f"characters without whitespace to serve beyond loopback (--host {host})",
+                                 'export HERMES_MCP_TOKEN="$(python3 -c "import secrets; '
+                                 'print(secrets.token_urlsafe(32))")"'))
     tools, problem = open_project(project, {"algo": algo, "device": device, "unlock": unlock, "model": model,
                                             "wait_timeout": wait_timeout, "build": not no_build})
     if problem is not None:
