@@ -371,6 +371,9 @@ class Selection:
     problem: tuple[str, str, str] | None = None  # (found, expected, hint)
     imports: tuple[tuple[str, int], ...] = ()
     problems: tuple[Problem, ...] = ()  # why the environment service could not import the file (FileScan.problems)
+    # (file, module, line) of every import the service runs to load it: its file's, and those of the folder's files
+    # it imports, transitively (the file's folder is on sys.path, so `import helpers` runs helpers.py).
+    reached_imports: tuple[tuple[str, str, int], ...] = ()
 
 
 def _scan_file(project_root: Path, relative: str) -> FileScan | None:
@@ -465,7 +468,7 @@ def select(project_root: Path, name: str) -> Selection:
                                     f"a BaseEnv file of the project, e.g. {FOLDER}/my_env.py",
                                     f"put the file in {root} or name an environment: "
                                     + ", ".join(environment_names(project_root))))
-        return _one_of(scan, name, [scan])
+        return _one_of(scan, name, list(in_folder.values()))
     scans = scan_folder(project_root)  # once: the names below come from it, as environment_names would make them
     names = list(dict.fromkeys([e.name for e in BUILTIN] + [env.name for s in scans for env in s.environments]))
     near = near_miss(name, names)
@@ -485,7 +488,7 @@ def select(project_root: Path, name: str) -> Selection:
                                 "one environment with that name", "rename one of them (its `name` attribute)"))
     if matches:
         scan, env = matches[0]
-        return _chosen(scan, env)
+        return _chosen(scan, env, scans)
     if broken:
         expected, fix = broken[0].fix
         return Selection(None, (f"{name!r} (not found; {broken[0].error})", expected,
@@ -508,12 +511,42 @@ def _one_of(scan: FileScan, name: str, scans: list[FileScan]) -> Selection:
         names = ", ".join(f"{e.name} ({e.class_name}, line {e.line})" for e in scan.environments)
         return Selection(None, (f"{name!r} (the file defines {len(scan.environments)} environments: {names})",
                                 "a file with one environment", "select one by its name instead of the file"))
-    return _chosen(scan, scan.environments[0])
+    return _chosen(scan, scan.environments[0], scans)
 
 
-def _chosen(scan: FileScan, env: EnvironmentInfo) -> Selection:
+def module_entries(directory: Path, relative: str = FOLDER) -> dict[str, str]:
+    """The modules a folder on sys.path provides, by name: its `*.py` files and its package folders (with an
+    __init__.py; a folder without one never wins over an installed package), as paths under `relative` (the
+    folder's path from the project root)."""
+    if not directory.is_dir():
+        return {}
+    out = {p.name: f"{relative}/{p.name}/" for p in sorted(directory.iterdir()) if (p / "__init__.py").is_file()}
+    out.update({p.stem: f"{relative}/{p.name}" for p in sorted(directory.glob("*.py")) if p.is_file()})
+    return out
+
+
+def _reached_imports(scan: FileScan, scans: list[FileScan]) -> tuple[tuple[str, str, int], ...]:
+    """(file, module, line) of `scan`'s imports and, following the ones that name another file of the folder, of
+    that file's, and so on (each file once)."""
+    in_folder = Path(scan.file).parent.as_posix() == FOLDER  # else its own folder is on sys.path, not this one
+    by_module = {Path(s.file).stem: s for s in scans if in_folder and Path(s.file).parent.as_posix() == FOLDER}
+    out: list[tuple[str, str, int]] = []
+    todo, seen = [scan], set()
+    while todo:
+        current = todo.pop(0)
+        if current.file in seen:
+            continue
+        seen.add(current.file)
+        for module, line in current.imports:
+            out.append((current.file, module, line))
+            if module in by_module:
+                todo.append(by_module[module])
+    return tuple(out)
+
+
+def _chosen(scan: FileScan, env: EnvironmentInfo, scans: list[FileScan] = ()) -> Selection:
     """`env` of `scan` selected, with what would stop the service from loading it: the file's problems, and
-    atroposlib's abstract methods it leaves undefined."""
+    atroposlib's abstract methods it leaves undefined. `scans`: the folder's files, to follow its imports of them."""
     problems = scan.problems
     if env.abstract:
         missing = ", ".join(env.abstract)
@@ -523,4 +556,5 @@ def _chosen(scan: FileScan, env: EnvironmentInfo) -> Selection:
                                        f"a class defining atroposlib's abstract methods ({', '.join(BASE_ENV_ABSTRACT)})",
                                        f"define them ({stubs}): atroposlib cannot create the class otherwise, and the "
                                        "environment would stop at its start"))
-    return Selection(env, imports=scan.imports, problems=problems)
+    return Selection(env, imports=scan.imports, problems=problems,
+                     reached_imports=_reached_imports(scan, [*scans, scan]))

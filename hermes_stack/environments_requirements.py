@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_stack.environments_catalog import FOLDER, folder
+from hermes_stack.environments_catalog import FOLDER, folder, module_entries
 from hermes_stack.errors import Problem
 from hermes_stack.textfile import decode_source
 
@@ -182,16 +182,12 @@ def _modules_by_distribution() -> dict[str, set[str]]:
 IMAGE_ROOTS = ("pydantic", "python-dotenv", "httpx", "typer", "rich", "PyYAML", "atroposlib", "math-verify")
 
 
-def image_modules(project_root: Path) -> tuple[frozenset[str], tuple[str, ...]] | None:
-    """(top-level modules importable in the environment image, the requirements whose modules are unknown here),
-    or None when the image's contents cannot be read here (no atroposlib; requirements.txt not text)."""
-    closure = _installed_closure(IMAGE_ROOTS)
-    reqs = read_requirements(project_root)
-    if closure is None or reqs.problem is not None:
-        return None
+def _installed_modules(closure: frozenset[str] | None, reqs: RequirementsFile) -> tuple[set[str], list[str]]:
+    """(top-level modules the image installs, the folder's own not counted; the requirements whose modules are
+    unknown here). `closure` None (no atroposlib here): the standard library and requirements.txt's names only."""
     by_dist = _modules_by_distribution()
     modules = set(sys.stdlib_module_names) | {"hermes_stack"}
-    for dist in closure:
+    for dist in closure or ():
         modules |= by_dist.get(dist, set())
     unknown = []
     for _, text in reqs.lines:
@@ -201,10 +197,55 @@ def image_modules(project_root: Path) -> tuple[frozenset[str], tuple[str, ...]] 
             modules |= by_dist[name]
         else:  # only that guess, which misses the others (scikit-learn: sklearn)
             unknown.append(text)
-    root = folder(project_root)
-    if root.is_dir():
-        modules |= {p.stem for p in root.glob("*.py")} | {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
+    return modules, unknown
+
+
+def image_modules(project_root: Path) -> tuple[frozenset[str], tuple[str, ...]] | None:
+    """(top-level modules importable in the environment image, the requirements whose modules are unknown here),
+    or None when the image's contents cannot be read here (no atroposlib; requirements.txt not text)."""
+    closure = _installed_closure(IMAGE_ROOTS)
+    reqs = read_requirements(project_root)
+    if closure is None or reqs.problem is not None:
+        return None
+    modules, unknown = _installed_modules(closure, reqs)
+    modules |= set(module_entries(folder(project_root)))
     return frozenset(modules), tuple(unknown)
+
+
+# Modules of the standard library that nothing imports at run time (CPython's own tests, its easter eggs): a helper
+# of the same name imported on purpose is what the import gets, and hides nothing anyone uses.
+NEVER_IMPORTED = frozenset({"test", "this", "antigravity", "__hello__", "__phello__"})
+
+
+@dataclass(frozen=True)
+class Shadow:
+    """An import that names both a module of the environment's folder and one the image installs."""
+
+    file: str  # the importing file, project-relative
+    line: int
+    module: str
+    entry: str  # the folder's file or package of that name
+
+
+def shadowed_imports(project_root: Path, environment_file: str,
+                     reached: tuple[tuple[str, str, int], ...]) -> tuple[Shadow, ...]:
+    """The imports of `reached` (Selection.reached_imports) whose module is both a file or package of the
+    environment file's folder and an installed module of the image (the standard library always; its packages when
+    atroposlib is installed here). The service puts that folder first on sys.path, so the import gets one of the two
+    in place of the other, and every library importing the name is exposed too. One per module, at its first
+    import."""
+    parent = Path(environment_file).parent
+    entries = module_entries(Path(project_root) / parent, parent.as_posix())
+    if not entries:
+        return ()
+    reqs = read_requirements(project_root)
+    installed, _ = _installed_modules(_installed_closure(IMAGE_ROOTS), reqs if reqs.problem is None
+                                      else RequirementsFile())
+    out: dict[str, Shadow] = {}
+    for file, module, line in reached:
+        if module in entries and module in installed and module not in NEVER_IMPORTED and module not in out:
+            out[module] = Shadow(file, line, module, entries[module])
+    return tuple(out.values())
 
 
 @dataclass(frozen=True)

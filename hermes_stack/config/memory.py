@@ -140,7 +140,10 @@ def read_model_config(path: Path) -> tuple[ModelShape | None, list[Problem]]:
 def find_shape(model_path: str, base_dir: Path | None = None) -> ModelShape | None:
     """config.json of a local model directory, else the built-in table by hub name; None when unknown or unreadable
     (rules.model_path_local reports an unreadable one)."""
-    candidates = [Path(model_path).expanduser()]
+    try:
+        candidates = [Path(model_path).expanduser()]
+    except RuntimeError:  # ~user naming no user here: a path as written (rules.model_path_local says it is missing)
+        candidates = [Path(model_path)]
     if base_dir is not None and not candidates[0].is_absolute():
         candidates.append(base_dir / model_path)
     for directory in candidates:
@@ -165,7 +168,10 @@ def _cached_hub_config(model_path: str, base_dir: Path | None) -> Path | None:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
-    found = try_to_load_from_cache(model_path, "config.json")
+    try:
+        found = try_to_load_from_cache(model_path, "config.json")
+    except (ValueError, OSError):  # a name the hub library refuses (HFValidationError), an unreadable cache: no shape
+        return None
     return Path(found) if isinstance(found, str) else None
 
 

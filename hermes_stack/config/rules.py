@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from hermes_stack.config.models import LOCKED_FIELDS, AlgoConfig, Settings
 from hermes_stack.config.profiles import MIRRORED
 from hermes_stack.errors import InputError, Problem
-from hermes_stack.hub import is_hub_id
+from hermes_stack.hub import HUB_ID_RULE, hub_id_flaw, is_hub_id
 from hermes_stack.keyfile import KeyFile, check_tinker_key
 from hermes_stack.redaction import is_keyfile_secret, looks_like_a_key, redact
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
@@ -178,7 +178,9 @@ def _port(url: str) -> int | None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return None
-        return parts.port or (443 if parts.scheme == "https" else 80)
+        if parts.port is not None:  # port 0 is a port (refused as one), not "none given"
+            return parts.port
+        return 443 if parts.scheme == "https" else 80
     except ValueError:
         return None
 
@@ -289,14 +291,25 @@ def keyfile_names(i: Inputs) -> list[Problem]:
     return out
 
 
+GATEWAY_KEY_ENV = "TAOTOKEN_API_KEY"
+
+
 def inference_key_is_not_the_gateway_key(i: Inputs) -> list[Problem]:
-    """The paid gateway key must not double as the local inference service's key (it would reach its container)."""
+    """The paid gateway key must not double as the local inference service's key (it would reach its container):
+    named by api_key_env, or pasted as the value of the variable it names. Neither value is ever shown."""
     name = i.settings.inference.api_key_env
-    if name != "TAOTOKEN_API_KEY":
+    hint = "the paid gateway key would also protect the local inference service and reach its container"
+    if name == GATEWAY_KEY_ENV:
+        return [Caution(i.settings_file, "inference.api_key_env", repr(name),
+                        f"{INFERENCE_KEY_ENV!r} (a key of its own, generated unless the key file sets it)", hint)]
+    kf = i.keyfile
+    if kf is None or kf.offline or not kf.values.get(name) or kf.values.get(name) != kf.values.get(GATEWAY_KEY_ENV):
         return []
-    return [Caution(i.settings_file, "inference.api_key_env", repr(name),
-                    f"{INFERENCE_KEY_ENV!r} (a key of its own, generated unless the key file sets it)",
-                    "the paid gateway key would also protect the local inference service and reach its container")]
+    optional = name == INFERENCE_KEY_ENV  # without its line the controller generates one
+    return [Caution(str(kf.path), name, f"the same value as {GATEWAY_KEY_ENV}",
+                    "a key of its own" + (" (or no such line: one is then generated)" if optional else ""),
+                    f"{hint}; " + (f"remove the {name} line or put another key on it" if optional
+                                   else f"put another key on the {name} line"))]
 
 
 GATEWAY_BASE_URL_ENV = "TAOTOKEN_BASE_URL"
@@ -408,9 +421,17 @@ def _looks_local(model_path: str) -> bool:
     return model_path.startswith(("./", "../", "/", "~")) or model_path in (".", "..")
 
 
+def _expanded(path: str) -> Path:
+    """`path` with ~ expanded as a shell would; as written when ~user names no user here (expanduser raises)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
+
+
 def _model_dir(i: Inputs) -> Path | None:
     """The local model folder that `inference.model_path` names, when one exists."""
-    path = Path(i.settings.inference.model_path).expanduser()
+    path = _expanded(i.settings.inference.model_path)
     candidates = [path] if path.is_absolute() else [path] + ([i.base_dir / path] if i.base_dir else [])
     return next((c for c in candidates if c.is_dir()), None)
 
@@ -429,7 +450,16 @@ def model_path_local(i: Inputs) -> list[Problem]:
         # name, and would otherwise pass here and fail in SGLang.
         if not (_looks_local(model) or ("/" in model and not is_hub_id(model, i.base_dir))):
             return []
-        where = Path(model).expanduser()
+        flaw = None if _looks_local(model) or model.count("/") != 1 else hub_id_flaw(model)
+        if flaw is not None:
+            # Written as owner/name but refused by the hub library (a stray full stop, a pasted newline): SGLang
+            # could not download it, and huggingface_hub raises on it.
+            return [Problem(i.settings_file, "inference.model_path",
+                            f"{model!r} (no such folder, and no hub id: {flaw})",
+                            f"a hub id ({HUB_ID_RULE}) or a local model folder",
+                            "copy the id from the model's hub page, e.g. Qwen/Qwen3-8B; write a local folder as "
+                            "./path")]
+        where = _expanded(model)
         tried = str(where) if where.is_absolute() or i.base_dir is None else f"{i.base_dir / where}"
         if Path(tried).exists():  # a file (a weights file, config.json itself): the folder is the one above it
             return [Problem(i.settings_file, "inference.model_path", f"{model!r} (a file, not a folder: {tried})",
@@ -467,10 +497,11 @@ def dataset_file(i: Inputs) -> list[Problem]:
         return [Problem(str(document), "(file)", "a JSON document spread over several lines",
                         "JSONL: one JSON object per line", 'write each row on one line like {"question": "…", '
                         '"answer": "… #### 42"}')]
-    problems = datasets.check_jsonl(dataset, base, i.config_file)
-    if problems:
-        return problems
-    return _dataset_as_the_environment_loads_it(i, dataset, base)
+    try:
+        counts = datasets.split_counts(dataset, base, i.config_file)  # one read: the rows, then both splits
+    except InputError as exc:
+        return list(exc.problems)
+    return _dataset_as_the_environment_loads_it(i, dataset, counts)
 
 
 def _json_document(dataset: str, base: Path) -> Path | None:
@@ -488,19 +519,13 @@ def _json_document(dataset: str, base: Path) -> Path | None:
     return found if first in ("[", "{") else None
 
 
-def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, base: Path) -> list[Problem]:
+def _dataset_as_the_environment_loads_it(i: Inputs, dataset: str, counts: dict[str, int]) -> list[Problem]:
     """What the environment service does at start (environment/env.py setup): the file must hold rows for the run's
-    split, for the other split (held-out evaluation) and for `fewshot` solved examples (train rows). Where the file
-    is (inside configs/, which the containers see) is the controller's rule: dataset_in_configs."""
+    split, for the other split (held-out evaluation) and for `fewshot` solved examples (train rows); `counts` are
+    each split's rows as load_items splits them. Where the file is (inside configs/, which the containers see) is
+    the controller's rule: dataset_in_configs."""
     from hermes_stack.tasks import datasets
 
-    common = {"offline": True, "base_dir": base, "config_file": i.config_file, "shuffle": False}
-    counts = {}
-    for split in ("train", "test"):
-        try:
-            counts[split] = len(datasets.load_items(dataset, split, 10**9, **common))
-        except InputError:
-            counts[split] = 0
     env = i.config.environment
     if not all(counts.values()):
         return [Problem(i.config_file, datasets.KEY, f"{dataset!r} with {counts['train']} train and {counts['test']} "
@@ -520,7 +545,7 @@ def dataset_in_configs(i: Inputs) -> list[Problem]:
 
     dataset = i.config.environment.dataset
     if i.profile != "gpu" or dataset in datasets.BUILT_IN or dataset_file(i):
-        return []  # dataset_file names a missing or malformed file first
+        return []  # dataset_file names a missing or malformed file first (its read of the file is reused: cheap)
     base = Path(i.config_file).parent
     path = Path(dataset)
     found = path if path.is_absolute() else next((c for c in (base / path, path) if c.is_file()), base / path)
@@ -539,18 +564,46 @@ def dataset_in_configs(i: Inputs) -> list[Problem]:
 DATA_VOLUME = DATA_DIR  # the data volume inside the containers
 
 
+# What the data volume holds besides checkpoints/ (compose.base.yml's hermes-data), each written by a service that
+# owns it: weights/ holds step-<N> folders too, which the trainer prunes; metrics.jsonl is a file.
+VOLUME_ENTRIES = {
+    "weights": "the data volume's weights/, where the trainer exports and prunes step-<N> folders",
+    "metrics.jsonl": "the trainer's metrics file on the data volume",
+    "ready": "the data volume's ready/, the services' readiness markers",
+    "dry-run": "the data volume's dry-run/, the dry-run's scratch folder",
+}
+
+
 def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
     """Checkpoints live on the data volume: a relative path (under <data>/checkpoints) without `..`, or an absolute
-    path under /data. Anything else would be lost with the container or write outside the volume."""
+    path under /data. Anything else would be lost with the container or write outside the volume. A control
+    character (a NUL: mkdir raises; a pasted newline: a folder nobody can type), the volume's root or one of its
+    other entries (VOLUME_ENTRIES) is no folder the trainer can keep checkpoints in either."""
     configured = i.settings.tinker.checkpoint_dir
+    key = "tinker.checkpoint_dir"
+    hint = "relative paths land in <data>/checkpoints/; the seed uses ./temp/"
+    controls = sorted({c for c in configured if ord(c) < 32 or ord(c) == 127})
+    if controls:
+        listed = ", ".join(f"U+{ord(c):04X}" for c in controls)
+        why = ("the trainer cannot create a folder with a NUL in its name" if "\x00" in controls
+               else "it would name a folder nobody can see or type")
+        return [Problem(i.settings_file, key, f"{_shown(configured)} (control character {listed})",
+                        "a folder name of printable characters", f"remove the control character; {why}")]
     path = Path(configured)
     inside = (".." not in path.parts and configured.strip() != "" and not configured.startswith("~")
               and (not path.is_absolute() or path.parts[:2] == ("/", DATA_VOLUME.strip("/"))))
-    if inside:
+    if not inside:
+        return [Problem(i.settings_file, key, repr(configured),
+                        f"a folder inside the data volume (a relative path without .., or one under {DATA_VOLUME})",
+                        hint)]
+    rest = path.parts[2:] if path.is_absolute() else ("checkpoints",)
+    taken = ("the data volume's root, beside weights/, metrics.jsonl and ready/" if not rest
+             else VOLUME_ENTRIES.get(rest[0]))
+    if taken is None:
         return []
-    return [Problem(i.settings_file, "tinker.checkpoint_dir", repr(configured),
-                    f"a folder inside the data volume (a relative path without .., or one under {DATA_VOLUME})",
-                    "relative paths land in <data>/checkpoints/; the seed uses ./temp/")]
+    return [Problem(i.settings_file, key, f"{configured!r} ({taken})",
+                    f"a folder of its own on the data volume (a relative path, or one under {DATA_VOLUME}/checkpoints)",
+                    hint)]
 
 
 # ---------------------------------------------------------------- the environment ([environment] name)
@@ -598,12 +651,20 @@ def environment_imports(i: Inputs) -> list[Problem]:
     selection = _selection(i)
     if selection is None or selection.environment is None or selection.environment.builtin:
         return []
-    check = environments_requirements.check_imports(i.base_dir, selection.imports)
-    if check is None:
-        return []
     file = selection.environment.file
     name = i.config.environment.name
-    out: list[Problem] = []
+    # A file of the environment's folder named like an installed module (environments/datasets.py beside an
+    # `import datasets`): the service puts that folder first on sys.path, so one is imported in place of the other.
+    folder = Path(file).parent.as_posix()
+    out: list[Problem] = [
+        Problem(f"{s.file}:{s.line}", "import", f"{s.module}, the name of both {s.entry} and a module the "
+                "environment image installs", "a module name only one of them has",
+                f"rename {s.entry} (and the imports of it): the environment service puts {folder}/ first on "
+                f"sys.path, so one is imported in place of the other, for every library importing {s.module} too")
+        for s in environments_requirements.shadowed_imports(i.base_dir, file, selection.reached_imports)]
+    check = environments_requirements.check_imports(i.base_dir, selection.imports)
+    if check is None:
+        return out
     if check.missing:
         listed = ", ".join(f"{module} ({file}:{line})" for module, line in check.missing)
         out.append(Problem(i.config_file, "environment.name", f"{name!r}, whose file imports {listed}",
@@ -929,15 +990,16 @@ def check(i: Inputs, rules: tuple[Rule, ...] = RULES) -> tuple[list[Problem], li
         return mismatch, []
     errors: list[Problem] = []
     cautions: list[Problem] = []
+    seen: set[Problem] = set()  # beside the lists, which keep rule order: `p not in list` was quadratic
     token = _SELECTIONS.set({})
     try:
         for rule in rules:
             if rule is algo_matches_files:  # just run above, and found nothing
                 continue
             for p in rule(i):
-                bucket = cautions if isinstance(p, Caution) else errors
-                if p not in bucket:
-                    bucket.append(p)
+                if p not in seen:
+                    seen.add(p)
+                    (cautions if isinstance(p, Caution) else errors).append(p)
     finally:
         _SELECTIONS.reset(token)
     return errors, cautions

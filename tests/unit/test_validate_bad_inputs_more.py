@@ -163,8 +163,10 @@ CASES = [
                                             "\"#### N\". Hint: gsm8k's shape: the reference number after ####")],
          toml=[('dataset = "gsm8k"', 'dataset = "rows.jsonl"')], args=GPU200,
          files={"configs/rows.jsonl": '{"question": "1+1?", "answer": "2"}\n'}),
-    Case("dataset-row-not-json", ["{cdir}/rows.jsonl:1: line: found invalid JSON (Expecting value), expected one JSON "
-                                  "object per line. " + H_ROW],
+    Case("dataset-row-not-json", [("{cdir}/rows.jsonl:1: line: found invalid JSON (Expecting value): "
+                                   "'question,answer', expected one JSON object per line. Hint: JSONL is one JSON "
+                                   'object per line, like {{"question": "…", "answer": "… #### 42"}}; a CSV or other '
+                                   "table must be converted to that first")],
          toml=[('dataset = "gsm8k"', 'dataset = "rows.jsonl"')], args=GPU200,
          files={"configs/rows.jsonl": "question,answer\n"}),
     # ---- model_path: a local folder must exist and hold a readable config.json (GPU profile)
