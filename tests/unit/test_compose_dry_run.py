@@ -193,19 +193,28 @@ class StackFakes:
         yield "trainer dry-run ok: ..."
 
 
-@pytest.mark.parametrize("device", ["cpu", "gpu"])
-def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(device, monkeypatch, tmp_path):
+def _stub_bring_up(monkeypatch, tmp_path, fakes, device: str | None = None) -> None:
+    """bring_up with every stage before compose stubbed: no Docker probe, no validation; compose runs `fakes`'
+    runner and streamer. `device`: what the device choice resolves to (default: the one asked for)."""
     from hermes_stack.controller import bring_up, preflight
     from hermes_stack.controller import device as devices
 
-    fakes = StackFakes(require_run_during_up=device == "cpu")
     monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
-    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: requested)
+    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: device or requested)
     monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
-    monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None, replicas=None: (None, "k"))
+    monkeypatch.setattr(bring_up, "validated_with_key",
+                        lambda algo, device, unlock, keyfile=None, model=None, replicas=None: (None, "k"))
     monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(
         stack_params(plan.algo, plan.device, tmp_path, files=plan.files), runner=fakes.runner,
         streamer=fakes.streamer))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(device, monkeypatch, tmp_path):
+    from hermes_stack.controller import bring_up
+
+    fakes = StackFakes(require_run_during_up=device == "cpu")
+    _stub_bring_up(monkeypatch, tmp_path, fakes)
     bring_up.bring_up("grpo", device, 60, False, None, stop_after_dry_run=True, build=False)
     if device == "cpu":
         assert fakes.events.index("run begins") < fakes.events.index("up done")
@@ -241,17 +250,10 @@ def test_up_on_a_run_already_complete_says_so_and_what_to_do_instead_of_composes
     """A finished run, then `make down` and `make up` again (the README's "the next make up resumes"): the trainer
     exits 0 at once, and compose failed the `up` with its own "dependency failed to start". A trainer that failed
     is still a failure."""
-    from hermes_stack.controller import bring_up, preflight
-    from hermes_stack.controller import device as devices
+    from hermes_stack.controller import bring_up
 
     fakes = FinishedRunFakes(code, "trainer-1 | INFO training already complete: checkpoint step 400 >= num_steps 400")
-    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
-    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: requested)
-    monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
-    monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None, replicas=None: (None, "k"))
-    monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(
-        stack_params(plan.algo, plan.device, tmp_path, files=plan.files), runner=fakes.runner,
-        streamer=fakes.streamer))
+    _stub_bring_up(monkeypatch, tmp_path, fakes)
     if code:
         with pytest.raises(StackError):
             bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=False)
@@ -272,16 +274,10 @@ def test_a_failed_dry_run_names_a_command_that_runs_it_again_as_typed(device, mo
                                                                        tmp_path):
     """It printed compose's own `run` of the trainer, which typed by hand stopped at once: the secrets it needs
     (HERMES_INFERENCE_KEY) are variables only `up` sets."""
-    from hermes_stack.controller import bring_up, preflight
-    from hermes_stack.controller import device as devices
+    from hermes_stack.controller import bring_up
 
     fake = FakeDocker(["trainer: model: broken"], exit_code=1)
-    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
-    monkeypatch.setattr(devices, "resolve_device", lambda requested, probe: "cpu")
-    monkeypatch.setattr(preflight, "preflight", lambda device, probe=None: [])
-    monkeypatch.setattr(bring_up, "validated_with_key", lambda algo, device, unlock, keyfile=None, model=None, replicas=None: (None, "k"))
-    monkeypatch.setattr(bring_up, "plan_compose", lambda plan, env=None, echo=True: Compose(
-        stack_params(plan.algo, plan.device, tmp_path, files=plan.files), runner=fake.runner, streamer=fake.streamer))
+    _stub_bring_up(monkeypatch, tmp_path, fake, device="cpu")
     with pytest.raises(StackError) as failed:
         bring_up.bring_up("grpo", device, 5, False, None, stop_after_dry_run=True, build=False, model=model,
                           replicas=replicas)
