@@ -7,6 +7,7 @@ ALGO ?= grpo
 DEVICE ?= auto
 MODEL ?=
 REPLICAS ?=
+UNLOCK ?=
 SERVICE ?=
 PYTHON ?= python3
 VENV := .venv
@@ -22,12 +23,14 @@ q = '$(subst ','"'"',$(1))'
 MODEL_ARG := $(if $(MODEL),--model $(call q,$(MODEL)),)
 # REPLICAS=N: N inference replicas behind SGLang's router (docs/scaling.md); unset: settings inference.replicas
 MODEL_ARG += $(if $(REPLICAS),--replicas $(REPLICAS),)
+# UNLOCK=1: locked settings may change (the controller's --unlock; docs/configuration.md)
+MODEL_ARG += $(if $(filter 1,$(UNLOCK)),--unlock,)
 # status, logs, down, report: ALGO as given, else the controller's default, the stack the last `up` here started
 STACK_ALGO := $(if $(filter command line environment environment override override,$(origin ALGO)),--algo $(ALGO),)
 
 # Checked here, before the controller runs: an empty value would reach the CLI as a missing option, and a variable
 # in the wrong case (algo=ppo) would be ignored, silently running the default.
-MAKE_VARS := ALGO DEVICE MODEL SERVICE VOLUMES PYTHON REPLICAS
+MAKE_VARS := ALGO DEVICE MODEL SERVICE VOLUMES PYTHON REPLICAS UNLOCK
 $(foreach v,$(filter-out $(MAKE_VARS),$(foreach w,$(.VARIABLES),$(if $(filter command line,$(origin $(w))),$(w)))),\
   $(if $(filter $(shell echo '$(v)' | tr a-z A-Z),$(MAKE_VARS)),\
     $(error $(v)=$($(v)): found a variable in the wrong case, expected $(shell echo '$(v)' | tr a-z A-Z)=$($(v)). Hint: make variables are case-sensitive; $(v) would be ignored and the default used)))
@@ -48,6 +51,9 @@ ifneq ($(REPLICAS),)
 ifneq ($(words $(REPLICAS))$(call without_digits,$(REPLICAS))$(filter 0%,$(REPLICAS)),1)
 $(error REPLICAS=$(REPLICAS): found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: leave REPLICAS out for settings inference.replicas)
 endif
+endif
+ifneq ($(filter-out 0 1,$(UNLOCK)),)
+$(error UNLOCK=$(UNLOCK): found a value make up does not know, expected UNLOCK=1 (locked settings may change) or UNLOCK=0. Hint: leave UNLOCK out to keep them locked)
 endif
 ifneq ($(filter-out 0 1,$(VOLUMES)),)
 $(error VOLUMES=$(VOLUMES): found a value make down does not know, expected VOLUMES=1 (delete the checkpoints) or VOLUMES=0. Hint: leave VOLUMES out to keep them)

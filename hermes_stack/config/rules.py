@@ -245,7 +245,7 @@ def locked_fields(i: Inputs) -> list[Problem]:
         if found != seed:
             kind = Caution if i.unlock else Problem
             hint = ("unlocked with --unlock: you are off the tested path" if i.unlock
-                    else f"restore {seed!r}, or pass --unlock if you mean to change it")
+                    else f"restore {seed!r}, or pass --unlock (make up UNLOCK=1) if you mean to change it")
             out.append(kind(i.settings_file, key, repr(found), f"{seed!r} (locked)", hint))
     return out
 

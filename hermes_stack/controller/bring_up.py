@@ -170,6 +170,33 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
     write_record(state, project, new)
 
 
+def _training_now(plan: Plan, algo: str, dry_run_only: bool) -> int | None:
+    """The step of this project's run when its trainer runs now (status.training_now); `dry-run` then is refused:
+    its weight-sync check would push probe weights into the inference server the run samples from."""
+    from hermes_stack.controller.status import training_now
+    from hermes_stack.errors import InputError, Problem
+
+    project = plan.project or f"hermes-{algo}"
+    step = training_now(plan_compose(plan, echo=False))
+    if step is not None and dry_run_only:
+        raise InputError(Problem("command line", "dry-run", f"the {project} stack training (step {step})",
+                                 "a stack that is not training",
+                                 f"make down ALGO={algo} first (the stop saves a checkpoint), then make dry-run "
+                                 f"ALGO={algo}: its weight-sync check pushes probe weights into the inference server "
+                                 "the run samples from"))
+    return step
+
+
+def already_training(algo: str, project: str, step: int) -> list[str]:
+    """What `up` says of a run that trains already (pure; commands as typed). Its containers keep the settings and
+    the code they started with: the build and the dry-run are not run again beside it."""
+    return [f"{project} is training already (step {step}): nothing to start.",
+            "trainer step lines: docker compose logs --follow trainer",
+            f"health and reward:  make status ALGO={algo}",
+            (f"changed settings or code: make down ALGO={algo}, then make up ALGO={algo} (the stop saves a checkpoint; "
+            "the run resumes there with them)")]
+
+
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None, replicas: int | None = None) -> Plan:
@@ -198,6 +225,13 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
                 os.environ.get("HERMES_PROJECT_NAME") or None)
     _check_owner(stack, algo, plan.project or f"hermes-{algo}")
     _check_ports(stack, plan.project or f"hermes-{algo}")
+    step = _training_now(plan, algo, stop_after_dry_run)
+    if step is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
+        _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
+        console.info("")
+        for line in already_training(algo, plan.project or f"hermes-{algo}", step):
+            console.info("  " + line)
+        return plan
     _check_resume(stack, algo, plan.project or f"hermes-{algo}")
     if stack is not None and hasattr(stack, "config"):
         from hermes_stack.controller.checkout_owner import claim
@@ -266,10 +300,21 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         _done(t, "trainer and environment healthy; training runs")
 
     console.info("")
+    if stop_after_dry_run:  # no trainer runs: its step lines would be an empty log
+        for line in after_a_dry_run(algo):
+            console.info("  " + line)
+        return plan
     console.info("Where to look (in this directory):")
     for line in where_to_look(algo, compose.params, dotenv):
         console.info("  " + line)
     return plan
+
+
+def after_a_dry_run(algo: str) -> list[str]:
+    """What `dry-run` leaves and what comes next (pure; commands as typed): Atropos and inference run, no trainer."""
+    return ["the dry-run passed; nothing trains (Atropos and inference are up).",
+            f"start training:     make up ALGO={algo}",
+            f"stop the services:  make down ALGO={algo}"]
 
 
 def after_a_complete_run(algo: str, step: int) -> list[str]:

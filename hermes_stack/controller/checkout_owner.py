@@ -45,6 +45,10 @@ def owner_problem(project: str, algo: str, ours: str, volume_owner: str | None, 
     other = others[0]
     slug = re.sub(r"[^a-z0-9_-]+", "-", Path(ours).name.lower()).strip("-_") or "copy"
     beside = f"`HERMES_PROJECT_NAME={project}-{slug} make up ALGO={algo}` runs this checkout's own stack beside it"
+    if action == "stop":  # `down` without --volumes: the other checkout's running stack is not this one's to stop
+        return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
+                       f"a stack of this checkout ({ours}) to stop",
+                       f"run `make down ALGO={algo}` in {other} to stop that one; {beside} (its own volume)")
     if action == "down":
         return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
                        f"a volume of this checkout ({ours}) to delete",

@@ -73,6 +73,22 @@ def _is_click(exc: Exception, name: str) -> bool:
     return click is not None and isinstance(exc, getattr(click.exceptions, name))
 
 
+def _interrupted(argv: list[str]) -> int:
+    """Ctrl-C: one line, exit 130. `up` and `dry-run` may leave the stack partly started (containers created, some
+    running): the line says how to see and clear that; the next `up` starts it again either way."""
+    from hermes_stack.controller.console import report_error
+
+    command = next((a for a in argv if not a.startswith("-")), None)
+    line = "interrupted"
+    if command in ("up", "dry-run"):
+        algo = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--algo"), None)
+        make = f" ALGO={algo}" if algo in ("ppo", "grpo") else ""
+        line += (f": the stack may be partly started; `make status{make}` shows it, `make down{make}` stops it, "
+                 f"`make {command}{make}` starts it again")
+    report_error([line], debug=False)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # pydantic's plugin discovery scans every installed distribution's metadata on the first model; the controller
@@ -88,18 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="hermes-stack", standalone_mode=False)
     except HermesError as exc:
+        if getattr(exc, "returncode", None) == 130:  # Ctrl-C reached docker compose first: it exited 130
+            return _interrupted(argv)
         report_error(exc.lines(), debug=debug)
         return exc.exit_code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
-        report_error(["interrupted"], debug=False)
-        return 130
-    except TyperAbort:
-        return 130
+    except (KeyboardInterrupt, TyperAbort):
+        return _interrupted(argv)
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a line
-        if _is_click(exc, "Abort"):
-            return 130
+        if _is_click(exc, "Abort"):  # Ctrl-C as click reports it
+            return _interrupted(argv)
         if isinstance(exc, TyperException) or _is_click(exc, "ClickException"):
             # Usage errors. Typer vendors its own click; a module may still use the real one.
             if exc.format_message().strip():  # no arguments: the help was printed, nothing else to say
@@ -107,5 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         report_error([f"unexpected error: {type(exc).__name__}: {exc}"], debug=debug)
         return 1
-    # standalone_mode=False hands back a command's return value, or the code of a raised typer.Exit.
+    # standalone_mode=False hands back a command's return value, or the code of a raised typer.Exit; typer turns
+    # Ctrl-C into Exit(130), which is handed back so, without a word.
+    if rv == 130:
+        return _interrupted(argv)
     return rv if isinstance(rv, int) else 0

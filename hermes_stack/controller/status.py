@@ -229,6 +229,21 @@ def finished_run(compose: Compose) -> tuple[int, int] | None:
     return (int(found[-1][0]), int(found[-1][1])) if found else None
 
 
+def training_now(compose: Compose) -> int | None:
+    """The step of a run whose trainer container is running (or restarting) now; None when none is. A second `up`
+    must not touch such a run: its dry-run pushes probe weights into the inference server the run samples from."""
+    from hermes_stack.controller.compose import CommandFailed
+
+    try:
+        trainer = [s for s in service_states(compose.ps()) if s.service == "trainer"]
+    except CommandFailed:
+        return None
+    if not trainer or trainer[0].state not in ("running", "restarting"):
+        return None
+    records = parse_metrics(read_metrics(compose, lines=5))
+    return records[-1]["step"] if records else 0
+
+
 def failing(states: list[ServiceState]) -> list[ServiceState]:
     return [s for s in states if not s.ok]
 

@@ -154,6 +154,24 @@ def test_the_commands_up_prints_and_users_type_work_as_typed(stack):
     assert re.search(r"accuracy \d\.\d+\s+format rate \d\.\d+", tested.stdout), tested.stdout
 
 
+def test_up_again_while_it_trains_touches_nothing_and_a_dry_run_is_refused(stack):
+    """A second `make up` during training ran the build and the dry-run beside the live run: the dry-run's weight
+    push put its probe weights into the inference server the run sampled from, for a step (a lifecycle sweep found
+    it twice in the inference log). Now it says the run trains and starts nothing; `dry-run` is refused."""
+    wait_until(lambda: len(metrics()) >= 1, 300, "a training step")
+    before = compose("ps", "--format", "json").stdout
+    probes = lambda: compose("logs", "inference").stdout.count("/data/dry-run/")
+    pushed = probes()
+    again = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert f"{PROJECT} is training already (step " in again.stdout and "dry-run" not in again.stdout, again.stdout
+    dry = hs("dry-run", "--algo", ALGO, "--device", "cpu", "--no-build")
+    assert dry.returncode == 2 and f"found the {PROJECT} stack training (step " in dry.stderr, dry.stderr[-2000:]
+    assert probes() == pushed  # no probe weights reached the live server
+    ids = lambda text: sorted(row["ID"] for row in parse_ps(text))  # the same containers, none new
+    assert ids(compose("ps", "--format", "json").stdout) == ids(before)
+
+
 def test_kill_9_of_each_service_in_turn_loses_no_step(stack):
     recovery: dict[str, float] = {}
     for service in ("atropos", "inference", "environment", "trainer"):

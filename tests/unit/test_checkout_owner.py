@@ -120,3 +120,24 @@ def test_down_volumes_of_another_checkouts_run_exits_2_and_deletes_nothing(tmp_p
     assert [line for line in err.splitlines() if line.startswith("error: ")] == [
         "error: " + co.owner_problem("hermes-grpo", "grpo", str(Path(tmp_path).resolve()), str(first), [], "down").line()]
     assert compose_calls == []  # `compose down --volumes` never ran
+
+
+@pytest.mark.usefixtures("isolated_secrets")
+def test_down_of_another_checkouts_running_stack_exits_2_and_stops_nothing(tmp_path, monkeypatch, capsys,
+                                                                          compose_calls):
+    """Two checkouts with the same HERMES_PROJECT_NAME: `up` and `down VOLUMES=1` were refused in the second, but a
+    plain `down` there stopped the first checkout's running stack (a lifecycle sweep, 2026-12-07)."""
+    from hermes_stack.controller import compose
+
+    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
+    monkeypatch.delenv("HERMES_PROJECT_NAME", raising=False)
+    first = tmp_path / "first-checkout"
+    first.mkdir()
+    run, _ = fake_docker(str(first), [str(first)])
+    monkeypatch.setattr(compose, "probe", run)
+    assert main(["down", "--algo", "grpo"]) == 2
+    ours = str(Path(tmp_path).resolve())
+    line = co.owner_problem("hermes-grpo", "grpo", ours, str(first), [str(first)], "stop").line()
+    assert capsys.readouterr().err.splitlines()[-1] == "error: " + line
+    assert f"run `make down ALGO=grpo` in {first} to stop that one" in line
+    assert compose_calls == []  # `compose down` never ran

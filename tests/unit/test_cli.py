@@ -118,3 +118,22 @@ def test_a_usage_hint_names_the_program_as_it_was_typed(tmp_path, monkeypatch):
     assert invoked_as(str(script)) == str(script)
     monkeypatch.setenv("PATH", str(script.parent))  # found on PATH: the bare name works
     assert invoked_as(str(script)) == "hermes-stack"
+
+
+@pytest.mark.parametrize("raised", ["ctrl-c", "compose-exited-130"])
+def test_ctrl_c_during_up_is_one_line_saying_how_to_see_and_clear_a_partly_started_stack(raised, monkeypatch, capsys):
+    """Ctrl-C during `up` ended with exit 130 and nothing said (or, when docker compose got the signal first,
+    `error: docker compose … exited 130`, exit 1), leaving containers created and the user guessing."""
+    from hermes_stack.controller import bring_up
+    from hermes_stack.controller.compose import CommandFailed
+
+    def interrupted(*args, **kwargs):
+        if raised == "ctrl-c":
+            raise KeyboardInterrupt
+        raise CommandFailed(["docker", "compose", "up"], 130, "Container hermes-grpo-atropos-1 Waiting")
+
+    monkeypatch.setattr(bring_up, "bring_up", interrupted)
+    assert main(["up", "--algo", "ppo", "--device", "cpu"]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        ("error: interrupted: the stack may be partly started; `make status ALGO=ppo` shows it, `make down ALGO=ppo` "
+        "stops it, `make up ALGO=ppo` starts it again")]

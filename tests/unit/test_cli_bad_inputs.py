@@ -136,6 +136,7 @@ def test_logs_of_a_service_an_override_adds_is_let_through(project, capsys, comp
     (project / "extra.yml").write_text("services:\n  sidecar:\n    image: busybox\n")
     plan = stack_state.Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml", "extra.yml"))
     monkeypatch.setattr("hermes_stack.controller.commands.stack.load_plan", lambda state, algo: plan)
+    monkeypatch.setattr("hermes_stack.controller.compose.Compose.ps", lambda self: [{"Service": "sidecar"}])
     assert main(["logs", "sidecar"]) == 0
     assert compose_calls and compose_calls[0][1][-1] == "sidecar"
 
@@ -222,10 +223,12 @@ def test_a_broken_file_in_the_saved_plan_does_not_break_logs(content, project):
         "gateway-check", "atropos", "inference", "trainer", "environment"]
 
 
-def test_logs_of_a_replica_or_the_router_is_let_through(project, capsys, compose_calls):
+def test_logs_of_a_replica_or_the_router_is_let_through(project, capsys, compose_calls, monkeypatch):
     """REPLICAS=3: the override `up` writes and the plan it saves name inference-2, inference-3 and the router."""
     from hermes_stack.controller.replicas import write_override
     from hermes_stack.controller.stack_state import STATE_DIR, Plan, save_plan
+
+    monkeypatch.setattr("hermes_stack.controller.compose.Compose.ps", lambda self: [{"Service": "router"}])
 
     extra = write_override(project, "grpo", "cpu", 3)
     save_plan(project / STATE_DIR, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml", extra)))
@@ -252,3 +255,29 @@ def test_environments_under_a_hermes_root_that_is_no_folder_is_refused(project, 
     assert refused(["environments"], capsys, compose_calls, project) == [
         (f"(environment): HERMES_ROOT: found {project / 'typo'} (no such folder), expected the project folder holding "
          "environments/. Hint: unset it to use this folder, or name the checkout")]
+
+
+def test_logs_status_and_down_with_no_stack_say_so(project, capsys, compose_calls, monkeypatch):
+    """With no containers `logs` printed nothing and exited 0, `down VOLUMES=1` said "stopped; volumes removed", and
+    `status` after `down` did not say the run was still on the volume (a lifecycle sweep, 2026-12-07)."""
+    from hermes_stack.controller import compose
+
+    monkeypatch.setattr(compose.Compose, "ps", lambda self: [])
+    volume = {"there": False}
+
+    def docker(self, args):
+        if args[:2] == ["volume", "inspect"] and not volume["there"]:
+            raise compose.CommandFailed(["docker", *args], 1, "Error: No such volume")
+        return ""
+
+    monkeypatch.setattr(compose.Compose, "docker", docker)
+    assert main(["logs", "--algo", "grpo", "trainer"]) == 0
+    assert capsys.readouterr().out.strip() == ("hermes-grpo: no containers, so no logs (start with: make up "
+                                               "ALGO=grpo)")
+    assert main(["down", "--algo", "grpo", "--volumes"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "hermes-grpo: nothing to stop (no containers, no volume)"
+    volume["there"] = True
+    assert main(["status", "--algo", "grpo"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "hermes-grpo: no containers; its run is on the kept volume (make report ALGO=grpo draws it; make up ALGO=grpo "
+        "resumes it)")

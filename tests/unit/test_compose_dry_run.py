@@ -210,12 +210,14 @@ def _stub_bring_up(monkeypatch, tmp_path, fakes, device: str | None = None) -> N
 
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
-def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(device, monkeypatch, tmp_path):
+def test_bring_up_runs_the_dry_run_alongside_up_on_cpu_and_after_it_on_gpu(device, monkeypatch, tmp_path, capsys):
     from hermes_stack.controller import bring_up
 
     fakes = StackFakes(require_run_during_up=device == "cpu")
     _stub_bring_up(monkeypatch, tmp_path, fakes)
     bring_up.bring_up("grpo", device, 60, False, None, stop_after_dry_run=True, build=False)
+    out = capsys.readouterr().out  # no trainer runs after a dry-run: its step lines were an empty log
+    assert "start training:     make up ALGO=grpo" in out and "logs --follow trainer" not in out
     if device == "cpu":
         assert fakes.events.index("run begins") < fakes.events.index("up done")
     else:
@@ -283,3 +285,46 @@ def test_a_failed_dry_run_names_a_command_that_runs_it_again_as_typed(device, mo
                           replicas=replicas)
     assert str(failed.value).endswith(f"Run it again, the stack up to the dry-run: {again}")
     assert "docker compose" not in str(failed.value)
+
+
+class TrainingFakes(StackFakes):
+    """A project whose trainer runs now, at step 7: any `up`, `build` or `run` would touch the live run."""
+
+    def __init__(self):
+        super().__init__(require_run_during_up=False)
+
+    def runner(self, argv, env, capture):
+        import json
+
+        if "ps" in argv:
+            return json.dumps({"Service": "trainer", "Name": "t", "State": "running", "Health": "healthy",
+                               "ExitCode": 0})
+        if "exec" in argv:
+            return '{"step": 7, "reward_mean": 0.5}\n'
+        self.events.append(" ".join(argv))
+        return ""
+
+
+@pytest.mark.parametrize("dry_run_only", [False, True])
+def test_up_of_a_run_that_trains_starts_nothing_and_a_dry_run_beside_it_is_refused(dry_run_only, monkeypatch,
+                                                                                  tmp_path, capsys):
+    """A second `make up` while training ran the build and the dry-run beside the live run: the dry-run's weight
+    push put probe weights into the inference server the run sampled from (a lifecycle sweep, 2026-12-07)."""
+    from hermes_stack.controller import bring_up
+    from hermes_stack.errors import InputError
+
+    fakes = TrainingFakes()
+    _stub_bring_up(monkeypatch, tmp_path, fakes, device="cpu")
+    if dry_run_only:
+        with pytest.raises(InputError) as refused:
+            bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=True, build=True)
+        assert refused.value.lines() == [
+            ("command line: dry-run: found the hermes-grpo stack training (step 7), expected a stack that is not "
+            "training. Hint: make down ALGO=grpo first (the stop saves a checkpoint), then make dry-run ALGO=grpo: its "
+            "weight-sync check pushes probe weights into the inference server the run samples from")]
+    else:
+        bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=True)
+        out = capsys.readouterr().out
+        assert "hermes-grpo is training already (step 7): nothing to start." in out
+        assert "make down ALGO=grpo, then make up ALGO=grpo" in out
+    assert fakes.events == []  # no build, no up, no dry-run

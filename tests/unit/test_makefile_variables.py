@@ -46,6 +46,8 @@ def stop_line(done: subprocess.CompletedProcess) -> str:
     ("REPLICAS=0", ("REPLICAS=0: found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
                     "leave REPLICAS out for settings inference.replicas")),
     # a quote used to break the check's own shell line first (bash: unexpected EOF), a second line before make's
+    ("UNLOCK=yes", ("UNLOCK=yes: found a value make up does not know, expected UNLOCK=1 (locked settings may change) "
+                    "or UNLOCK=0. Hint: leave UNLOCK out to keep them locked")),
     ("REPLICAS=2'", ("REPLICAS=2': found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
                      "leave REPLICAS out for settings inference.replicas")),
     ("REPLICAS=01", ("REPLICAS=01: found a value that is no number of replicas, expected REPLICAS=1, 2, ... Hint: "
@@ -97,3 +99,10 @@ def test_a_quote_or_space_in_model_or_service_reaches_the_controller_as_one_word
     typer's "unexpected extra argument") instead of the controller's line naming the value."""
     assert dispatched("validate", f"MODEL={value}")[-2:] == ["--model", value]
     assert dispatched("logs", f"SERVICE={value}")[-1] == value
+
+
+def test_unlock_1_is_the_controllers_unlock_for_the_targets_that_validate():
+    """The locked-setting hint said "pass --unlock", which make refuses as its own option; UNLOCK=1 is its way."""
+    for target in ("validate", "up", "dry-run", "render"):
+        assert dispatched(target, "UNLOCK=1")[-1] == "--unlock"
+        assert "--unlock" not in dispatched(target, "UNLOCK=0")

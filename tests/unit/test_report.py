@@ -100,3 +100,16 @@ def test_report_command_writes_the_two_files_and_says_where(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "hermes_stack", "report", "--metrics", str(tmp_path / "nope")],
                              check=False, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert missing.returncode == 2 and "--metrics" in missing.stderr and len(missing.stderr.splitlines()) == 1
+
+
+def test_report_counts_steps_not_the_records_a_restart_wrote_again(tmp_path):
+    """A trainer that restarts from its step-2 checkpoint at step 3 records step 3 again: "report of 4 steps (last
+    step 3)" counted records (a lifecycle sweep read 257 steps for a run at step 248)."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(f'{{"step": {n}, "time": {10 + i}, "reward_mean": 0.1}}\n'
+                               for i, n in enumerate([1, 2, 3, 3])))
+    done = subprocess.run([sys.executable, "-m", "hermes_stack", "report", "--algo", "grpo", "--metrics",
+                           str(metrics), "--out", str(tmp_path / "out")], check=False, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "report of 3 steps (last step 3), 1 redone after a restart:" in done.stdout

@@ -51,7 +51,7 @@ class Case:
 
 H_AGREE = "Hint: the two files must agree; change one of them"
 H_QUOTES = "Hint: quotes make a string; write numbers and booleans bare"
-H_LOCKED = "or pass --unlock if you mean to change it"
+H_LOCKED = "or pass --unlock (make up UNLOCK=1) if you mean to change it"
 # A value of the right type out of its range or choices: what the setting is, and how to see what was changed.
 H_SHIPPED = "; `git diff configs/` shows what changed"
 H_LOG = " Hint: log_level: Atropos's log level (any case)" + H_SHIPPED

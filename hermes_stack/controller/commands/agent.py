@@ -134,7 +134,10 @@ def report(
         raise InputError(Problem(*where, f"{target} ({exc.strerror})", "a folder this user can write",
                                  "name another folder with --out")) from exc
     done = write_report(records, parse_events(text), target, f"hermes-stack {algo}: {source}")
-    console.info(f"report of {len(records)} steps (last step {done.summary['last_step']}):")
+    # Steps, not records: a trainer restarted from its checkpoint records the steps after it again.
+    steps = len({r["step"] for r in records})
+    redone = f", {len(records) - steps} redone after a restart" if len(records) > steps else ""
+    console.info(f"report of {steps} steps (last step {done.summary['last_step']}){redone}:")
     console.info(f"  {done.png}")
     console.info(f"  {done.html}")
     sys.stdout.flush()

@@ -152,7 +152,10 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     states = service_states(compose.ps())
     project = project_of(compose.params)
     if not states:
-        console.info(f"{project}: no containers (start with: make up ALGO={algo})")
+        kept = _has_volume(compose)  # after `make down` the run is still there
+        console.info(f"{project}: no containers" + (f"; its run is on the kept volume (make report ALGO={algo} draws "
+                                                    f"it; make up ALGO={algo} resumes it)" if kept else
+                                                    f" (start with: make up ALGO={algo})"))
         return
     console.info(f"{project} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
     for s in states:
@@ -183,6 +186,9 @@ def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, 
     if service is not None:
         _check_service(service, plan)
     compose = plan_compose(plan, echo=False)
+    if not compose.ps():  # compose prints nothing then, and exits 0: an empty screen says nothing
+        console.info(f"{project_of(compose.params)}: no containers, so no logs (start with: make up ALGO={algo})")
+        return
     for line in compose.stream(logs_argv(compose.params, service, follow, tail)):
         console.info(line)
 
@@ -196,12 +202,14 @@ def down(algo: str | None = STACK_ALGO_OPT,
     plan = load_plan(project_root() / STATE_DIR, algo)
     compose = plan_compose(plan)
     project = project_of(compose.params)
-    if volumes:  # another checkout's run is not this checkout's to delete
-        from hermes_stack.controller.checkout_owner import check_owner
+    # Another checkout's run is not this checkout's to delete, nor its running stack this checkout's to stop (the
+    # same HERMES_PROJECT_NAME in two checkouts).
+    from hermes_stack.controller.checkout_owner import check_owner
 
-        problem = check_owner(project, algo, project_root(), "down")
-        if problem is not None:
-            raise InputError(problem)
+    problem = check_owner(project, algo, project_root(), "down" if volumes else "stop")
+    if problem is not None:
+        raise InputError(problem)
+    had = bool(compose.ps()) or _has_volume(compose)
     compose.down(volumes=volumes)
     remove_dotenv(project_root(), project)
     if volumes:  # the run's checkpoints are gone: the next `up` starts a fresh run, whatever its configuration
@@ -210,7 +218,21 @@ def down(algo: str | None = STACK_ALGO_OPT,
 
         forget_record(project_root() / STATE_DIR, project)
         release(project)
+    if not had:
+        console.info(f"{project}: nothing to stop (no containers{', no volume' if volumes else ''})")
+        return
     console.info(f"{project} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
+
+
+def _has_volume(compose) -> bool:
+    """The project's data volume exists (a run's checkpoints and metrics)."""
+    from hermes_stack.controller.compose import CommandFailed, data_volume
+
+    try:
+        compose.docker(["volume", "inspect", "--format", "{{.Name}}", data_volume(compose.params)])
+    except CommandFailed:
+        return False
+    return True
 
 
 @app.command()
