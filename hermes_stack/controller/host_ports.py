@@ -73,19 +73,27 @@ def taken_ports(needed: dict[str, int], holders: Iterable[Holder], own_project: 
     for h in holders:
         by_port.setdefault(h.port, h)
     problems = []
+    stacks: dict[tuple[str, str], list[tuple[str, int]]] = {}  # a stack's ports: one line for the one stack
     for key, port in needed.items():
         holder = by_port.get(port)
         if holder is not None and holder.project == own_project:
             continue
-        if holder is not None:
-            who = (f"the running stack {holder.project} (started in {holder.directory})" if holder.project and
-                   holder.directory else f"the running stack {holder.project}" if holder.project else "a container")
-            problems.append(Problem(f"host port {port}", key, f"{who} holding it", "a free port for " + own_project,
-                                    _stop_command(holder)))
+        if holder is not None and holder.project:
+            stacks.setdefault((holder.project, holder.directory), []).append((key, port))
+        elif holder is not None:
+            problems.append(Problem(f"host port {port}", key, "a container holding it", "a free port for " +
+                                    own_project, _stop_command(holder)))
         elif bound(port):
             problems.append(Problem(f"host port {port}", key, "a program outside Docker listening on it",
                                     "a free port for " + own_project,
                                     f"stop that program (`ss -ltnp 'sport = :{port}'` names it), or change {key}"))
+    for (project, directory), taken in stacks.items():
+        ports = " and ".join(str(port) for _, port in taken)
+        who = f"the running stack {project}" + (f" (started in {directory})" if directory else "")
+        problems.insert(0, Problem(f"host port{'s' if len(taken) > 1 else ''} {ports}", ", ".join(k for k, _ in taken),
+                                   f"{who} holding {'them' if len(taken) > 1 else 'it'}",
+                                   f"{'free ports' if len(taken) > 1 else 'a free port'} for {own_project}",
+                                   _stop_command(Holder(project, directory, taken[0][1]))))
     return problems
 
 

@@ -244,6 +244,23 @@ def training_now(compose: Compose) -> int | None:
     return records[-1]["step"] if records else 0
 
 
+# SIGKILL and SIGTERM: `docker kill` / `docker stop` / `docker compose stop` (a manual stop, which compose does not
+# restart), not a crash (compose restarts those: restart on-failure).
+STOPPED_BY_HAND = (137, 143)
+
+
+def stopped_line(states: list[ServiceState], algo: str) -> str | None:
+    """What `status` adds when services were stopped by hand: how to start them again (the stop was a checkpoint)."""
+    stopped = [s.service for s in states if s.state == "exited" and s.exit_code in STOPPED_BY_HAND]
+    if not stopped:
+        return None
+    running = any(s.state == "running" for s in states)
+    what = ("the trainer was" if stopped == ["trainer"] else f"{', '.join(stopped)} were") if running \
+        else "the stack was"
+    return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO={algo} "
+            "starts it again, and training resumes from its last checkpoint")
+
+
 def failing(states: list[ServiceState]) -> list[ServiceState]:
     return [s for s in states if not s.ok]
 

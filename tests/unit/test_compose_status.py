@@ -178,3 +178,17 @@ def test_a_step_no_float_can_hold_is_skipped_like_a_torn_line():
     text = "\n".join(json.dumps(r) for r in [{"step": 1, "reward_mean": 0.2}, {"step": 10**400, "reward_mean": 0.3},
                                               {"step": -1, "reward_mean": 0.3}])
     assert [r["step"] for r in parse_metrics(text)] == [1]
+
+
+def test_a_stop_by_hand_says_how_to_start_again_and_a_completed_one_shot_says_nothing():
+    """`docker kill` of the trainer showed `!! trainer exited 137` and nothing else (a lifecycle sweep)."""
+    from hermes_stack.controller.status import stopped_line
+
+    killed = service_states([_row("atropos"), _row("trainer", state="exited", health="", code=137)])
+    assert stopped_line(killed, "grpo") == (
+        "the trainer was stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO=grpo "
+        "starts it again, and training resumes from its last checkpoint")
+    stopped = service_states([_row(s, state="exited", health="", code=143) for s in ("atropos", "trainer")])
+    assert stopped_line(stopped, "ppo").startswith("the stack was stopped by hand")
+    assert stopped_line(service_states([_row("gateway-check", state="exited", health="", code=0),
+                                        _row("trainer")]), "grpo") is None

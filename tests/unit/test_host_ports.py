@@ -27,11 +27,12 @@ def test_docker_ps_lines_become_port_holders():
 
 
 def test_the_other_algorithms_stack_is_named_with_the_command_that_stops_it():
+    """One line for the one stack that holds both ports (two before, one per port, for the one mistake)."""
     problems = taken_ports(NEEDED, parse_ps(GRPO_PS), "hermes-ppo")
     assert [p.line() for p in problems] == [
-        f"host port {port}: {key}: found the running stack hermes-grpo (started in /home/u/hermes) holding it, "
-        "expected a free port for hermes-ppo. Hint: stop it with `make down ALGO=grpo` in /home/u/hermes (or "
-        "`docker compose -p hermes-grpo down` anywhere)" for key, port in NEEDED.items()]
+        ("host ports 8000 and 8001: [atropos] api_port, inference.port: found the running stack hermes-grpo (started "
+        "in /home/u/hermes) holding them, expected free ports for hermes-ppo. Hint: stop it with `make down "
+        "ALGO=grpo` in /home/u/hermes (or `docker compose -p hermes-grpo down` anywhere)")]
 
 
 def test_the_stacks_own_ports_are_not_in_its_way():
@@ -76,10 +77,11 @@ def test_up_of_a_second_algorithm_exits_2_before_anything_is_created(tmp_path, m
     assert main(["up", "--algo", "ppo", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert lines[0] == ("error: host port 8000: [atropos] api_port: found the running stack hermes-grpo (started in "
-                        "/home/u/hermes) holding it, expected a free port for hermes-ppo. Hint: stop it with `make "
-                        "down ALGO=grpo` in /home/u/hermes (or `docker compose -p hermes-grpo down` anywhere)")
-    assert len(lines) == 2 and "Traceback" not in err
+    assert lines == [("error: host ports 8000 and 8001: [atropos] api_port, inference.port: found the running stack "
+                      "hermes-grpo (started in /home/u/hermes) holding them, expected free ports for hermes-ppo. Hint: "
+                      "stop it with `make down ALGO=grpo` in /home/u/hermes (or `docker compose -p hermes-grpo down` "
+                      "anywhere)")]
+    assert "Traceback" not in err
     assert compose_calls == []  # no compose command ran: no container created
     assert not (tmp_path / ".env").exists()  # nor the .env a started stack leaves
     assert ["docker", "ps", "--format", host_ports.PS_FORMAT] in asked

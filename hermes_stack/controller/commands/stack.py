@@ -142,6 +142,7 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
         read_metrics,
         replica_lines,
         service_states,
+        stopped_line,
         summarize,
     )
 
@@ -161,6 +162,8 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     for s in states:
         mark = "ok " if s.ok else "!! "
         console.info(f"  {mark}{s.service:<14} {s.describe()}")
+    if (stopped := stopped_line(states, algo)) is not None:
+        console.info("  " + stopped)
     for line in replica_lines(compose, states):
         console.info(line)
     text = read_metrics(compose)
