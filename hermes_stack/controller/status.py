@@ -125,13 +125,29 @@ class TrainingSummary:
         return [*lines, f"checkpoint:    {self.last_checkpoint or 'none yet'}"]
 
 
+def last_checkpoint(text: str) -> str | None:
+    """The newest checkpoint metrics.jsonl names, in file order: a step record's, or the trainer's `saved` event when
+    a stop (SIGTERM, `docker stop`, `make down`) saved the step after the last interval's."""
+    newest = None
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("checkpoint"), str) and record["checkpoint"]:
+            newest = record["checkpoint"]
+    return newest
+
+
 def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSummary:
+    """`checkpoints`: the newest first-hand (last_checkpoint of the whole file, stop saves included), which wins
+    over the step records' own."""
     if not records:
         return TrainingSummary(None, None, "", checkpoints[-1] if checkpoints else None, 0)
     last = records[-1]
     rewards = [r.get("reward_mean") for r in records]
     ckpts = [r["checkpoint"] for r in records if r.get("checkpoint")]
-    last_ckpt = ckpts[-1] if ckpts else (checkpoints[-1] if checkpoints else None)
+    last_ckpt = checkpoints[-1] if checkpoints else (ckpts[-1] if ckpts else None)
     reward = last.get("reward_mean")
     reward = float(reward) if isinstance(reward, (int, float)) and math.isfinite(reward) else None
     evals = [(int(r["step"]), float(r["eval_accuracy"])) for r in records

@@ -187,6 +187,14 @@ def save(engine: Engine, settings: LoopSettings, step: int) -> Path:
     return path
 
 
+def _saved_event(sink: MetricsSink, name: str, step: int) -> None:
+    """A save outside the interval (a stop) as an event in metrics.jsonl, so `status` names the newest checkpoint
+    (it named the last interval's, step-225, after a stop had saved step-242)."""
+    event = getattr(sink, "event", None)
+    if event is not None:
+        event("saved", f"step {step} saved on stop as {name}", {"checkpoint": name, "at_step": step})
+
+
 def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceClient | None,
                  settings: LoopSettings, sink: MetricsSink, stop: StopFlag | None = None,
                  evaluate: Callable[[], dict[str, float]] | None = None) -> int:
@@ -298,6 +306,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
         if stop and unsaved:
             saved = save(engine, settings, step)
             log(f"stopped by {stop.signal_name or 'request'} after step {step}; saved {saved.name}")
+            _saved_event(sink, saved.name, step)
         elif stop:
             log(f"stopped by {stop.signal_name or 'request'} after step {step}")
         else:
@@ -308,6 +317,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
         if unsaved:
             saved = save(engine, settings, step)
             log(f"stopping after step {step} ({type(exc).__name__}); saved {saved.name} first")
+            _saved_event(sink, saved.name, step)
         raise
     finally:
         remove_ready(settings.data_dir)

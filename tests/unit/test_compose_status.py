@@ -192,3 +192,17 @@ def test_a_stop_by_hand_says_how_to_start_again_and_a_completed_one_shot_says_no
     assert stopped_line(stopped, "ppo").startswith("the stack was stopped by hand")
     assert stopped_line(service_states([_row("gateway-check", state="exited", health="", code=0),
                                         _row("trainer")]), "grpo") is None
+
+
+def test_the_newest_checkpoint_is_a_stops_save_when_it_came_after_the_intervals():
+    """After `docker compose stop` saved step-242, `status` still said step-225 (the last interval's, read off the
+    step records only)."""
+    from hermes_stack.controller.status import last_checkpoint
+
+    text = "\n".join(json.dumps(r) for r in [
+        {"step": 225, "reward_mean": 0.5, "checkpoint": "step-225"},
+        {"step": 242, "reward_mean": 0.6, "checkpoint": None},
+        {"event": "saved", "message": "step 242 saved on stop as step-242", "checkpoint": "step-242", "time": 1.0}])
+    summary = summarize(parse_metrics(text), [last_checkpoint(text)])
+    assert summary.last_checkpoint == "step-242"
+    assert last_checkpoint(text.rsplit("\n", 1)[0]) == "step-225"

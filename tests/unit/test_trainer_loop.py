@@ -151,6 +151,12 @@ def test_stop_during_a_step_finishes_it_and_saves_a_checkpoint(api, inference, t
     assert engine.marker["pid"] == os.getpid()
     assert ckpt.latest_checkpoint(tmp_path / "checkpoints").step == 3
     assert not ready_path(tmp_path).exists()
+    # `status` reads the newest checkpoint off metrics.jsonl: the stop's save is there too, not only the interval's
+    from hermes_stack.controller.status import last_checkpoint
+
+    text = (tmp_path / "metrics.jsonl").read_text()
+    assert last_checkpoint(text) == "step-3"
+    assert json.loads(text.splitlines()[-1])["event"] == "saved"
 
 
 def test_stop_while_waiting_abandons_without_a_new_checkpoint(api, inference, tmp_path) -> None:

@@ -137,6 +137,7 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
     from hermes_stack.controller.status import (
         event_lines,
+        last_checkpoint,
         parse_events,
         parse_metrics,
         read_metrics,
@@ -167,7 +168,8 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     for line in replica_lines(compose, states):
         console.info(line)
     text = read_metrics(compose)
-    for line in summarize(parse_metrics(text)).lines():
+    newest = last_checkpoint(text)
+    for line in summarize(parse_metrics(text), [newest] if newest else []).lines():
         console.info(line)
     for line in event_lines(parse_events(text)):  # e.g. an environment that departed and what the trainer did
         console.info(line)
