@@ -4,6 +4,7 @@ each command-line refusal one line with exit 2, nothing written and no secret pr
 from __future__ import annotations
 
 import json
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -93,12 +94,16 @@ def test_a_boolean_is_no_integer_argument(project, elsewhere):
     assert not (project / ".hermes" / "runs").exists()  # refused before test-inference wrote anything
 
 
+# Shaped like a gateway key (the redactor's prefix and length), made here so no key-shaped literal is committed.
+KEY_SHAPED = "sk-" + string.ascii_lowercase + string.digits
+
+
 def test_a_key_refused_for_api_key_env_names_the_real_settings_file(project, elsewhere):
     """Finding 4: the hint named the deleted scratch copy (…/.hermes-config-check-xxxx/settings_grpo.json)."""
     before = _bytes(project)
     settings = f"{project}/configs/settings_grpo.json"
     [(is_error, answer)] = _answers(project, elsewhere, [
-        ("rl_edit_config", {"field": "inference.api_key_env", "value": "sk-abcdefghijklmnopqrstuvwxyz0123456789"})])
+        ("rl_edit_config", {"field": "inference.api_key_env", "value": KEY_SHAPED})])
     assert (is_error, answer) == (False, {
         "error": f"{settings}: inference.api_key_env: found a key (sk-…6789), expected the name of a key-file "
                  "variable, e.g. HERMES_INFERENCE_KEY",
