@@ -170,13 +170,12 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
     write_record(state, project, new)
 
 
-def _training_now(plan: Plan, algo: str, dry_run_only: bool) -> int | None:
+def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> int | None:
     """The step of this project's run when its trainer runs now (status.training_now); `dry-run` then is refused:
     its weight-sync check would push probe weights into the inference server the run samples from."""
     from hermes_stack.controller.status import training_now
     from hermes_stack.errors import InputError, Problem
 
-    project = plan.project or f"hermes-{algo}"
     step = training_now(plan_compose(plan, echo=False))
     if step is not None and dry_run_only:
         raise InputError(Problem("command line", "dry-run", f"the {project} stack training (step {step})",
@@ -200,7 +199,7 @@ def already_training(algo: str, project: str, step: int) -> list[str]:
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
              stop_after_dry_run: bool, build: bool = True, keyfile: Path | None = None,
              model: str | None = None, replicas: int | None = None) -> Plan:
-    from hermes_stack.controller.compose import project_of, stack_files
+    from hermes_stack.controller.compose import stack_files
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe, preflight
     from hermes_stack.controller.replicas import serving_services, write_override
@@ -223,23 +222,24 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []),
                                                               *(extra_files or ())]),
                 os.environ.get("HERMES_PROJECT_NAME") or None)
-    _check_owner(stack, algo, plan.project or f"hermes-{algo}")
-    _check_ports(stack, plan.project or f"hermes-{algo}")
-    step = _training_now(plan, algo, stop_after_dry_run)
+    project = plan.project or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
+    _check_owner(stack, algo, project)
+    _check_ports(stack, project)
+    step = _training_now(plan, algo, project, stop_after_dry_run)
     if step is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
         _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
         console.info("")
-        for line in already_training(algo, plan.project or f"hermes-{algo}", step):
+        for line in already_training(algo, project, step):
             console.info("  " + line)
         return plan
-    _check_resume(stack, algo, plan.project or f"hermes-{algo}")
+    _check_resume(stack, algo, project)
     if stack is not None and hasattr(stack, "config"):
         from hermes_stack.controller.checkout_owner import claim
 
-        claim(plan.project or f"hermes-{algo}", project_root())  # every check passed: this checkout's run
+        claim(project, project_root())  # every check passed: this checkout's run
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")
     # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
-    dotenv = write_dotenv(project_root(), plan, plan.project or f"hermes-{algo}", compose_env(stack, "", None))
+    dotenv = write_dotenv(project_root(), plan, project, compose_env(stack, "", None))
 
     t = _stage(3, total, "build images" if build else "images: using what is built")
     base_image = build_inputs() if build else None
@@ -255,7 +255,6 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     serving = ["atropos", *serving_services(count)]
     t = _stage(4, total, f"up --wait (gateway-check, {', '.join(serving)}), at most {wait_timeout} s"
                          + (", with the dry-run alongside" if alongside else ""))
-    project = project_of(compose.params)
     dry = DryRunAlongside(compose, project, wait_timeout)
     if alongside:
         dry.start()

@@ -412,6 +412,14 @@ class Compose:
         """A plain docker call (inspect, rm) through the same runner."""
         return self.run(docker_argv(*args))
 
+    def has_data_volume(self) -> bool:
+        """The project's data volume exists (a run's checkpoints and metrics, kept by `down`)."""
+        try:
+            self.docker(["volume", "inspect", "--format", "{{.Name}}", data_volume(self.params)])
+        except CommandFailed:
+            return False
+        return True
+
     def config(self, fmt: str = "yaml") -> str:
         return self.run(config_argv(self.params, fmt))
 

@@ -139,6 +139,12 @@ def last_checkpoint(text: str) -> str | None:
     return newest
 
 
+def summary_of(text: str) -> TrainingSummary:
+    """metrics.jsonl's summary with its newest checkpoint, a stop's save included (`status`, rl_check_status)."""
+    newest = last_checkpoint(text)
+    return summarize(parse_metrics(text), [newest] if newest else [])
+
+
 def summarize(records: list[dict], checkpoints: list[str] = ()) -> TrainingSummary:
     """`checkpoints`: the newest first-hand (last_checkpoint of the whole file, stop saves included), which wins
     over the step records' own."""
@@ -216,11 +222,12 @@ def _metrics_from_volume(compose: Compose, lines: int | None) -> str:
     """metrics.jsonl read off the project's data volume, read-only, by a throwaway container of the stack's own
     Atropos image, no network: after `down` (volumes kept) no trainer container is left to exec in or copy from, and
     the run is still there. "" when the volume or the image is gone."""
-    from hermes_stack.controller.compose import CommandFailed, data_volume, volume_read_argv
+    from hermes_stack.controller.compose import CommandFailed, volume_read_argv
 
+    if not compose.has_data_volume():
+        return ""
     command = ["cat"] if lines is None else ["tail", "-n", str(lines)]
     try:
-        compose.docker(["volume", "inspect", "--format", "{{.Name}}", data_volume(compose.params)])
         return compose.run(volume_read_argv(compose.params, [*command, "/data/metrics.jsonl"]))
     except CommandFailed:
         return ""
@@ -235,26 +242,31 @@ def finished_run(compose: Compose) -> tuple[int, int] | None:
     """(checkpoint step, num_steps) when the trainer exited 0 because its run was already complete; else None."""
     from hermes_stack.controller.compose import CommandFailed, logs_argv
 
+    trainer = _trainer(compose)
+    if trainer is None or trainer.state != "exited" or trainer.exit_code != 0:
+        return None
     try:
-        trainer = [s for s in service_states(compose.ps()) if s.service == "trainer"]
-        if not trainer or trainer[0].state != "exited" or trainer[0].exit_code != 0:
-            return None
         found = COMPLETE.findall(compose.run(logs_argv(compose.params, "trainer", tail=50)))
     except CommandFailed:
         return None
     return (int(found[-1][0]), int(found[-1][1])) if found else None
 
 
-def training_now(compose: Compose) -> int | None:
-    """The step of a run whose trainer container is running (or restarting) now; None when none is. A second `up`
-    must not touch such a run: its dry-run pushes probe weights into the inference server the run samples from."""
+def _trainer(compose: Compose) -> ServiceState | None:
+    """The trainer container's state; None when there is none (or compose cannot say)."""
     from hermes_stack.controller.compose import CommandFailed
 
     try:
-        trainer = [s for s in service_states(compose.ps()) if s.service == "trainer"]
+        return next((s for s in service_states(compose.ps()) if s.service == "trainer"), None)
     except CommandFailed:
         return None
-    if not trainer or trainer[0].state not in ("running", "restarting"):
+
+
+def training_now(compose: Compose) -> int | None:
+    """The step of a run whose trainer container is running (or restarting) now; None when none is. A second `up`
+    must not touch such a run: its dry-run pushes probe weights into the inference server the run samples from."""
+    trainer = _trainer(compose)
+    if trainer is None or trainer.state not in ("running", "restarting"):
         return None
     records = parse_metrics(read_metrics(compose, lines=5))
     return records[-1]["step"] if records else 0

@@ -294,7 +294,7 @@ class Tools:
 
     def _status(self, run: runs.Run) -> dict[str, Any]:
         """status, processes/health and metrics of a run, from its files and compose."""
-        from hermes_stack.controller.status import last_checkpoint, parse_metrics, service_states, summarize
+        from hermes_stack.controller.status import parse_metrics, service_states, summary_of
 
         runs.reap()
         stopped = run.stopped()
@@ -340,8 +340,7 @@ class Tools:
         if status in ("failed", "starting"):
             out["log_tail"] = runs.log_tail(run, 8)
         text = self._metrics_text(run, live=bool(states))
-        newest = last_checkpoint(text)  # a stop's save too, as `status` reads it
-        summary = summarize(parse_metrics(text), [newest] if newest else [])
+        summary = summary_of(text)
         last = parse_metrics(text)[-1] if parse_metrics(text) else {}
         out["metrics"] = {"step": summary.step, "num_steps": (run.data.get("config") or {}).get("num_steps"),
                           "reward_mean": summary.reward_mean,

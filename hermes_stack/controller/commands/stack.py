@@ -137,14 +137,12 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
     from hermes_stack.controller.status import (
         event_lines,
-        last_checkpoint,
         parse_events,
-        parse_metrics,
         read_metrics,
         replica_lines,
         service_states,
         stopped_line,
-        summarize,
+        summary_of,
     )
 
     algo = stack_algo(project_root() / STATE_DIR, algo)
@@ -154,7 +152,7 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     states = service_states(compose.ps())
     project = project_of(compose.params)
     if not states:
-        kept = _has_volume(compose)  # after `make down` the run is still there
+        kept = compose.has_data_volume()  # after `make down` the run is still there
         console.info(f"{project}: no containers" + (f"; its run is on the kept volume (make report ALGO={algo} draws "
                                                     f"it; make up ALGO={algo} resumes it)" if kept else
                                                     f" (start with: make up ALGO={algo})"))
@@ -168,8 +166,7 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     for line in replica_lines(compose, states):
         console.info(line)
     text = read_metrics(compose)
-    newest = last_checkpoint(text)
-    for line in summarize(parse_metrics(text), [newest] if newest else []).lines():
+    for line in summary_of(text).lines():
         console.info(line)
     for line in event_lines(parse_events(text)):  # e.g. an environment that departed and what the trainer did
         console.info(line)
@@ -214,7 +211,7 @@ def down(algo: str | None = STACK_ALGO_OPT,
     problem = check_owner(project, algo, project_root(), "down" if volumes else "stop")
     if problem is not None:
         raise InputError(problem)
-    had = bool(compose.ps()) or _has_volume(compose)
+    had = bool(compose.ps()) or compose.has_data_volume()
     compose.down(volumes=volumes)
     remove_dotenv(project_root(), project)
     if volumes:  # the run's checkpoints are gone: the next `up` starts a fresh run, whatever its configuration
@@ -228,16 +225,6 @@ def down(algo: str | None = STACK_ALGO_OPT,
         return
     console.info(f"{project} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
 
-
-def _has_volume(compose) -> bool:
-    """The project's data volume exists (a run's checkpoints and metrics)."""
-    from hermes_stack.controller.compose import CommandFailed, data_volume
-
-    try:
-        compose.docker(["volume", "inspect", "--format", "{{.Name}}", data_volume(compose.params)])
-    except CommandFailed:
-        return False
-    return True
 
 
 @app.command()
