@@ -139,7 +139,7 @@ SAMPLED = re.compile(r"sampled \d+ batches in \d+ s: .*busy \d+%")
 
 
 def sampler_lines(log: str) -> list[str]:
-    """The built-in server's own batch lines (builtin.BatchLog, one every 30 s of the whole run: start-up, --skip'd
+    """The built-in server's own batch lines (model_host.BatchLog, one every 30 s of the whole run: start-up, --skip'd
     steps and the trainer's held-out batches included): rows a batch, its rate while sampling, and its busy share,
     which split the environment's gap into the server's own slowdown and its idle time."""
     return SAMPLED.findall(log)

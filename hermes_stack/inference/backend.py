@@ -6,6 +6,8 @@ request bodies. `builtin` computes the answers itself; `sglang` forwards them to
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,3 +64,10 @@ class Backend(Protocol):
     def model_info(self) -> dict[str, Any]: ...
 
     def models(self) -> list[str]: ...
+
+
+def exit_process(reason: str) -> None:
+    """A backend whose model is gone (SGLang's child, the built-in sampler's process) ends the service."""
+    logging.getLogger("hermes.inference").error("inference: %s; exiting so the container restarts", reason)
+    # os._exit: uvicorn would otherwise keep serving a front with no backend behind it.
+    os._exit(1)

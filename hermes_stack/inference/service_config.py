@@ -90,7 +90,10 @@ def build_backend(cfg: ServiceConfig):
             raise InputError(Problem("settings", "inference.model_path", cfg.model_path,
                                      "a local model directory for the builtin backend",
                                      "the embedded profile uses $HERMES_EMBEDDED_MODEL; no hub downloads offline"))
-        return BuiltinBackend(cfg.model_path, served_model=cfg.served_model, device=cfg.device)
+        # The sampler in its own process: the front's requests and streamed answers would otherwise hold the
+        # interpreter lock the sampler needs between torch ops (child_host.py, issue 22).
+        return BuiltinBackend(cfg.model_path, served_model=cfg.served_model, device=cfg.device, sampler="process",
+                              log_level=cfg.log_level)
     from hermes_stack.inference.sglang import SGLangBackend, SGLangLaunch
 
     spec = SGLangLaunch(model_path=cfg.model_path, served_model=cfg.served_model, port=cfg.sglang_port,

@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 from hermes_stack.errors import StackError
-from hermes_stack.inference.backend import BackendReply
+from hermes_stack.inference.backend import BackendReply, exit_process
 from hermes_stack.secret_files import SECRETS
 
 log = logging.getLogger("hermes.inference")
@@ -130,7 +130,7 @@ class SGLangBackend:
         self.served_model = spec.served_model
         self.api_key = api_key
         self.spawn = spawn  # False: talk to an already running upstream (tests, or an external SGLang)
-        self.on_fatal = on_fatal or _exit_process
+        self.on_fatal = on_fatal or exit_process
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{spec.port}", headers=headers,
                                       timeout=httpx.Timeout(1200.0, connect=5.0), transport=transport)
@@ -447,9 +447,3 @@ def export_identity(path: Any) -> tuple | None:
                             if f.is_file()))
     except OSError:
         return None
-
-
-def _exit_process(reason: str) -> None:
-    log.error("inference: %s; exiting so the container restarts", reason)
-    # os._exit: uvicorn would otherwise keep serving a front with no backend behind it.
-    os._exit(1)

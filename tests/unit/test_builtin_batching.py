@@ -1,4 +1,4 @@
-"""The built-in server samples requests that arrive close together as one batch (inference/builtin.py GATHER_S):
+"""The built-in server samples requests that arrive close together as one batch (inference/model_host.py GATHER_S):
 the environment sends one request per group, and sampled one by one the tiny model paid its per-pass overhead once
 per group (issue 22)."""
 
@@ -22,15 +22,15 @@ def model_dir(tmp_path_factory):
 def sampled_batches(model_dir, gather_s: float) -> tuple[list[int], list]:
     """Three /generate requests of 4 rows, the second and third 50 ms after the first: rows per sampling call."""
     backend = BuiltinBackend(str(model_dir), seed=0)
-    backend.gather_s = gather_s
+    backend.host.gather_s = gather_s
     sizes: list[int] = []
-    original = backend._sample
+    original = backend.host._sample
 
     def counting(rows, adapter, on_done=None):
         sizes.append(len(rows))
         return original(rows, adapter, on_done)
 
-    backend._sample = counting
+    backend.host._sample = counting
     body = {"input_ids": backend.tokenizer.encode("12+3="), "return_logprob": True,
             "sampling_params": {"max_new_tokens": 4, "temperature": 0.8, "n": 4}}
 
@@ -59,7 +59,7 @@ def test_without_a_window_a_request_arriving_later_is_its_own_batch(model_dir):
 
 
 def test_the_batch_line_reports_rows_per_batch_and_the_rate_while_sampling():
-    from hermes_stack.inference.builtin import BatchLog
+    from hermes_stack.inference.model_host import BatchLog
 
     log = BatchLog(every_s=10.0)
     assert log.add(8, 0.5, now=100.0) is None
@@ -74,7 +74,7 @@ def test_the_sampler_logs_its_batches(model_dir, caplog):
     import logging
 
     backend = BuiltinBackend(str(model_dir), seed=0)
-    backend.batch_log.every_s = 0.0
+    backend.host.batch_log.every_s = 0.0
     body = {"input_ids": backend.tokenizer.encode("12+3="), "sampling_params": {"max_new_tokens": 4, "n": 3}}
 
     async def run():

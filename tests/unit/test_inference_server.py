@@ -266,7 +266,7 @@ def test_health_generate_counts_a_sampling_server_as_healthy_and_a_stuck_one_as_
 
     backend = BuiltinBackend(str(model_dir), served_model="tiny", seed=0)
     release, sampling = threading.Event(), threading.Event()
-    real_sample = backend._sample
+    real_sample = backend.host._sample
 
     def slow_sample(rows, adapter, on_done=None):
         if len(rows) == 2:  # the rollout below; the health check's own batch has one row
@@ -274,7 +274,7 @@ def test_health_generate_counts_a_sampling_server_as_healthy_and_a_stuck_one_as_
             release.wait(30)
         return real_sample(rows, adapter, on_done)
 
-    monkeypatch.setattr(backend, "_sample", slow_sample)
+    monkeypatch.setattr(backend.host, "_sample", slow_sample)
 
     async def scenario():
         await backend.start()
@@ -403,7 +403,7 @@ def test_a_sampling_failure_after_the_stream_began_is_an_error_event(model_dir, 
     def broken(rows, adapter, on_done=None):
         raise RuntimeError("the model fell over")
 
-    monkeypatch.setattr(backend, "_sample", broken)
+    monkeypatch.setattr(backend.host, "_sample", broken)
     with TestClient(create_app(backend, KEY, data_dir=None)) as c:
         answer = c.post("/generate", json={"input_ids": [[5, 6]], "stream": True,
                                            "sampling_params": {"max_new_tokens": 2}}, headers=AUTH)
@@ -437,7 +437,7 @@ def test_a_reload_of_the_same_model_copies_into_the_replaced_one_and_serves_what
         return [e[1] for e in meta["output_token_logprobs"]], [e[0] for e in meta["output_token_logprobs"]]
 
     with TestClient(create_app(backend, KEY, data_dir=tmp_path)) as c:
-        first = backend.model
+        first = backend.host.model
         for name, seed, layers in (("step-1", 1, 2), ("step-2", 2, 2), ("step-3", 3, 3)):
             path = saved(name, seed, layers)
             assert c.post("/update_weights_from_disk", json={"model_path": str(path)}, headers=AUTH).json()["success"]
@@ -445,9 +445,9 @@ def test_a_reload_of_the_same_model_copies_into_the_replaced_one_and_serves_what
             prompt = backend.tokenizer.encode("9+9=")
             assert logprobs == pytest.approx(full_logprobs(path, prompt, tokens), abs=1e-5)
             if name == "step-2":
-                assert backend.model is first  # copied into the model step-1 replaced
+                assert backend.host.model is first  # copied into the model step-1 replaced
             if name == "step-3":
-                assert backend.model is not first and len(backend.model.model.layers) == 3
+                assert backend.host.model is not first and len(backend.host.model.model.layers) == 3
 
 
 def test_the_copy_takes_only_the_same_model_and_then_holds_what_a_fresh_load_holds(tmp_path):
@@ -458,7 +458,7 @@ def test_the_copy_takes_only_the_same_model_and_then_holds_what_a_fresh_load_hol
 
     from safetensors.torch import load_file, save_file
 
-    from hermes_stack.inference.builtin import _load_model, _load_weights_into
+    from hermes_stack.inference.model_host import _load_model, _load_weights_into
 
     base, same = build_fixture_model(tmp_path / "base", seed=0), build_fixture_model(tmp_path / "same", seed=1)
     model = _load_model(str(base), "cpu")
