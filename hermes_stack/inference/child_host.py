@@ -181,30 +181,36 @@ class ChildHost:
                 message = conn.recv()
             except (EOFError, OSError):
                 break
-            kind = message[0]
-            if kind == "rows":
-                _, job, pairs = message
-                _future, emit, streamed = self._pending[job]
-                streamed.extend(pairs)
-                emit(pairs)
-            elif kind == "done":
-                _, job, results = message
-                future, _emit, streamed = self._pending.pop(job)
-                if results is None:
-                    results = [generated for _, generated in sorted(streamed, key=lambda pair: pair[0])]
-                future.set_result(results)
-            elif kind == "error":
-                _, job, text = message
-                self._pending.pop(job)[0].set_exception(RuntimeError(text))
-            elif kind in ("return", "raise"):
-                _, call, value, facts = message
-                self._facts = facts
-                future = self._calls.pop(call)
-                if kind == "return":
-                    future.set_result(value)
-                else:
-                    future.set_exception(RuntimeError(value))
+            try:
+                self._dispatch(message)
+            except Exception:  # one request's bad ending must not end the pipe every request shares
+                log.exception("the sampler's answer %r could not be delivered", message[0])
         self._gone()
+
+    def _dispatch(self, message: tuple) -> None:
+        kind = message[0]
+        if kind == "rows":
+            _, job, pairs = message
+            _future, emit, streamed = self._pending[job]
+            streamed.extend(pairs)
+            emit(pairs)
+        elif kind == "done":
+            _, job, results = message
+            future, _emit, streamed = self._pending.pop(job)
+            if results is None:
+                results = [generated for _, generated in sorted(streamed, key=lambda pair: pair[0])]
+            _settle(future, result=results)
+        elif kind == "error":
+            _, job, text = message
+            _settle(self._pending.pop(job)[0], error=RuntimeError(text))
+        elif kind in ("return", "raise"):
+            _, call, value, facts = message
+            self._facts = facts
+            future = self._calls.pop(call)
+            if kind == "return":
+                _settle(future, result=value)
+            else:
+                _settle(future, error=RuntimeError(value))
 
     def _gone(self) -> None:
         process = self._process
@@ -213,13 +219,23 @@ class ChildHost:
         code = process.exitcode if process is not None else None
         reason = f"the sampler process exited (exit code {code})" if code is not None else "the sampler process exited"
         for future, _emit, _rows in list(self._pending.values()):
-            future.set_exception(_unavailable(reason))
+            _settle(future, error=_unavailable(reason))
         for future in list(self._calls.values()):
-            future.set_exception(SamplerGone(reason))
+            _settle(future, error=SamplerGone(reason))
         self._pending.clear()
         self._calls.clear()
         if not self._stopping and self.on_fatal is not None:
             self.on_fatal(reason)
+
+
+def _settle(future: Future, result: Any = None, error: BaseException | None = None) -> None:
+    """Give a waiting future its outcome, unless its caller gave up on it (cancelled)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def _unavailable(message: str) -> BackendReply:

@@ -67,7 +67,7 @@ def test_the_child_answers_what_the_in_process_sampler_answers(model_dirs):
     assert child["reload"] is True and child["healthy"] is True
 
 
-def test_a_failed_reload_is_an_answer_and_the_child_serves_on(model_dirs, tmp_path):
+def test_a_failed_reload_or_an_abandoned_request_leaves_the_child_serving(model_dirs, tmp_path):
     base, _ = model_dirs
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -77,8 +77,12 @@ def test_a_failed_reload_is_an_answer_and_the_child_serves_on(model_dirs, tmp_pa
         backend = BuiltinBackend(str(base), served_model="tiny", seed=0, sampler="process")
         await backend.start()
         try:
-            answer = await backend.update_weights_from_disk({"model_path": str(broken)})
-            after = await backend.generate(body(backend.tokenizer, 0.0))
+            # A caller that gave up (its future cancelled before the answer came): the answer is dropped, the pipe
+            # every other request shares reads on.
+            rows = [Row(tuple(backend.tokenizer.encode("1+1=")), SamplingParams(max_new_tokens=4))] * 8
+            assert backend.host.submit(rows, None).cancel()
+            answer = await asyncio.wait_for(backend.update_weights_from_disk({"model_path": str(broken)}), 60)
+            after = await asyncio.wait_for(backend.generate(body(backend.tokenizer, 0.0)), 60)
             return answer, backend.weight_version, len(after), backend.is_ready()
         finally:
             await backend.stop()
