@@ -98,18 +98,26 @@ def _assigned(body: list[ast.stmt]):
         yield from ((t.id, value) for t in targets if isinstance(t, ast.Name))
 
 
+def _text(value: ast.expr | None) -> str | None:
+    """The string a value node always is: a literal, or an f-string without placeholders (f'mine' is 'mine')."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value
+    if isinstance(value, ast.JoinedStr) and all(isinstance(part, ast.Constant) for part in value.values):
+        return "".join(part.value for part in value.values)
+    return None
+
+
 def _string_constants(body: list[ast.stmt]) -> dict[str, str]:
     """NAME = "text" assignments of a body (a module's constants): `name = NAME` in a class reads one."""
-    return {name: value.value for name, value in _assigned(body)
-            if isinstance(value, ast.Constant) and isinstance(value.value, str)}
+    return {name: text for name, value in _assigned(body) if (text := _text(value)) is not None}
 
 
 def _name_attribute(node: ast.ClassDef, constants: dict[str, str] | None = None) -> str | None:
     for target, value in _assigned(node.body):
         if target != "name":
             continue
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return value.value
+        if (text := _text(value)) is not None:
+            return text
         if isinstance(value, ast.Name) and value.id in (constants or {}):
             return (constants or {})[value.id]
     return None

@@ -244,6 +244,17 @@ def test_a_name_given_by_a_module_constant_is_the_name_atroposlib_sees():
     assert [e.name for e in scan.environments] == ["const-env"]
 
 
+def test_a_name_given_by_an_f_string_without_placeholders_is_that_string():
+    """`name = f'mine'` is 'mine' at run time; the catalog read it as no name (the class's name instead). One with a
+    placeholder is not read, as any name computed at run time: the class's name stands in."""
+    from hermes_stack.environments_catalog import scan_source
+
+    head = "from atroposlib.envs.base import BaseEnv\n\nPREFIX = 'x'\n\n\n"
+    scan = scan_source(head + "class Mine(BaseEnv):\n    name = f'mine'\n\n\nclass Other(BaseEnv):\n"
+                       "    name = f'{PREFIX}-other'\n", "environments/mine.py")
+    assert [e.name for e in scan.environments] == ["mine", "Other"]
+
+
 def test_a_class_of_the_files_own_called_base_env_makes_no_environment():
     """Not atroposlib's BaseEnv: the environment service could not run a subclass of it."""
     from hermes_stack.environments_catalog import scan_source
