@@ -123,6 +123,11 @@ def _resolve(dataset: str, base_dir: Path | None, config_file: str) -> Path:
                 else "name a JSONL file; this folder holds no .jsonl file")
         raise InputError(Problem(config_file, KEY, f"{dataset!r} (a folder, not a file: {folders[0]})",
                                  '"gsm8k", "offline-arith" or an existing JSONL file', hint))
+    special = [c for c in candidates if c.exists()]
+    if special:  # a device, a pipe or a socket: reading it would never end (/dev/zero) or wait on a writer
+        raise InputError(Problem(config_file, KEY, f"{dataset!r} (not a regular file: {special[0]})",
+                                 '"gsm8k", "offline-arith" or an existing JSONL file',
+                                 "name a JSONL file saved on disk; a device, pipe or socket cannot be read as a dataset"))
     tried = ", ".join(str(c) for c in candidates)
     raise InputError(Problem(config_file, KEY, f"{dataset!r} (no such file: {tried})",
                              '"gsm8k", "offline-arith" or an existing JSONL file',

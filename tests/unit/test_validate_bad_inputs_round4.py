@@ -121,6 +121,10 @@ CASES = [
                                                 "JSONL file. Hint: name a JSONL file; this folder holds no .jsonl file")],
          toml=[('dataset = "gsm8k"', 'dataset = "data"')], files={"configs/data/notes.txt": "rows come later"},
          args=GPU200),
+    Case("dataset-is-a-device", [("{toml}: [environment] dataset: found '/dev/zero' (not a regular file: /dev/zero), "
+                                  "expected \"gsm8k\", \"offline-arith\" or an existing JSONL file. Hint: name a "
+                                  "JSONL file saved on disk; a device, pipe or socket cannot be read as a dataset")],
+         toml=[('dataset = "gsm8k"', 'dataset = "/dev/zero"')], args=GPU200),
     Case("user-environment-with-a-builtins-name", [("{toml}: environment.name: found 'gsm8k', defined by the "
                                                     "built-in environment and by environments/clash.py:4 (Gsm8kClash), "
                                                     "expected one environment with that name. Hint: rename yours (its "
