@@ -259,8 +259,9 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> No
         try:
             health.wait_for(probe, max(0.0, deadline - time.monotonic()))
         except health.Refused as exc:  # a wrong key: waiting would not help
-            raise LayerFailure(layer, f"{exc}. Hint: trainer and inference must get the same HERMES_INFERENCE_KEY") \
-                from None
+            from hermes_stack.trainer.weights_sync import key_mismatch_hint
+
+            raise LayerFailure(layer, f"{exc}. Hint: {key_mismatch_hint()}") from None
         except health.NotReady as exc:
             raise LayerFailure(layer, f"not ready within --wait {wait_s:g} s: {exc}. "
                                       f"Hint: `docker compose logs {layer}`") from None

@@ -23,6 +23,7 @@ has loaded it; a replica that does not answer is skipped and loads the newest `s
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,18 @@ from hermes_stack.health import server_root as inference_root  # SGLang's native
 
 class InferenceError(StackError):
     """The inference service is unreachable, refuses the key, or rejected a weight update."""
+
+
+def key_mismatch_hint() -> str:
+    """The hint for a refused internal key. The usual cause: containers started with an older key (.hermes/ deleted, or
+    the key file's line changed, while they existed); only a fresh start gives every service the same one. The
+    commands name this run's algorithm (HERMES_ALGO, from compose.<algo>.yml): with .hermes/ gone, a bare `make down`
+    would take grpo's stack."""
+    algo = os.environ.get("HERMES_ALGO")
+    flag = f" ALGO={algo}" if algo in ("grpo", "ppo") else ""
+    return (f"trainer and inference must get the same HERMES_INFERENCE_KEY; if the key changed while the containers "
+            f"existed (.hermes/ deleted, the key file edited), `make down{flag}` then `make up{flag}` starts every "
+            "service with the new one")
 
 
 class InferenceKeyRefused(InferenceError):
@@ -77,7 +90,7 @@ class InferenceClient:
                                  "Hint: `docker compose logs inference`") from exc
         if response.status_code in (401, 403):
             raise InferenceKeyRefused(f"inference: {method} {path} answered HTTP {response.status_code}: the internal key "
-                                 "was refused. Hint: trainer and inference must get the same HERMES_INFERENCE_KEY")
+                                      f"was refused. Hint: {key_mismatch_hint()}")
         return response
 
     def health(self) -> bool:
