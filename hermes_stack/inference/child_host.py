@@ -176,16 +176,21 @@ class ChildHost:
 
     def _read(self) -> None:
         conn = self._conn
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                break
-            try:
-                self._dispatch(message)
-            except Exception:  # one request's bad ending must not end the pipe every request shares
-                log.exception("the sampler's answer %r could not be delivered", message[0])
-        self._gone()
+        try:
+            while True:
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    break
+                except Exception:  # an answer that cannot be read: the pipe can no longer be trusted
+                    log.exception("the sampler's pipe sent what could not be read")
+                    break
+                try:
+                    self._dispatch(message)
+                except Exception:  # one request's bad ending must not end the pipe every request shares
+                    log.exception("the sampler's answer %r could not be delivered", message[0])
+        finally:
+            self._gone()
 
     def _dispatch(self, message: tuple) -> None:
         kind = message[0]
@@ -246,8 +251,13 @@ def child_main(conn, model_path: str, device: str, max_batch_rows: int, seed: in
                busy) -> None:
     """The child: one ModelHost, its worker thread sampling, this thread reading the pipe. Calls run in their own
     threads, so a reload loads while a batch samples, as in one process."""
+    import signal
+
     from hermes_stack.service_log import setup_logging
 
+    # Ctrl-C reaches the whole process group: the parent stops the child ("stop", or its pipe closing), so the child
+    # does not die first and look like a crash.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     setup_logging(log_level)
     send_lock = threading.Lock()
 
@@ -279,11 +289,17 @@ def child_main(conn, model_path: str, device: str, max_batch_rows: int, seed: in
 
     def called(call: int, method: str, args: tuple) -> None:
         try:
-            value = getattr(host, method)(*args)
+            outcome = ("return", getattr(host, method)(*args))
         except Exception as exc:  # noqa: BLE001 - the parent's call raises it
-            send(("raise", call, f"{type(exc).__name__}: {exc}", host.facts()))
-            return
-        send(("return", call, value, host.facts()))
+            outcome = ("raise", f"{type(exc).__name__}: {exc}")
+        # The snapshot is taken under the send lock: calls end in their own threads, and the parent keeps the last
+        # snapshot it reads, which must then be the newest.
+        with send_lock:
+            try:
+                conn.send((outcome[0], call, outcome[1], host.facts()))
+            except Exception as exc:  # noqa: BLE001 - a value that does not pickle: the call still ends
+                conn.send(("raise", call, f"the answer could not be sent: {type(exc).__name__}: {exc}",
+                           host.facts()))
 
     while True:
         try:

@@ -268,12 +268,14 @@ class ModelHost:
         except Exception as exc:
             log.exception("sampling failed")
             for job in batch:
-                job.future.set_exception(exc)
+                if not job.future.cancelled():  # a caller that gave up: setting it would end this thread
+                    job.future.set_exception(exc)
             return
         busy_s = time.monotonic() - began
         start = 0
         for job in batch:
-            job.future.set_result(results[start:start + len(job.rows)])
+            if not job.future.cancelled():
+                job.future.set_result(results[start:start + len(job.rows)])
             start += len(job.rows)
         # After the answers went out: the log line never delays a request.
         if line := self.batch_log.add(len(rows), busy_s, time.monotonic()):

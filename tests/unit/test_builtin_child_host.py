@@ -67,14 +67,15 @@ def test_the_child_answers_what_the_in_process_sampler_answers(model_dirs):
     assert child["reload"] is True and child["healthy"] is True
 
 
-def test_a_failed_reload_or_an_abandoned_request_leaves_the_child_serving(model_dirs, tmp_path):
+@pytest.mark.parametrize("sampler", ["process", "thread"])
+def test_a_failed_reload_or_an_abandoned_request_leaves_the_sampler_serving(model_dirs, tmp_path, sampler):
     base, _ = model_dirs
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
 
     async def run():
-        backend = BuiltinBackend(str(base), served_model="tiny", seed=0, sampler="process")
+        backend = BuiltinBackend(str(base), served_model="tiny", seed=0, sampler=sampler)
         await backend.start()
         try:
             # A caller that gave up (its future cancelled before the answer came): the answer is dropped, the pipe
