@@ -193,7 +193,7 @@ def lr_schedule(stack: StackConfig, steps: int | None = None, cosine: bool = Fal
 
 def inference_client(stack: StackConfig, env: ServiceEnv) -> InferenceClient:
     from hermes_stack.trainer.weights_sync import InferenceClient
-    return InferenceClient(inference_url(stack, env), env.key, replica_urls=env.replica_urls)
+    return InferenceClient(inference_url(stack, env), env.key, replica_urls=env.replica_urls, algo=env.algo)
 
 
 def inference_url(stack: StackConfig, env: ServiceEnv) -> str:
@@ -261,7 +261,7 @@ def wait_until_serving(stack: StackConfig, wait_s: float, env: ServiceEnv) -> No
         except health.Refused as exc:  # a wrong key: waiting would not help
             from hermes_stack.trainer.weights_sync import key_mismatch_hint
 
-            raise LayerFailure(layer, f"{exc}. Hint: {key_mismatch_hint()}") from None
+            raise LayerFailure(layer, f"{exc}. Hint: {key_mismatch_hint(env.algo)}") from None
         except health.NotReady as exc:
             raise LayerFailure(layer, f"not ready within --wait {wait_s:g} s: {exc}. "
                                       f"Hint: `docker compose logs {layer}`") from None

@@ -23,7 +23,6 @@ has loaded it; a replica that does not answer is skipped and loads the newest `s
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,12 +37,10 @@ class InferenceError(StackError):
     """The inference service is unreachable, refuses the key, or rejected a weight update."""
 
 
-def key_mismatch_hint() -> str:
+def key_mismatch_hint(algo: str | None) -> str:
     """The hint for a refused internal key. The usual cause: containers started with an older key (.hermes/ deleted, or
     the key file's line changed, while they existed); only a fresh start gives every service the same one. The
-    commands name this run's algorithm (HERMES_ALGO, from compose.<algo>.yml): with .hermes/ gone, a bare `make down`
-    would take grpo's stack."""
-    algo = os.environ.get("HERMES_ALGO")
+    commands name this run's algorithm: with .hermes/ gone, a bare `make down` would take grpo's stack."""
     flag = f" ALGO={algo}" if algo in ("grpo", "ppo") else ""
     return (f"trainer and inference must get the same HERMES_INFERENCE_KEY; if the key changed while the containers "
             f"existed (.hermes/ deleted, the key file edited), `make down{flag}` then `make up{flag}` starts every "
@@ -62,10 +59,12 @@ class InferenceUnreachable(InferenceError):
 
 class InferenceClient:
     def __init__(self, url: str, api_key: str | None, *, timeout_s: float = 60.0,
-                 transport: httpx.BaseTransport | None = None, replica_urls: tuple[str, ...] = ()):
+                 transport: httpx.BaseTransport | None = None, replica_urls: tuple[str, ...] = (),
+                 algo: str | None = None):
         self.root = inference_root(url)
+        self.algo = algo  # named in a refused key's hint (key_mismatch_hint)
         # Behind the router: one client per replica for the weight routes (none: `url` is the one server).
-        self.replicas = tuple(InferenceClient(u, api_key, timeout_s=timeout_s, transport=transport)
+        self.replicas = tuple(InferenceClient(u, api_key, timeout_s=timeout_s, transport=transport, algo=algo)
                               for u in replica_urls)
         self.last_sync: dict[str, str] = {}  # replica root -> "loaded" or why it was skipped, for the step's log
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -90,7 +89,7 @@ class InferenceClient:
                                  "Hint: `docker compose logs inference`") from exc
         if response.status_code in (401, 403):
             raise InferenceKeyRefused(f"inference: {method} {path} answered HTTP {response.status_code}: the internal key "
-                                      f"was refused. Hint: {key_mismatch_hint()}")
+                                      f"was refused. Hint: {key_mismatch_hint(self.algo)}")
         return response
 
     def health(self) -> bool:

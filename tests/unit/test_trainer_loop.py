@@ -307,7 +307,7 @@ def _client_over(answers: list) -> InferenceClient:
     return InferenceClient("http://inference:8001/v1", "k", transport=httpx.MockTransport(handle))
 
 
-def test_a_push_refused_at_the_socket_is_ridden_out_but_a_refused_key_ends_it_at_once(tmp_path, monkeypatch):
+def test_a_push_refused_at_the_socket_is_ridden_out_but_a_refused_key_ends_it_at_once(tmp_path):
     """`compose restart inference`: the push meets "[Errno 111] Connection refused" (seen in the GPU rehearsal, where
     the word "refused" was taken for a refused key and the run stopped). That outage is ridden out; HTTP 401 is not."""
     import httpx
@@ -327,7 +327,7 @@ def test_a_push_refused_at_the_socket_is_ridden_out_but_a_refused_key_ends_it_at
     lines.clear()
     wrong_key = _client_over([401, 200])
     # The hint names the fix for the usual cause, containers kept from before a key change, for this run's algorithm.
-    monkeypatch.setenv("HERMES_ALGO", "ppo")
+    wrong_key.algo = "ppo"
     with pytest.raises(InferenceKeyRefused,
                        match=r"same HERMES_INFERENCE_KEY; .* `make down ALGO=ppo` then `make up ALGO=ppo` starts"):
         push_weights_riding_out(wrong_key, tmp_path, 3, Settings(), stop=False, log=lines.append, retry_s=0.01)
