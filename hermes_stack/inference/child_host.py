@@ -21,7 +21,6 @@ being stopped (the service then exits, and its container restarts, as when SGLan
 
 from __future__ import annotations
 
-import itertools
 import logging
 import multiprocessing
 import threading
@@ -66,7 +65,7 @@ class ChildHost:
         self._send_lock = threading.Lock()
         self._pending: dict[int, tuple[Future, Any, list]] = {}  # job -> (future, emit, rows streamed so far)
         self._calls: dict[int, Future] = {}
-        self._ids = itertools.count(1)  # job and call ids (next() on a count is atomic under the GIL)
+        self._ids = 0
         self._stopping = False
         self._facts: HostFacts | None = None
 
@@ -127,7 +126,7 @@ class ChildHost:
 
     def submit(self, rows: list[Row], adapter: str | None, emit=None) -> Future:
         future: Future = Future()
-        job = next(self._ids)
+        job = self._next_id()
         self._pending[job] = (future, emit, [])
         try:
             self._send(("sample", job, rows, adapter, emit is not None))
@@ -153,6 +152,11 @@ class ChildHost:
 
     # ------------------------------------------------------------------ the pipe
 
+    def _next_id(self) -> int:
+        with self._send_lock:
+            self._ids += 1
+            return self._ids
+
     def _send(self, message: tuple) -> None:
         if self._conn is None:
             raise SamplerGone("the sampler process is not started")
@@ -161,7 +165,7 @@ class ChildHost:
 
     def _call(self, method: str, *args) -> Any:
         future: Future = Future()
-        call = next(self._ids)
+        call = self._next_id()
         self._calls[call] = future
         try:
             self._send(("call", call, method, args))
