@@ -21,6 +21,7 @@ being stopped (the service then exits, and its container restarts, as when SGLan
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import threading
@@ -65,7 +66,7 @@ class ChildHost:
         self._send_lock = threading.Lock()
         self._pending: dict[int, tuple[Future, Any, list]] = {}  # job -> (future, emit, rows streamed so far)
         self._calls: dict[int, Future] = {}
-        self._ids = 0
+        self._ids = itertools.count(1)  # job and call ids (next() on a count is atomic under the GIL)
         self._stopping = False
         self._facts: HostFacts | None = None
 
@@ -126,7 +127,7 @@ class ChildHost:
 
     def submit(self, rows: list[Row], adapter: str | None, emit=None) -> Future:
         future: Future = Future()
-        job = self._next_id()
+        job = next(self._ids)
         self._pending[job] = (future, emit, [])
         try:
             self._send(("sample", job, rows, adapter, emit is not None))
@@ -152,11 +153,6 @@ class ChildHost:
 
     # ------------------------------------------------------------------ the pipe
 
-    def _next_id(self) -> int:
-        with self._send_lock:
-            self._ids += 1
-            return self._ids
-
     def _send(self, message: tuple) -> None:
         if self._conn is None:
             raise SamplerGone("the sampler process is not started")
@@ -165,7 +161,7 @@ class ChildHost:
 
     def _call(self, method: str, *args) -> Any:
         future: Future = Future()
-        call = self._next_id()
+        call = next(self._ids)
         self._calls[call] = future
         try:
             self._send(("call", call, method, args))

@@ -192,10 +192,20 @@ class ModelHost:
         self._busy_since: float | None = None  # monotonic start of the batch the worker samples now
         self._busy_cell = busy_cell  # a shared double the same start is copied to (0.0 idle), read by a parent process
         self.batch_log = BatchLog()
+        self._snapshot()
 
     def facts(self) -> HostFacts:
-        return HostFacts(context_length(self.model), self.model.config.vocab_size, self.weight_version,
-                         self.weights_path, dict(self.adapters), self.default_adapter)
+        """The snapshot taken after the last change (read per request and per streamed event: not rebuilt there)."""
+        return self._facts
+
+    def _changed(self) -> None:
+        """A new weight version: every change ends here, under the model lock, and the snapshot follows it."""
+        self.weight_version += 1
+        self._snapshot()
+
+    def _snapshot(self) -> None:
+        self._facts = HostFacts(context_length(self.model), self.model.config.vocab_size, self.weight_version,
+                                self.weights_path, dict(self.adapters), self.default_adapter)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -322,7 +332,7 @@ class ModelHost:
             self.weights_path = path
             self.adapters.clear()
             self.default_adapter = None
-            self.weight_version += 1
+            self._changed()
 
     def load_adapter(self, name: str, path: str) -> None:
         from peft import PeftModel
@@ -337,7 +347,7 @@ class ModelHost:
                 self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name).eval()
             self.adapters[name] = path
             self.default_adapter = name
-            self.weight_version += 1
+            self._changed()
 
     def unload_adapter(self, name: str) -> None:
         with self._model_lock:
@@ -349,5 +359,5 @@ class ModelHost:
                 # A PeftModel without adapters cannot disable_adapter() (KeyError on the deleted active one):
                 # the base model, its LoRA layers removed, serves again.
                 self.model = self.model.unload()
-            self.weight_version += 1
+            self._changed()
 
