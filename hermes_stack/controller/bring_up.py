@@ -26,6 +26,7 @@ from hermes_stack.controller.stack_state import (
     plan_compose,
     project_root,
     save_plan,
+    secrets_salt,
     write_dotenv,
 )
 from hermes_stack.errors import StackError
@@ -243,7 +244,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     t = _stage(3, total, "build images" if build else "images: using what is built")
     base_image = build_inputs() if build else None
-    compose = plan_compose(plan, compose_env(stack, key, base_image, unlock))
+    compose = plan_compose(plan, compose_env(stack, key, base_image, unlock, secrets_salt(project_root() / STATE_DIR)))
     if build:
         build_images(compose)
     _done(t)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 STATE_DIR = Path(".hermes")
 LAST_UP = "last-up.json"
 KEY_FILE = "inference.key"
+SALT_FILE = "secrets.salt"
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,29 @@ def inference_key(state_dir: Path, from_keyfile: str | None) -> str:
         return path.read_text().strip()
     state_dir.mkdir(parents=True, exist_ok=True)
     key = "hs-" + secrets.token_urlsafe(24)
+    _private_file(path, key)
+    return key
+
+
+def _private_file(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        fh.write(key + "\n")
-    return key
+        fh.write(text + "\n")
+
+
+def secrets_salt(state_dir: Path) -> bytes:
+    """The salt of the secrets' digest label (compose_env.secrets_digest): made once, kept 0600. A new one (after
+    .hermes/ was deleted) recreates the containers once, as the new internal key made then needs anyway."""
+    path = state_dir / SALT_FILE
+    try:
+        salt = path.read_text().strip()
+    except OSError:
+        salt = ""
+    if len(salt) < 32:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        salt = secrets.token_hex(16)
+        _private_file(path, salt)
+    return salt.encode()
 
 
 def stored_inference_key(state_dir: Path) -> str | None:

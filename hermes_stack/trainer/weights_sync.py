@@ -39,7 +39,8 @@ class InferenceError(StackError):
 
 def key_mismatch_hint(algo: str | None) -> str:
     """The hint for a refused internal key. The usual cause: containers started with an older key (.hermes/ deleted, or
-    the key file's line changed, while they existed); only a fresh start gives every service the same one. The
+    the key file's line changed, while they existed) that an `up` did not recreate (one from before the secrets'
+    digest label, or a hand-typed `docker compose up`); a fresh start gives every service the same one. The
     commands name this run's algorithm: with .hermes/ gone, a bare `make down` would take grpo's stack."""
     flag = f" ALGO={algo}" if algo in ("grpo", "ppo") else ""
     return (f"trainer and inference must get the same HERMES_INFERENCE_KEY; if the key changed while the containers "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import time
@@ -24,6 +25,8 @@ from pathlib import Path
 import pytest
 
 from hermes_stack.controller.compose import parse_ps
+
+SECRETS_LABEL = "io.hermes-stack.secrets"  # compose.base.yml, x-service
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,6 +173,43 @@ def test_up_again_while_it_trains_touches_nothing_and_a_dry_run_is_refused(stack
     assert probes() == pushed  # no probe weights reached the live server
     ids = lambda text: sorted(row["ID"] for row in parse_ps(text))  # the same containers, none new
     assert ids(compose("ps", "--format", "json").stdout) == ids(before)
+
+
+def _by_service() -> dict[str, tuple[str, str]]:
+    """Each running service's (container id, secrets' digest label)."""
+    out = {}
+    for row in parse_ps(compose("ps", "--format", "json").stdout):
+        label = subprocess.run(["docker", "inspect", "-f", f'{{{{index .Config.Labels "{SECRETS_LABEL}"}}}}',
+                                row["ID"]], capture_output=True, text=True, check=True).stdout.strip()
+        out[row["Service"]] = (row["ID"], label)
+    return out
+
+
+def test_a_new_internal_key_reaches_every_container_and_training_goes_on(stack):
+    """A container keeps the secret files it was created with. With `.hermes/` deleted (a new internal key) or the
+    key file edited while the trainer was stopped, `up` started the trainer on the new key beside an inference server
+    still on the old one, and every weight push was refused. The secrets' digest label (compose.base.yml) now
+    changes with the key, and compose recreates every container that holds the old one."""
+    wait_until(lambda: len(metrics()) >= 1, 300, "a training step")
+    before = _by_service()
+    digests = {label for _, label in before.values()}
+    assert len(digests) == 1 and re.fullmatch(r"[0-9a-f]{16}", next(iter(digests))), before
+    key_path = ROOT / ".hermes" / "inference.key"
+    assert key_path.read_text().strip() not in next(iter(digests))
+    assert compose("stop", "trainer", timeout=180).returncode == 0  # the stop saves a checkpoint
+    last = metrics()[-1]["step"]
+    key_path.write_text("hs-" + secrets.token_urlsafe(24) + "\n")  # as `up` makes one after .hermes/ is deleted
+
+    up = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    after = _by_service()
+    for service in ("atropos", "inference", "trainer", "environment"):
+        assert after[service][0] != before[service][0], (service, "not recreated")
+        assert after[service][1] != before[service][1] and re.fullmatch(r"[0-9a-f]{16}", after[service][1])
+    new = wait_until(lambda: [r for r in metrics() if r["step"] > last][:2] if len(
+        [r for r in metrics() if r["step"] > last]) >= 2 else None, RECOVERY_S, "two steps on the new key")
+    assert [r["step"] for r in new] == [last + 1, last + 2]
+    assert "was refused" not in compose("logs", "trainer").stdout
 
 
 def test_kill_9_of_each_service_in_turn_loses_no_step(stack):

@@ -184,6 +184,14 @@ def _all_services():
             yield name, service, svc
 
 
+def test_every_service_carries_the_secrets_digest_so_a_changed_key_recreates_it():
+    """A container keeps the secret files it was created with; the label is what compose compares (compose_env)."""
+    for files in (("compose.ppo.yml",), ("compose.grpo.yml", "compose.cpu.yml")):
+        config = compose_config(*files, env={"HERMES_SECRETS_DIGEST": "0123456789abcdef"})
+        for name, svc in config["services"].items():
+            assert svc.get("labels", {}).get("io.hermes-stack.secrets") == "0123456789abcdef", (files, name)
+
+
 def test_published_ports_bind_loopback_only_in_every_file():
     seen = 0
     for name, service, svc in _all_services():

@@ -24,6 +24,29 @@ def test_offline_key_is_generated_once_kept_0600_and_reused(tmp_path):
     assert len(first) > 20 and inference_key(tmp_path / ".hermes", None) == first
 
 
+def test_the_secrets_digest_follows_every_secret_and_nothing_else(tmp_path):
+    """The label compose compares (compose.base.yml, x-service): a changed key recreates the containers that hold
+    the old one. It moves with each secret, not with other settings, and shows no secret."""
+    from hermes_stack.controller.compose_env import SECRETS_DIGEST, compose_env, secrets_digest
+    from hermes_stack.controller.stack_state import secrets_salt
+    from hermes_stack.secret_files import SECRETS
+
+    salt = secrets_salt(tmp_path / ".hermes")
+    assert stat.S_IMODE((tmp_path / ".hermes" / "secrets.salt").stat().st_mode) == 0o600
+    assert secrets_salt(tmp_path / ".hermes") == salt and len(salt) == 32  # kept
+    env = {name: f"value-of-{name}" for name in SECRETS.values()} | {"HERMES_LOG_LEVEL": "INFO"}
+    digest = secrets_digest(env, salt)
+    assert len(digest) == 16 and int(digest, 16) >= 0
+    for name in SECRETS.values():
+        assert secrets_digest(env | {name: "changed"}, salt) != digest, name
+    assert secrets_digest(env | {"HERMES_LOG_LEVEL": "DEBUG"}, salt) == digest
+    assert secrets_digest(env, b"another salt") != digest  # a guess at the key needs the salt
+    full = compose_env(None, "hs-generated-0123456789", None, salt=salt)
+    assert full[SECRETS_DIGEST] == secrets_digest(full, salt)
+    assert compose_env(None, "hs-generated-9876543210", None, salt=salt)[SECRETS_DIGEST] != full[SECRETS_DIGEST]
+    assert SECRETS_DIGEST not in compose_env(None, "", None)  # the .env `up` writes never carries it
+
+
 def test_plan_round_trips_per_algo_and_defaults_to_the_algo_file(tmp_path):
     save_plan(tmp_path, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
     assert load_plan(tmp_path, "grpo").files == ("compose.grpo.yml", "compose.cpu.yml")

@@ -20,6 +20,7 @@ from hermes_stack.controller.stack_state import (
     plan_compose,
     project_root,
     remove_dotenv,
+    secrets_salt,
     stack_algo,
 )
 from hermes_stack.errors import InputError, Problem
@@ -249,7 +250,8 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     stack, key = validated_with_key(algo, resolved, unlock, keyfile, model, replicas)
     replica_file = write_override(project_root(), algo, resolved, replica_count(stack))
     plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []), *(file or ())]))
-    compose = plan_compose(plan, compose_env(stack, key, None, unlock), echo=False)
+    compose = plan_compose(plan, compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR)),
+                           echo=False)
     # With up's own --wait-timeout (its default, 900, not compose.up's): the exact commands.
     console.info("# " + printable(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))],
                                           wait_timeout)))
