@@ -786,6 +786,24 @@ def fewshot_needs_a_system_prompt(i: Inputs) -> list[Problem]:
                     "set [environment] system_prompt, or fewshot = 0: without a system prompt no example is shown")]
 
 
+def system_prompt_leaves_room(i: Inputs) -> list[Problem]:
+    """A system prompt too long for rollout.max_token_length, before anything starts. The environment counts every
+    prompt's tokens when it starts (prompting.prompt_room), but that is after the build and the bring-up, and for a
+    hub tokenizer only where the hub is reachable. Here no tokenizer is needed: the tokenizers we serve split text at
+    whitespace before merging, so each word is at least one token and the words alone are a lower bound."""
+    from hermes_stack.tasks.prompting import MIN_NEW_TOKENS
+
+    prompt = i.config.environment.system_prompt
+    length = i.config.rollout.max_token_length
+    words = len(prompt.split()) if prompt else 0
+    if words <= length - 1 - MIN_NEW_TOKENS:
+        return []
+    return [Problem(i.config_file, "environment.system_prompt", f"{words} words (at least {words} tokens)",
+                    f"a system prompt that leaves every prompt at least {MIN_NEW_TOKENS} new tokens within "
+                    f"rollout.max_token_length {length}",
+                    "shorten [environment] system_prompt (every prompt carries it), or raise rollout.max_token_length")]
+
+
 def rollouts_fit_the_trainer(i: Inputs) -> list[Problem]:
     """The trainer registers tinker.max_token_trainer_length with Atropos as its max_token_len, and environments
     drop every group with a sequence at or above it: rollouts allowed to grow longer are silently thrown away."""
@@ -966,6 +984,7 @@ RULES: tuple[Rule, ...] = (
     grpo_groups_likely_differ,
     ppo_samples,
     fewshot_needs_a_system_prompt,
+    system_prompt_leaves_room,
     rewards_can_differ,
     rollouts_fit_the_trainer,
     minibatches_fit_the_batch,

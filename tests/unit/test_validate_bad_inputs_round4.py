@@ -148,6 +148,12 @@ CASES = [
                                    "config.json and the weights. Hint: name the folder that holds it: models/m1")],
          json={"inference.model_path": "models/m1/model.safetensors"},
          files={"models/m1/model.safetensors": "weights"}, args=GPU200),
+    # Caught before only when the environment counted its prompts' tokens, after the build and the bring-up.
+    Case("system-prompt-longer-than-a-sequence",
+         [("{toml}: environment.system_prompt: found 20000 words (at least 20000 tokens), expected a system prompt "
+           "that leaves every prompt at least 4 new tokens within rollout.max_token_length 2048. Hint: shorten "
+           "[environment] system_prompt (every prompt carries it), or raise rollout.max_token_length")],
+         toml=[('split = "train"', 'split = "train"\nsystem_prompt = "' + "Think. " * 20000 + '"')], args=GPU200),
 ]
 
 
