@@ -790,9 +790,16 @@ def system_prompt_leaves_room(i: Inputs) -> list[Problem]:
     """A system prompt too long for rollout.max_token_length, before anything starts. The environment counts every
     prompt's tokens when it starts (prompting.prompt_room), but that is after the build and the bring-up, and for a
     hub tokenizer only where the hub is reachable. Here no tokenizer is needed: the tokenizers we serve split text at
-    whitespace before merging, so each word is at least one token and the words alone are a lower bound."""
+    whitespace before merging (the embedded model's, a token per character), so each word is at least one token and
+    the words alone are a lower bound. Only where the prompt is sent: the built-in environment on a question dataset
+    (offline-arith sends its bare sums; a user's own environment builds its own prompts)."""
     from hermes_stack.tasks.prompting import MIN_NEW_TOKENS
 
+    if i.config.environment.dataset == "offline-arith":
+        return []
+    selection = _selection(i)
+    if selection is not None and selection.environment is not None and not selection.environment.builtin:
+        return []
     prompt = i.config.environment.system_prompt
     length = i.config.rollout.max_token_length
     words = len(prompt.split()) if prompt else 0

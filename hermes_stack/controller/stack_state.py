@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,34 +55,42 @@ def inference_key(state_dir: Path, from_keyfile: str | None) -> str:
     """The key protecting the inference service: the key file's value, else one generated once and kept 0600."""
     if from_keyfile:
         return from_keyfile
-    path = state_dir / KEY_FILE
-    if path.is_file():
-        return path.read_text().strip()
-    state_dir.mkdir(parents=True, exist_ok=True)
-    key = "hs-" + secrets.token_urlsafe(24)
-    _private_file(path, key)
-    return key
-
-
-def _private_file(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text + "\n")
+    return _made_once(state_dir / KEY_FILE, lambda: "hs-" + secrets.token_urlsafe(24), bool)
 
 
 def secrets_salt(state_dir: Path) -> bytes:
     """The salt of the secrets' digest label (compose_env.secrets_digest): made once, kept 0600. A new one (after
     .hermes/ was deleted) recreates the containers once, as the new internal key made then needs anyway."""
-    path = state_dir / SALT_FILE
+    return _made_once(state_dir / SALT_FILE, lambda: secrets.token_hex(16), lambda text: len(text) >= 32).encode()
+
+
+def _made_once(path: Path, make: Callable[[], str], valid: Callable[[str], bool]) -> str:
+    """The value kept at `path` (0600), made when there is none that is `valid`. Two commands making it at once
+    (`up` beside `render`) end with the same value: it is written whole to a file of this process, then linked into
+    place only if none is there yet; a reader never sees it half written."""
     try:
-        salt = path.read_text().strip()
+        text = path.read_text().strip()
     except OSError:
-        salt = ""
-    if len(salt) < 32:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        salt = secrets.token_hex(16)
-        _private_file(path, salt)
-    return salt.encode()
+        text = ""
+    if valid(text):
+        return text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
+    mine = Path(name)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(make() + "\n")
+    try:
+        os.link(mine, path)
+    except FileExistsError:  # another command made one meanwhile (kept), or an unusable one is there (replaced)
+        try:
+            kept = path.read_text().strip()
+        except OSError:
+            kept = ""
+        if not valid(kept):
+            os.replace(mine, path)
+    finally:
+        mine.unlink(missing_ok=True)
+    return path.read_text().strip()
 
 
 def stored_inference_key(state_dir: Path) -> str | None:

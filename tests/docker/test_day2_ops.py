@@ -112,12 +112,18 @@ def wait_until(predicate, bound_s: float, what: str, poll_s: float = 1.0):
 @pytest.fixture(scope="module")
 def stack():
     hs("down", "--algo", ALGO, "--volumes")
+    # The checkout's own internal key: a test below writes a new one; it is put back after the stack is down, so a
+    # stack of the user's beside the tests keeps the key its containers hold.
+    key_path = ROOT / ".hermes" / "inference.key"
+    saved_key = key_path.read_bytes() if key_path.is_file() else None
     try:
         up = hs("up", "--algo", ALGO, "--device", "cpu", "--wait-timeout", "600")
         assert up.returncode == 0, f"up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
         yield up
     finally:
         down = hs("down", "--algo", ALGO, "--volumes")
+        if saved_key is not None:
+            key_path.write_bytes(saved_key)
         assert down.returncode == 0, down.stderr
         leftover = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
                                   capture_output=True, text=True, check=True).stdout.split()
@@ -195,6 +201,8 @@ def test_a_new_internal_key_reaches_every_container_and_training_goes_on(stack):
     digests = {label for _, label in before.values()}
     assert len(digests) == 1 and re.fullmatch(r"[0-9a-f]{16}", next(iter(digests))), before
     key_path = ROOT / ".hermes" / "inference.key"
+    if not key_path.is_file():
+        pytest.skip("the key file sets HERMES_INFERENCE_KEY: no generated key to change")
     assert key_path.read_text().strip() not in next(iter(digests))
     assert compose("stop", "trainer", timeout=180).returncode == 0  # the stop saves a checkpoint
     last = metrics()[-1]["step"]

@@ -47,6 +47,25 @@ def test_the_secrets_digest_follows_every_secret_and_nothing_else(tmp_path):
     assert SECRETS_DIGEST not in compose_env(None, "", None)  # the .env `up` writes never carries it
 
 
+def test_commands_making_the_key_and_salt_at_once_agree_and_never_read_them_half_written(tmp_path):
+    """`up` beside `render` on a fresh .hermes/: each made its own salt (and key), the last write won, and the other's
+    containers carried a digest no later `up` could reproduce (a review found it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hermes_stack.controller.stack_state import secrets_salt
+
+    for round_ in range(20):
+        state = tmp_path / f"round-{round_}" / ".hermes"
+        with ThreadPoolExecutor(8) as pool:
+            salts = list(pool.map(secrets_salt, [state] * 16))
+            keys = list(pool.map(inference_key, [state] * 16, [None] * 16))
+        assert len(set(salts)) == 1 and len(salts[0]) == 32
+        assert len(set(keys)) == 1 and keys[0].startswith("hs-")
+        assert sorted(p.name for p in state.iterdir()) == ["inference.key", "secrets.salt"]  # no temporary left
+    (state / "secrets.salt").write_text("short\n")  # unusable: replaced
+    assert len(secrets_salt(state)) == 32 and stat.S_IMODE((state / "secrets.salt").stat().st_mode) == 0o600
+
+
 def test_plan_round_trips_per_algo_and_defaults_to_the_algo_file(tmp_path):
     save_plan(tmp_path, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
     assert load_plan(tmp_path, "grpo").files == ("compose.grpo.yml", "compose.cpu.yml")

@@ -267,6 +267,16 @@ ADVICE = [
 ]
 
 
+def test_a_long_system_prompt_is_valid_where_it_is_never_sent(tmp_path, monkeypatch, capsys, compose_calls):
+    """On CPU the embedded profile trains offline-arith, whose prompts are the bare sums: no system prompt is sent,
+    so its length (past the profile's 16 tokens) is no reason to refuse (a review found this false refusal)."""
+    argv, _ = build(Case("long-system-prompt-on-cpu", [], toml=[('split = "train"', 'split = "train"\nsystem_prompt = "'
+                                                                + "Think. " * 40 + '"')]), tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "system_prompt" not in capsys.readouterr().err and compose_calls == []
+
+
 @pytest.mark.parametrize(("case_id", "toml", "expected"), ADVICE, ids=[a[0] for a in ADVICE])
 def test_settings_that_train_poorly_are_a_warning_and_still_valid(case_id, toml, expected, tmp_path, monkeypatch,
                                                                   capsys, compose_calls):
