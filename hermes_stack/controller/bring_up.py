@@ -187,14 +187,19 @@ def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> in
     return step
 
 
-def already_training(algo: str, project: str, step: int) -> list[str]:
+def already_training(algo: str, project: str, step: int, secrets_changed: bool = False) -> list[str]:
     """What `up` says of a run that trains already (pure; commands as typed). Its containers keep the settings and
-    the code they started with: the build and the dry-run are not run again beside it."""
-    return [f"{project} is training already (step {step}): nothing to start.",
-            "trainer step lines: docker compose logs --follow trainer",
-            f"health and reward:  make status ALGO={algo}",
-            (f"changed settings or code: make down ALGO={algo}, then make up ALGO={algo} (the stop saves a checkpoint; "
-            "the run resumes there with them)")]
+    the code they started with: the build and the dry-run are not run again beside it. `secrets_changed`: the
+    running containers hold other secrets than the key file gives now (status.secrets_changed)."""
+    lines = [f"{project} is training already (step {step}): nothing to start.",
+             "trainer step lines: docker compose logs --follow trainer",
+             f"health and reward:  make status ALGO={algo}",
+             (f"changed settings or code: make down ALGO={algo}, then make up ALGO={algo} (the stop saves a "
+              "checkpoint; the run resumes there with them)")]
+    if secrets_changed:
+        lines.append(f"the key file's keys changed since this run started (or .hermes/ was deleted): its containers "
+                     f"keep the old ones until make down ALGO={algo}, then make up ALGO={algo}")
+    return lines
 
 
 def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_files: list[str] | None,
@@ -230,7 +235,11 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     if step is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
         _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
         console.info("")
-        for line in already_training(algo, project, step):
+        from hermes_stack.controller.compose_env import SECRETS_DIGEST
+        from hermes_stack.controller.status import secrets_changed
+
+        digest = compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR))[SECRETS_DIGEST]
+        for line in already_training(algo, project, step, secrets_changed(plan_compose(plan, echo=False), digest)):
             console.info("  " + line)
         return plan
     _check_resume(stack, algo, project)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 # The label every service carries (compose.base.yml, x-service): a digest of the secrets, so a changed one recreates
 # the containers that hold the old.
 SECRETS_DIGEST = "HERMES_SECRETS_DIGEST"
+SECRETS_LABEL = "io.hermes-stack.secrets"
 
 
 def secrets_digest(env: Mapping[str, str], salt: bytes) -> str:

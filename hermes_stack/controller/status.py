@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hermes_stack.controller.compose_env import SECRETS_LABEL
 from hermes_stack.errors import StackError
 
 if TYPE_CHECKING:
@@ -28,6 +29,13 @@ class ServiceState:
     health: str  # healthy | unhealthy | starting | "" (no healthcheck)
     exit_code: int
     publishers: list[dict] = field(default_factory=list, compare=False)
+    labels: str = field(default="", compare=False)  # compose ps' "k=v,k=v"
+
+    @property
+    def secrets_digest(self) -> str:
+        """The container's secrets' digest label (compose.base.yml, x-service); "" when it has none."""
+        prefix = SECRETS_LABEL + "="
+        return next((item[len(prefix):] for item in self.labels.split(",") if item.startswith(prefix)), "")
 
     @property
     def ok(self) -> bool:
@@ -45,7 +53,7 @@ def service_states(rows: list[dict]) -> list[ServiceState]:
     return sorted(
         (ServiceState(service=r.get("Service", "?"), container=r.get("Name", ""), state=r.get("State", ""),
                       health=r.get("Health", "") or "", exit_code=int(r.get("ExitCode") or 0),
-                      publishers=list(r.get("Publishers") or []))
+                      publishers=list(r.get("Publishers") or []), labels=str(r.get("Labels") or ""))
          for r in rows),
         key=lambda s: s.service,
     )
@@ -270,6 +278,15 @@ def training_now(compose: Compose) -> int | None:
         return None
     records = parse_metrics(read_metrics(compose, lines=5))
     return records[-1]["step"] if records else 0
+
+
+def secrets_changed(compose: Compose, digest: str) -> bool:
+    """Whether the trainer container holds other secrets than `digest` (compose_env.secrets_digest) says `up` would
+    hand it now: the key file was edited, or .hermes/ deleted, while the run trained. A container from before the
+    label is not judged."""
+    trainer = _trainer(compose)
+    held = trainer.secrets_digest if trainer is not None else ""
+    return bool(held) and held != digest
 
 
 # SIGKILL and SIGTERM: `docker kill` / `docker stop` / `docker compose stop` (a manual stop, which compose does not

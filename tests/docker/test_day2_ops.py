@@ -174,6 +174,7 @@ def test_up_again_while_it_trains_touches_nothing_and_a_dry_run_is_refused(stack
     again = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert f"{PROJECT} is training already (step " in again.stdout and "dry-run" not in again.stdout, again.stdout
+    assert "keys changed" not in again.stdout  # the same key: the secrets' digest label matches
     dry = hs("dry-run", "--algo", ALGO, "--device", "cpu", "--no-build")
     assert dry.returncode == 2 and f"found the {PROJECT} stack training (step " in dry.stderr, dry.stderr[-2000:]
     assert probes() == pushed  # no probe weights reached the live server
@@ -204,9 +205,14 @@ def test_a_new_internal_key_reaches_every_container_and_training_goes_on(stack):
     if not key_path.is_file():
         pytest.skip("the key file sets HERMES_INFERENCE_KEY: no generated key to change")
     assert key_path.read_text().strip() not in next(iter(digests))
+    key_path.write_text("hs-" + secrets.token_urlsafe(24) + "\n")  # as `up` makes one after .hermes/ is deleted
+    beside = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
+    assert beside.returncode == 0 and "is training already" in beside.stdout, beside.stdout[-2000:]
+    assert f"keys changed since this run started (or .hermes/ was deleted): its containers keep the old ones until " \
+           f"make down ALGO={ALGO}, then make up ALGO={ALGO}" in beside.stdout, beside.stdout[-2000:]
+    assert _by_service() == before  # nothing touched while it trains
     assert compose("stop", "trainer", timeout=180).returncode == 0  # the stop saves a checkpoint
     last = metrics()[-1]["step"]
-    key_path.write_text("hs-" + secrets.token_urlsafe(24) + "\n")  # as `up` makes one after .hermes/ is deleted
 
     up = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
