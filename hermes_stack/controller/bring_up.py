@@ -33,6 +33,7 @@ from hermes_stack.errors import StackError
 
 if TYPE_CHECKING:
     from hermes_stack.controller.compose import Compose, ComposeParams
+    from hermes_stack.controller.status import ServiceState
 
 SERVING = ["atropos", "inference"]  # up first; gateway-check comes along as their dependency
 TRAINING = ["trainer", "environment"]
@@ -171,26 +172,27 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
     write_record(state, project, new)
 
 
-def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> int | None:
-    """The step of this project's run when its trainer runs now (status.training_now); `dry-run` then is refused:
-    its weight-sync check would push probe weights into the inference server the run samples from."""
+def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> tuple[int, ServiceState] | None:
+    """The step of this project's run and its trainer's container when it runs now (status.training_now); `dry-run`
+    then is refused: its weight-sync check would push probe weights into the inference server the run samples from."""
     from hermes_stack.controller.status import training_now
     from hermes_stack.errors import InputError, Problem
 
-    step = training_now(plan_compose(plan, echo=False))
+    now = training_now(plan_compose(plan, echo=False))
+    step = now[0] if now is not None else None
     if step is not None and dry_run_only:
         raise InputError(Problem("command line", "dry-run", f"the {project} stack training (step {step})",
                                  "a stack that is not training",
                                  f"make down ALGO={algo} first (the stop saves a checkpoint), then make dry-run "
                                  f"ALGO={algo}: its weight-sync check pushes probe weights into the inference server "
                                  "the run samples from"))
-    return step
+    return now
 
 
 def already_training(algo: str, project: str, step: int, secrets_changed: bool = False) -> list[str]:
     """What `up` says of a run that trains already (pure; commands as typed). Its containers keep the settings and
     the code they started with: the build and the dry-run are not run again beside it. `secrets_changed`: the
-    running containers hold other secrets than the key file gives now (status.secrets_changed)."""
+    running containers hold other secrets than the key file gives now (status.ServiceState.holds_other_secrets)."""
     lines = [f"{project} is training already (step {step}): nothing to start.",
              "trainer step lines: docker compose logs --follow trainer",
              f"health and reward:  make status ALGO={algo}",
@@ -231,15 +233,15 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     project = plan.project or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
     _check_owner(stack, algo, project)
     _check_ports(stack, project)
-    step = _training_now(plan, algo, project, stop_after_dry_run)
-    if step is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
+    now = _training_now(plan, algo, project, stop_after_dry_run)
+    if now is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
         _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
         console.info("")
         from hermes_stack.controller.compose_env import SECRETS_DIGEST
-        from hermes_stack.controller.status import secrets_changed
 
+        step, trainer = now
         digest = compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR))[SECRETS_DIGEST]
-        for line in already_training(algo, project, step, secrets_changed(plan_compose(plan, echo=False), digest)):
+        for line in already_training(algo, project, step, trainer.holds_other_secrets(digest)):
             console.info("  " + line)
         return plan
     _check_resume(stack, algo, project)

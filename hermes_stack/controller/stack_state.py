@@ -75,10 +75,11 @@ def _made_once(path: Path, make: Callable[[], str], valid: Callable[[str], bool]
     if valid(text):
         return text
     path.parent.mkdir(parents=True, exist_ok=True)
+    made = make()
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
     mine = Path(name)
     with os.fdopen(fd, "w") as fh:
-        fh.write(make() + "\n")
+        fh.write(made + "\n")
     try:
         os.link(mine, path)
     except FileExistsError:  # another command made one meanwhile (kept), or an unusable one is there (replaced)
@@ -86,11 +87,12 @@ def _made_once(path: Path, make: Callable[[], str], valid: Callable[[str], bool]
             kept = path.read_text().strip()
         except OSError:
             kept = ""
-        if not valid(kept):
-            os.replace(mine, path)
+        if valid(kept):
+            return kept
+        os.replace(mine, path)
     finally:
         mine.unlink(missing_ok=True)
-    return path.read_text().strip()
+    return made
 
 
 def stored_inference_key(state_dir: Path) -> str | None:

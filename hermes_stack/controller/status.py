@@ -37,6 +37,12 @@ class ServiceState:
         prefix = SECRETS_LABEL + "="
         return next((item[len(prefix):] for item in self.labels.split(",") if item.startswith(prefix)), "")
 
+    def holds_other_secrets(self, digest: str) -> bool:
+        """Whether this container holds other secrets than `digest` (compose_env.secrets_digest) says `up` would hand
+        it now: the key file was edited, or .hermes/ deleted, since it was created. One from before the label is not
+        judged."""
+        return bool(self.secrets_digest) and self.secrets_digest != digest
+
     @property
     def ok(self) -> bool:
         if self.state == "exited":
@@ -270,23 +276,15 @@ def _trainer(compose: Compose) -> ServiceState | None:
         return None
 
 
-def training_now(compose: Compose) -> int | None:
-    """The step of a run whose trainer container is running (or restarting) now; None when none is. A second `up`
-    must not touch such a run: its dry-run pushes probe weights into the inference server the run samples from."""
+def training_now(compose: Compose) -> tuple[int, ServiceState] | None:
+    """The step of a run whose trainer container is running (or restarting) now, and that container; None when none
+    is. A second `up` must not touch such a run: its dry-run pushes probe weights into the inference server the run
+    samples from."""
     trainer = _trainer(compose)
     if trainer is None or trainer.state not in ("running", "restarting"):
         return None
     records = parse_metrics(read_metrics(compose, lines=5))
-    return records[-1]["step"] if records else 0
-
-
-def secrets_changed(compose: Compose, digest: str) -> bool:
-    """Whether the trainer container holds other secrets than `digest` (compose_env.secrets_digest) says `up` would
-    hand it now: the key file was edited, or .hermes/ deleted, while the run trained. A container from before the
-    label is not judged."""
-    trainer = _trainer(compose)
-    held = trainer.secrets_digest if trainer is not None else ""
-    return bool(held) and held != digest
+    return (records[-1]["step"] if records else 0), trainer
 
 
 # SIGKILL and SIGTERM: `docker kill` / `docker stop` / `docker compose stop` (a manual stop, which compose does not

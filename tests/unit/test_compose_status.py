@@ -212,22 +212,17 @@ def test_up_beside_a_training_run_says_when_its_containers_hold_older_keys():
     """`up` touches a training run's containers for nothing; when the key file's keys (or the generated key) changed
     since it started, they keep the old ones, and up says how to hand them the new (a review asked for it)."""
     from hermes_stack.controller.bring_up import already_training
-    from hermes_stack.controller.status import secrets_changed
 
-    class Ps:
-        def __init__(self, labels):
-            self.rows = [_row("atropos") | {"Labels": "com.docker.compose.service=atropos"},
-                         _row("trainer") | {"Labels": labels}]
-
-        def ps(self):
-            return self.rows
+    def trainer(labels):
+        rows = [_row("atropos") | {"Labels": "com.docker.compose.service=atropos"}, _row("trainer") | {"Labels": labels}]
+        return service_states(rows)[1]
 
     held = "com.docker.compose.project=hermes-grpo,io.hermes-stack.secrets=0123456789abcdef,com.docker.compose.x=1"
-    assert service_states(Ps(held).rows)[1].secrets_digest == "0123456789abcdef"
-    assert not secrets_changed(Ps(held), "0123456789abcdef")
-    assert secrets_changed(Ps(held), "fedcba9876543210")
-    assert not secrets_changed(Ps("com.docker.compose.project=hermes-grpo"), "fedcba9876543210")  # before the label
-    assert not secrets_changed(Ps("io.hermes-stack.secrets="), "fedcba9876543210")  # started by a plain compose up
+    assert trainer(held).secrets_digest == "0123456789abcdef"
+    assert not trainer(held).holds_other_secrets("0123456789abcdef")
+    assert trainer(held).holds_other_secrets("fedcba9876543210")
+    assert not trainer("com.docker.compose.project=hermes-grpo").holds_other_secrets("fedcba9876543210")  # before the label
+    assert not trainer("io.hermes-stack.secrets=").holds_other_secrets("fedcba9876543210")  # by a plain compose up
 
     quiet = already_training("ppo", "hermes-ppo", 12)
     told = already_training("ppo", "hermes-ppo", 12, secrets_changed=True)
