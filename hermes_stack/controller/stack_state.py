@@ -68,10 +68,7 @@ def _made_once(path: Path, make: Callable[[], str], valid: Callable[[str], bool]
     """The value kept at `path` (0600), made when there is none that is `valid`. Two commands making it at once
     (`up` beside `render`) end with the same value: it is written whole to a file of this process, then linked into
     place only if none is there yet; a reader never sees it half written."""
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        text = ""
+    text = _kept(path)
     if valid(text):
         return text
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,10 +80,7 @@ def _made_once(path: Path, make: Callable[[], str], valid: Callable[[str], bool]
     try:
         os.link(mine, path)
     except FileExistsError:  # another command made one meanwhile (kept), or an unusable one is there (replaced)
-        try:
-            kept = path.read_text().strip()
-        except OSError:
-            kept = ""
+        kept = _kept(path)
         if valid(kept):
             return kept
         os.replace(mine, path)
@@ -95,12 +89,17 @@ def _made_once(path: Path, make: Callable[[], str], valid: Callable[[str], bool]
     return made
 
 
+def _kept(path: Path) -> str:
+    """The value kept at `path`, stripped; "" when there is none."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
 def stored_inference_key(state_dir: Path) -> str | None:
     """The key `up` generated offline (read-only: nothing is generated here), for test-inference."""
-    try:
-        return (state_dir / KEY_FILE).read_text().strip() or None
-    except OSError:
-        return None
+    return _kept(state_dir / KEY_FILE) or None
 
 
 def save_plan(state_dir: Path, plan: Plan) -> None:
