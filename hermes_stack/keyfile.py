@@ -525,6 +525,13 @@ def check_tinker_key(keyfile: KeyFile) -> list[Problem]:
                         f"create {keyfile.path} with TINKER_API_KEY=tml-… (the Tinker engine needs it)")]
     value = keyfile.values.get("TINKER_API_KEY", "")
     prefix = next((p for p in TINKER_KEY_PREFIXES if value.startswith(p)), None)
+    if keyfile.tinker_key_defaulted and prefix is not None:
+        # The default is a validation aid only: compose_env keeps it out of the trainer (it is the gateway's line),
+        # so a Tinker key written on TAOTOKEN_API_KEY's line would pass here and the trainer would start without one.
+        return [Problem(str(keyfile.path), "TINKER_API_KEY", "no TINKER_API_KEY line (the Tinker key is on "
+                        "TAOTOKEN_API_KEY's line)", "the Tinker key on its own TINKER_API_KEY line",
+                        f"move it to a line TINKER_API_KEY=tml-… in {keyfile.path}: only that line reaches the "
+                        "trainer; TAOTOKEN_API_KEY is the gateway's key")]
     if prefix is not None and len(value) < len(prefix) + TINKER_KEY_MIN_BODY:
         return [Problem(str(keyfile.path), "TINKER_API_KEY", f"only the prefix {prefix} and {len(value) - len(prefix)}"
                         " more characters", f"a whole Tinker key ({prefix} followed by the key itself)",

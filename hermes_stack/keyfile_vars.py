@@ -27,7 +27,7 @@ VARIABLES: tuple[KeyFileVar, ...] = (
     KeyFileVar("TAOTOKEN_API_KEY", True, ("gateway-check", "environment"), "the gateway key"),
     KeyFileVar("TAOTOKEN_BASE_URL", False, ("gateway-check", "environment"), "the gateway root, without /v1"),
     KeyFileVar("TAOTOKEN_MODEL", False, ("gateway-check", "environment"), "the gateway model"),
-    KeyFileVar("TINKER_API_KEY", True, ("trainer",), "Tinker's key (absent: TAOTOKEN_API_KEY's value)"),
+    KeyFileVar("TINKER_API_KEY", True, ("trainer",), "Tinker's key, on its own line (validation checks TAOTOKEN_API_KEY's value in its place, but that value never reaches the trainer)"),
     KeyFileVar("TINKER_BASE_URL", False, ("trainer",), "Tinker's service URL (absent: the SDK's default)"),
     KeyFileVar("WANDB_API_KEY", True, ("trainer", "environment"), "Weights & Biases key (optional)"),
     KeyFileVar("WANDB_BASE_URL", False, (), "wandb's own variable: not read by hermes-stack, shown in clear"),

@@ -75,6 +75,19 @@ def test_defaulted_gateway_key_refused_for_tinker(tmp_path):
     ]
 
 
+def test_a_tinker_key_on_the_gateway_line_is_refused_as_it_would_never_reach_the_trainer(tmp_path):
+    # compose_env keeps a defaulted TINKER_API_KEY out of the trainer, so validate must not call it good.
+    path = write(tmp_path, good().replace(GOOD_KEY, "tml-abcdef0123456789"))
+    k = kf.load_keyfile(path)
+    assert k.tinker_key_defaulted
+    assert [p.line() for p in kf.check_tinker_key(k)] == [
+        (f"{path}: TINKER_API_KEY: found no TINKER_API_KEY line (the Tinker key is on TAOTOKEN_API_KEY's line), "
+         f"expected the Tinker key on its own TINKER_API_KEY line. Hint: move it to a line TINKER_API_KEY=tml-… in "
+         f"{path}: only that line reaches the trainer; TAOTOKEN_API_KEY is the gateway's key")
+    ]
+    assert "abcdef0123456789" not in "".join(p.line() for p in kf.check_tinker_key(k))
+
+
 def test_base_url_trailing_slash_normalised_with_notice(tmp_path):
     path = write(tmp_path, good().replace("/api\n", "/api/\n"))
     k = kf.load_keyfile(path)

@@ -310,3 +310,17 @@ def test_a_key_file_line_typed_another_way_is_one_line_naming_it(case, tmp_path,
     """Round 6: a full-width = (an input method's) and YAML's `NAME: value` each gave two lines, the second saying
     the name had no line at all."""
     run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
+
+
+def test_the_summary_does_not_show_a_tinker_key_no_service_receives(tmp_path, capsys, compose_calls):
+    """A TINKER_API_KEY defaulted from TAOTOKEN_API_KEY is only checked; compose_env keeps it out of the trainer, so
+    the summary must not list it as if the stack had one."""
+    path = tmp_path / "k.env"
+    path.write_text(GOOD_KEYFILE)
+    path.chmod(0o600)
+    rc = main(["validate", "--algo", "grpo", "--config-dir", str(ROOT / "configs"), "--device", "cpu",
+               "--keyfile", str(path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    shown = next(line for line in out.splitlines() if line.strip().startswith("key file"))
+    assert "TAOTOKEN_API_KEY=" in shown and "TINKER_API_KEY" not in shown

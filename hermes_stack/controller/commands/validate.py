@@ -178,7 +178,9 @@ def summary_lines(stack: StackConfig, keyfile_invalid: Path | None = None) -> li
     elif kf is None or kf.offline:
         lines.append("  key file: none (offline)")
     else:
-        shown = " ".join(f"{k}={v}" for k, v in kf.redacted().items())
+        # A defaulted TINKER_API_KEY is a validation aid that no service receives (compose_env): not shown as a line.
+        shown = " ".join(f"{k}={v}" for k, v in kf.redacted().items()
+                         if not (k == "TINKER_API_KEY" and kf.tinker_key_defaulted))
         lines.append(f"  key file {kf.path}: {shown}")
     if stack.overrides:
         lines.append(f"  * = set by profile {stack.profile}: "
