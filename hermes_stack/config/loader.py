@@ -224,6 +224,10 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     text, problems = _read_text(path)
     if text is None:
         return None, problems
+    if not text.strip():
+        # json would say "expecting value" at 1:1 and the hint would speak of commas.
+        return None, [Problem(str(path), "(file)", "an empty file", "a JSON object with sections tinker, inference, "
+                              "algorithm, …", f"restore it from git (`git checkout -- {path}`)")]
     duplicates: list[str] = []
     try:
         data = json.loads(text, object_pairs_hook=partial(_no_duplicates, duplicates))
@@ -242,9 +246,54 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     if duplicates:
         return None, [_duplicate(path, text, name) for name in dict.fromkeys(duplicates)]
     if not isinstance(data, dict):
-        return None, [Problem(str(path), "(top level)", f"a JSON {type(data).__name__}", "a JSON object",
+        return None, [Problem(str(path), "(top level)", f"a JSON {_json_kind(data)}", "a JSON object",
                               "the file holds one object with sections tinker, inference, algorithm, …")]
+    surrogate = _lone_surrogate(data)
+    if surrogate is not None:
+        return None, [_surrogate_problem(path, text, surrogate)]
     return data, []
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON name for a value's type, as tasks/datasets.py words it (the line must not say NoneType or str)."""
+    return {type(None): "null", bool: "boolean", str: "string", list: "list", int: "number",
+            float: "number"}.get(type(value), type(value).__name__)
+
+
+LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# A high half not followed by a low one, or a low half not preceded by a high one: a whole pair is a character.
+LONE_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                         r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate(value: Any, at: str = "") -> str | None:
+    """The dotted key of the first key or string holding half a UTF-16 pair (JSON's "\\ud800" parses to one; it
+    cannot be printed or written as UTF-8, so every later step would fail on it), or None."""
+    if isinstance(value, str):
+        return at if LONE_SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{at}.{key}" if at else key
+            if LONE_SURROGATE.search(key):
+                return here
+            found = _lone_surrogate(item, here)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for n, item in enumerate(value):
+            found = _lone_surrogate(item, f"{at}[{n}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _surrogate_problem(path: Path, text: str, key: str) -> Problem:
+    m = LONE_ESCAPE.search(text)
+    where = f"{path}:{text.count(chr(10), 0, m.start()) + 1}" if m else str(path)
+    shown = key.encode("ascii", "backslashreplace").decode()
+    escape = m.group(0) if m else "a \\uD800–\\uDFFF escape"
+    return Problem(where, shown, f"{escape}, half of a UTF-16 pair alone", "text made of whole characters",
+                   "write the character itself, or both halves of its pair (\\ud83d\\ude00)")
 
 
 def _no_duplicates(seen: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,52 @@
+"""`hermes-stack validate` on bad inputs, round 8 (2026-12-07, afternoon), found by a review:
+- a JSON `\\uD800` escape (half a UTF-16 pair) parsed into a string that cannot be printed: validate printed half its
+  summary, then `unexpected error: UnicodeEncodeError` and exit 1;
+- an empty settings file got json's "expecting value" with a hint about commas;
+- a JSON top level that is not an object was named by Python's type (NoneType, str);
+- a Tinker key on TAOTOKEN_API_KEY's line passed, though that line never reaches the trainer.
+
+Same contract as test_validate_bad_inputs.py, whose machinery this reuses: the exact one-line messages, exit 2, no
+call to the compose choke point, no new container, the key never printed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_validate_bad_inputs import GOOD_KEYFILE, GPU200, KEY, Case, run_case
+
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
+
+H_PAIR = "Hint: write the character itself, or both halves of its pair (\\ud83d\\ude00)"
+H_TOP = "Hint: the file holds one object with sections tinker, inference, algorithm, …"
+LINE_OF_PROJECT = 30  # configs/settings_grpo.json's "project" line (the case's {line} would be its own text's)
+
+CASES = [
+    Case("json-lone-high-surrogate-after-a-whole-pair",
+         [(f"{{json}}:{LINE_OF_PROJECT}: wandb.project: found \\ud800, half of a UTF-16 pair alone, expected text made "
+          f"of whole characters. {H_PAIR}")],
+         json_text=lambda text: text.replace('"project": "hermes', '"project": "\\ud83d\\ude00x\\ud800hermes')),
+    Case("json-lone-low-surrogate-in-a-key",
+         [("{json}:3: tinker.lora_rank\\udc00: found \\udc00, half of a UTF-16 pair alone, expected text made of whole "
+          f"characters. {H_PAIR}")],
+         json_text=lambda text: text.replace('"lora_rank"', '"lora_rank\\udc00"')),
+    Case("json-empty-file",
+         [("{json}: (file): found an empty file, expected a JSON object with sections tinker, inference, algorithm, …. "
+          "Hint: restore it from git (`git checkout -- {json}`)")], json_text="  \n"),
+    Case("json-top-level-null", [f"{{json}}: (top level): found a JSON null, expected a JSON object. {H_TOP}"],
+         json_text="null"),
+    Case("json-top-level-string", [f"{{json}}: (top level): found a JSON string, expected a JSON object. {H_TOP}"],
+         json_text='"x"'),
+    Case("json-top-level-number", [f"{{json}}: (top level): found a JSON number, expected a JSON object. {H_TOP}"],
+         json_text="42"),
+    Case("tinker-key-on-the-gateway-line",
+         [("{kf}: TINKER_API_KEY: found no TINKER_API_KEY line (the Tinker key is on TAOTOKEN_API_KEY's line), "
+          "expected the Tinker key on its own TINKER_API_KEY line. Hint: move it to a line TINKER_API_KEY=tml-… in "
+          "{kf}: only that line reaches the trainer; TAOTOKEN_API_KEY is the gateway's key")],
+         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE.replace(KEY, "tml-ABCDEFGHIJKLMNOPQRST"),
+         args=GPU200, toml=[("temperature = 0.8", "temperature = 1.0")]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_round8_bad_input_is_one_line_exit_2_no_container(case, tmp_path, monkeypatch, capsys, compose_calls):
+    run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
