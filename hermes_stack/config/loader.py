@@ -11,6 +11,7 @@ import difflib
 import json
 import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -213,11 +214,38 @@ def _typing_cause(text: str, number: int) -> str | None:
     lines = text.splitlines()
     line = lines[number - 1] if 0 < number <= len(lines) else ""
     found = sorted({c for c in line if c in _TYPOGRAPHIC})
+    if found:
+        shown = " ".join(f"U+{ord(c):04X}" for c in found)
+        return (f"line {number} has typographic quotes or spaces ({shown}), as an editor or chat window types them; "
+                'retype them as plain " \' and spaces')
+    # Outside a quoted string the syntax is ASCII: a zero-width space, a minus sign (U+2212), full-width digits or a
+    # Cyrillic letter in a key look right on screen and leave only the parser's generic words.
+    found = sorted(set(_non_ascii_outside_strings(line)))
     if not found:
         return None
-    shown = " ".join(f"U+{ord(c):04X}" for c in found)
-    return (f"line {number} has typographic quotes or spaces ({shown}), as an editor or chat window types them; "
-            'retype them as plain " \' and spaces')
+    shown = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in found[:3])
+    return (f"line {number} has characters outside quotes that are not ASCII ({shown}); retype its keys, numbers "
+            "and punctuation on a plain keyboard")
+
+
+def _non_ascii_outside_strings(line: str) -> list[str]:
+    """Non-ASCII characters of one TOML or JSON line that are not inside a quoted string (a # comment ends it)."""
+    out, quote, i = [], None, 0
+    while i < len(line):
+        c = line[i]
+        if quote is None:
+            if c == "#":
+                break
+            if c in "\"'":
+                quote = c
+            elif ord(c) > 127:
+                out.append(c)
+        elif c == "\\" and quote == '"':
+            i += 1  # the escaped character is the string's
+        elif c == quote:
+            quote = None
+        i += 1
+    return out
 
 
 def read_json(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 H_PAIR = "Hint: write the character itself, or both halves of its pair (\\ud83d\\ude00)"
 H_TOP = "Hint: the file holds one object with sections tinker, inference, algorithm, …"
+H_ASCII = ("has characters outside quotes that are not ASCII ({}); retype its keys, numbers and punctuation on a "
+           "plain keyboard")
 LINE_OF_PROJECT = 30  # configs/settings_grpo.json's "project" line (the case's {line} would be its own text's)
 
 CASES = [
@@ -38,6 +40,24 @@ CASES = [
          json_text='"x"'),
     Case("json-top-level-number", [f"{{json}}: (top level): found a JSON number, expected a JSON object. {H_TOP}"],
          json_text="42"),
+    # Look-alikes outside quotes: the parser's words alone ("expecting property name enclosed in double quotes")
+    # pointed at a name that was in double quotes.
+    Case("json-zero-width-space-before-a-key",
+         [("{json}:3:5: syntax: found expecting property name enclosed in double quotes, expected valid JSON. Hint: "
+           f"line 3 {H_ASCII.format('U+200B ZERO WIDTH SPACE')}")],
+         json_text=lambda text: text.replace('"lora_rank"', '\u200b"lora_rank"')),
+    Case("json-minus-sign-in-a-number",
+         [(f"{{json}}:4:23: syntax: found expecting ',' delimiter, expected valid JSON. Hint: line 4 "
+           f"{H_ASCII.format('U+2212 MINUS SIGN')}")],
+         json_text=lambda text: text.replace("4e-05", "4e\u221205")),
+    Case("toml-cyrillic-letter-in-a-key",
+         [("{toml}:{line}:2: syntax: found text where TOML expected '=' after a key in a key/value pair, expected "
+           f"valid TOML. Hint: line {{line}} {H_ASCII.format('U+0430 CYRILLIC SMALL LETTER A')}")],
+         toml=[("batch_size = 32", "b\u0430tch_size = 32")], line_of="b\u0430tch_size", col_after=""),
+    Case("toml-full-width-digit",
+         [("{toml}:{line}:14: syntax: found invalid value, expected valid TOML. Hint: line {line} "
+           f"{H_ASCII.format('U+FF18 FULLWIDTH DIGIT EIGHT')}")],
+         toml=[("group_size = 8", "group_size = \uff18")], line_of="group_size = \uff18", col_after=""),
     Case("tinker-key-on-the-gateway-line",
          [("{kf}: TINKER_API_KEY: found no TINKER_API_KEY line (the Tinker key is on TAOTOKEN_API_KEY's line), "
           "expected the Tinker key on its own TINKER_API_KEY line. Hint: move it to a line TINKER_API_KEY=tml-… in "
