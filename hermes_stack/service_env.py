@@ -183,7 +183,7 @@ class ServiceEnv(BaseModel):
         """What `up` gives the services for `stack`: the tuning knobs from the controller's environment (the user's
         shell; checked here, before anything starts), the rest from the validated configuration."""
         environ = os.environ if environ is None else environ
-        knobs = cls.from_environ({alias: environ[alias] for alias in aliases("pass") if alias in environ})
+        knobs = cls.from_environ({alias: environ[alias] for alias in knob_aliases() if alias in environ})
         derived: dict[str, Any] = dict.fromkeys(SET_BY_UP) | {"unlock": unlock,
                                                              "inference_key": SecretStr(inference_key)}
         if stack is not None:
@@ -264,6 +264,18 @@ def markdown_table() -> str:
         who = _WHO.get(_kind(info)) or ("`up`" if name in SET_BY_UP else "the user's shell (knob)")
         rows.append(f"| `{info.alias}` | {meaning} | {who} |")
     return "\n".join(rows)
+
+
+def knob_aliases() -> list[str]:
+    """The user's tuning knobs: the "pass" variables `up` does not derive from the configuration (a derived one set
+    in the shell is replaced by for_stack, so it is not checked as if it counted)."""
+    return [info.alias for name, info in ServiceEnv.model_fields.items()
+            if _kind(info) == "pass" and name not in SET_BY_UP]
+
+
+def set_by_up_aliases() -> dict[str, str]:
+    """field name -> variable, for the variables `up` derives from the configuration."""
+    return {name: ServiceEnv.model_fields[name].alias for name in SET_BY_UP}
 
 
 def aliases(*kinds: str) -> list[str]:

@@ -31,13 +31,36 @@ def _suggested(project: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", plain).strip("-_") or "hermes"
 
 
+# Where a user sets what `up` derives itself (service_env.SET_BY_UP); the shell's value would be replaced silently.
+_DERIVED_FROM = {
+    "unlock": "pass --unlock (make up UNLOCK=1)",
+    "model": "pass --model (make up MODEL=…)",
+    "served_model_name": "it is the settings file's inference.model_path",
+    "inference_port": "set inference.port in the settings file",
+    "inference_replica_urls": "set inference.replicas in the settings file (or make up REPLICAS=N)",
+    "sglang_mem_fraction": "it follows the GPU memory split validate prints",
+    "micro_batch_size": "set trainer.micro_batch_size in the settings file",
+    "inference_key": "put HERMES_INFERENCE_KEY in the key file",
+}
+
+
+def environment_warnings(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line per variable of the shell that `up` sets itself from the configuration: the value is not used."""
+    from hermes_stack.service_env import set_by_up_aliases
+
+    environ = os.environ if environ is None else environ
+    return [Problem("(environment)", alias, "a value in this shell (not used)",
+                    "unset: `up` sets it from the configuration", _DERIVED_FROM[name]).line()
+            for name, alias in set_by_up_aliases().items() if environ.get(alias, "").strip()]
+
+
 def environment_problems(environ: Mapping[str, str] | None = None) -> list[Problem]:
-    from hermes_stack.service_env import ServiceEnv, aliases
+    from hermes_stack.service_env import ServiceEnv, knob_aliases
 
     environ = os.environ if environ is None else environ
     problems: list[Problem] = []
     try:
-        ServiceEnv.from_environ({alias: environ[alias] for alias in aliases("pass") if alias in environ})
+        ServiceEnv.from_environ({alias: environ[alias] for alias in knob_aliases() if alias in environ})
     except InputError as exc:
         problems += exc.problems
     project = environ.get(PROJECT_ENV, "")

@@ -49,6 +49,25 @@ def test_up_checks_the_users_tuning_knobs_and_derives_the_rest_from_the_stack():
     assert caught.value.lines()[0].startswith("(environment): HERMES_BATCH_TIMEOUT_S: found 'soon', expected a number")
 
 
+def test_a_variable_up_derives_is_not_checked_as_a_knob_and_is_warned_about():
+    """HERMES_MICRO_BATCH_SIZE=0 in the shell was refused by validate, and =4 accepted, though `up` replaces either
+    with the configuration's value: a value that does not count is neither checked nor silently dropped."""
+    from hermes_stack.config.loader import load_stack
+    from hermes_stack.controller.environ_check import environment_problems, environment_warnings
+
+    shell = {"HERMES_MICRO_BATCH_SIZE": "0", "HERMES_INFERENCE_PORT": "x", "HERMES_BATCH_TIMEOUT_S": "30"}
+    assert environment_problems(shell) == []
+    assert environment_warnings(shell) == [
+        ("(environment): HERMES_INFERENCE_PORT: found a value in this shell (not used), expected unset: `up` sets it "
+         "from the configuration. Hint: set inference.port in the settings file"),
+        ("(environment): HERMES_MICRO_BATCH_SIZE: found a value in this shell (not used), expected unset: `up` sets "
+         "it from the configuration. Hint: set trainer.micro_batch_size in the settings file")]
+    env = ServiceEnv.for_stack(load_stack("grpo", CONFIGS, profile="embedded"), "hs-k", False, shell).to_compose_env()
+    assert env["HERMES_MICRO_BATCH_SIZE"] == "" and env["HERMES_INFERENCE_PORT"] == "8001"
+    assert env["HERMES_BATCH_TIMEOUT_S"] == "30"
+    assert environment_warnings({"HERMES_BATCH_TIMEOUT_S": "30", "HERMES_MODEL": " "}) == []  # a knob; an empty value
+
+
 def test_a_bad_value_is_one_problem_per_variable_naming_it():
     with pytest.raises(InputError) as caught:
         ServiceEnv.from_environ({"HERMES_SGLANG_MEM_FRACTION": "1.5", "HERMES_MICRO_BATCH_SIZE": "0",

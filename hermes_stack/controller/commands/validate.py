@@ -54,13 +54,13 @@ def evaluate(algo: str, config_dir: Path, keyfile_path: Path | None = None, unlo
     """Run every check and collect everything: option, key-file and config problems come back together.
     `replicas` (--replicas, REPLICAS=N) replaces settings inference.replicas."""
     from hermes_stack.config.loader import evaluate_stack
-    from hermes_stack.controller.environ_check import environment_problems
+    from hermes_stack.controller.environ_check import environment_problems, environment_warnings
     from hermes_stack.keyfile import load_keyfile, path_is_explicit, resolve_path
 
     errors = check_options(algo, device, gpu_memory, replicas)
     if errors:
         return Outcome(None, errors)
-    outcome = Outcome(None, environment_problems())
+    outcome = Outcome(None, environment_problems(), warnings=environment_warnings())
     try:
         # Only the default file may be absent (offline mode); a path the user named must be a key file.
         keyfile = load_keyfile(keyfile_path, must_exist=path_is_explicit(keyfile_path))
