@@ -22,6 +22,7 @@ import io
 import logging
 import os
 import re
+import shlex
 import stat
 import unicodedata
 from collections.abc import Mapping
@@ -147,14 +148,16 @@ def load_keyfile(path: str | Path | None = None, *, register: bool = True, must_
 def _path_problem(path: Path, must_exist: bool) -> Problem | None:
     """What is wrong with the key file's path itself, if anything (absent and not named by the user is fine)."""
     name = str(path)
-    hint = f"point --keyfile or ${PATH_ENV} at your key file (cp .env.taotoken.example {name} makes one)"
+    # Quoted for the shell: a path with a space (one pasted with a trailing blank) must copy to where we will look.
+    hint = f"point --keyfile or ${PATH_ENV} at your key file (cp .env.taotoken.example {shlex.quote(name)} makes one)"
     try:
         st = path.lstat()
     except FileNotFoundError:
         if not must_exist:
             return None
-        return Problem(name, "(file)", "no such file", "the key file you named", hint + "; without one, leave "
-                       f"out --keyfile and ${PATH_ENV} for offline mode")
+        blank = " (the path starts or ends with a blank)" if name != name.strip() else ""
+        return Problem(name, "(file)", f"no such file{blank}", "the key file you named", hint + "; without one, "
+                       f"leave out --keyfile and ${PATH_ENV} for offline mode")
     except OSError as exc:
         return Problem(name, "(file)", f"a path that cannot be read ({exc.strerror})", "a readable key file", hint)
     if stat.S_ISLNK(st.st_mode):

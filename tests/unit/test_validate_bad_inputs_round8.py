@@ -70,3 +70,20 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_round8_bad_input_is_one_line_exit_2_no_container(case, tmp_path, monkeypatch, capsys, compose_calls):
     run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
+
+
+def test_a_key_file_path_with_a_trailing_blank_is_said_and_quoted(tmp_path, monkeypatch, capsys, compose_calls):
+    """HERMES_KEYFILE="/path/k " named a file that is not there; the line showed no blank, and its `cp` command,
+    typed as shown, made /path/k, which the next run would still not find."""
+    from test_validate_bad_inputs import CONFIGS, error_lines
+
+    from hermes_stack.controller.cli import main
+
+    named = f"{tmp_path / 'k.env'} "
+    monkeypatch.setenv("HERMES_KEYFILE", named)
+    rc = main(["validate", "--algo", "grpo", "--config-dir", str(CONFIGS), "--device", "cpu"])
+    assert error_lines(capsys.readouterr().err) == [
+        (f"{named}: (file): found no such file (the path starts or ends with a blank), expected the key file you named. "
+        f"Hint: point --keyfile or $HERMES_KEYFILE at your key file (cp .env.taotoken.example '{named}' makes one); "
+        "without one, leave out --keyfile and $HERMES_KEYFILE for offline mode")]
+    assert rc == 2 and compose_calls == []
