@@ -578,6 +578,10 @@ def _validate(model: type[BaseModel], data: dict | None, path: Path, label: str)
 # ---------------------------------------------------------------- the entry point
 
 
+CONFIG_DIR_HINT = ("run from the checkout, where configs/ sits next to the Makefile; validate and test-inference also "
+                   "take --config-dir")
+
+
 def load_files(algo: str, config_dir: Path) -> tuple[AlgoConfig, Settings, Path, Path]:
     """Parse and type-check both files (no rules). Raises InputError with the problems of both files."""
     check_algo(algo)
@@ -586,9 +590,12 @@ def load_files(algo: str, config_dir: Path) -> tuple[AlgoConfig, Settings, Path,
         found = "a file, not a folder" if config_dir.exists() else "no such folder"
         raise InputError(Problem(str(config_dir), "(folder)", found,
                                  f"the folder holding config_{algo}.toml and settings_{algo}.json",
-                                 "run from the checkout, where configs/ sits next to the Makefile; validate and test-inference also "
-                                 "take --config-dir"))
+                                 CONFIG_DIR_HINT))
     config_path, settings_path = paths(algo, config_dir)
+    if not config_path.exists() and not settings_path.exists():  # the wrong folder (--config-dir ''), one line
+        raise InputError(Problem(str(config_dir), "(folder)", f"a folder without {config_path.name} or "
+                                 f"{settings_path.name}", f"the folder holding config_{algo}.toml and "
+                                 f"settings_{algo}.json", CONFIG_DIR_HINT))
     config_data, p1 = read_toml(config_path)
     settings_data, p2 = read_json(settings_path)
     config, p3 = _validate(AlgoConfig, config_data, config_path, "TOML")

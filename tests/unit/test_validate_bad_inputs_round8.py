@@ -87,3 +87,18 @@ def test_a_key_file_path_with_a_trailing_blank_is_said_and_quoted(tmp_path, monk
         f"Hint: point --keyfile or $HERMES_KEYFILE at your key file (cp .env.taotoken.example '{named}' makes one); "
         "without one, leave out --keyfile and $HERMES_KEYFILE for offline mode")]
     assert rc == 2 and compose_calls == []
+
+
+def test_a_config_folder_without_either_file_is_one_line(tmp_path, monkeypatch, capsys, compose_calls):
+    """`--config-dir ''` is the working folder; outside the checkout it holds neither file, which was two lines."""
+    from test_validate_bad_inputs import error_lines
+
+    from hermes_stack.controller.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rc = main(["validate", "--algo", "ppo", "--config-dir", "", "--device", "cpu"])
+    assert error_lines(capsys.readouterr().err) == [
+        (".: (folder): found a folder without config_ppo.toml or settings_ppo.json, expected the folder holding "
+         "config_ppo.toml and settings_ppo.json. Hint: run from the checkout, where configs/ sits next to the "
+         "Makefile; validate and test-inference also take --config-dir")]
+    assert rc == 2 and compose_calls == []
