@@ -12,6 +12,7 @@ server was started with --unlock: a tool call can never unlock them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -244,39 +245,51 @@ def candidate_texts(root: Path, algo: str, f: Field, value: Any) -> dict[str, tu
     return out
 
 
-def _problem_keys(outcome) -> set[tuple[str, str, str]]:
-    return {(p.key, p.found, p.expected) for p in outcome.errors}
-
-
-def validate_candidate(root: Path, algo: str, changes: dict[str, tuple[Path, bytes, bytes]], *, unlock: bool,
-                       device: str, before) -> None:
+def validate_candidate(root: Path, changes: dict[str, tuple[Path, bytes, bytes]], *, check, before) -> None:
     """Run validate's checks on the candidate files in a scratch copy of configs/; EditRefused with the first new
-    problem (one line: file, key, found, expected, hint)."""
-    from hermes_stack.controller.commands.validate import evaluate
-
+    problem (one line: file, key, found, expected, hint). `check(config_dir)` is the server's own evaluation (its
+    algo, device, model and unlock): an edit is judged exactly as rl_start_training (and `up`) will judge it; a
+    check without the server's --model passed a trainer.minibatches that the model's batch refuses."""
     scratch = Path(tempfile.mkdtemp(prefix=".hermes-config-check-", dir=root))
+    configs = str(root / "configs")
+
+    def same(p: Problem) -> tuple[str, ...]:
+        # By key, found and expected, as they would read in configs/ (the scratch folder's name is in paths); not by
+        # file, whose line number an edit may shift.
+        return tuple(str(v).replace(str(scratch), configs) for v in (p.key, p.found, p.expected))
+
     try:
         for item in (root / "configs").iterdir():
             (scratch / item.name).symlink_to(item.resolve())
         for path, _, new in changes.values():
             (scratch / path.name).unlink()
             (scratch / path.name).write_bytes(new)
-        outcome = evaluate(algo, scratch, None, unlock, None, device)
+        outcome = check(scratch)
+        known = {same(p) for p in before.errors}
+        new_problems = [p for p in outcome.errors if same(p) not in known]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    new_problems = [p for p in outcome.errors if (p.key, p.found, p.expected) not in _problem_keys(before)]
     if new_problems:
         p = new_problems[0]
         # The scratch folder is gone once this returns: name the real configs/ in the line and in the hint.
-        line = p.line().replace(str(scratch), str(root / "configs"))
-        hint = (p.hint or "call rl_get_current_config for the allowed values").replace(str(scratch),
-                                                                                      str(root / "configs"))
+        line = p.line().replace(str(scratch), configs)
+        hint = (p.hint or "call rl_get_current_config for the allowed values").replace(str(scratch), configs)
         raise EditRefused(line.split(". Hint: ")[0], hint)
 
 
 def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:
+    """Each file replaced whole (os.replace): a reader sees the old file or the new one, never a part. The temporary
+    name is unique, so a writer that does not hold the project lock (a hand edit's tool) cannot share it."""
     for path, _, new in changes.values():
-        tmp = path.with_name(f".{path.name}.hermes-edit")
-        tmp.write_bytes(new)
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".hermes-edit", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(new)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -38,8 +39,9 @@ def new_run_id(algo: str) -> str:
 
 
 def valid_run_id(run_id: str) -> bool:
-    """A run id names a folder under .hermes/runs: letters, digits and dashes only, so no id leaves it."""
-    return bool(run_id) and len(run_id) <= 80 and all(c.isalnum() or c == "-" for c in run_id)
+    """A run id names a folder under .hermes/runs: ASCII letters, digits and dashes only, so no id leaves it
+    (str.isalnum also passed '²' and other Unicode letters and digits)."""
+    return len(run_id) <= 80 and re.fullmatch(r"[A-Za-z0-9-]+", run_id) is not None
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,10 @@ def latest_of(root: Path, algo: str) -> Run | None:
 
 
 def mark_stopped(run: Run, reason: str, final: dict | None = None) -> None:
-    (run.path / "stopped.json").write_text(json.dumps({"time": time.time(), "reason": reason,
-                                                      "final_status": final or {}}))
+    # replaced whole: another server reading it half-written took the run for not stopped
+    tmp = run.path / "stopped.json.tmp"
+    tmp.write_text(json.dumps({"time": time.time(), "reason": reason, "final_status": final or {}}))
+    tmp.replace(run.path / "stopped.json")
 
 
 def start(root: Path, algo: str, device: str, up_args: list[str], data: dict[str, Any]) -> Run:
@@ -119,12 +123,15 @@ def start(root: Path, algo: str, device: str, up_args: list[str], data: dict[str
             "up", "--algo", algo, "--device", device, *up_args]
     record = {"run_id": run_id, "algo": algo, "device": device, "started_at": time.time(),
               "project_name": os.environ.get("HERMES_PROJECT_NAME") or f"hermes-{algo}", **data}
-    (path / "run.json").write_text(json.dumps(record, indent=2, default=str))
     with (path / "up.log").open("ab") as log:
         proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, env={**os.environ, "HERMES_ROOT": str(root)})
     record["pid"] = proc.pid
-    (path / "run.json").write_text(json.dumps(record, indent=2, default=str))
+    # Written once, whole, with the pid: another server listing the runs meanwhile saw a run.json without a pid, a
+    # run "failed" that had only just started.
+    tmp = path / "run.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2, default=str))
+    tmp.replace(path / "run.json")
     _children.append(proc)  # reaped by reap(): a finished child must not stay a zombie of a long-lived server
     return Run(path, record)
 

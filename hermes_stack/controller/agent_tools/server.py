@@ -70,7 +70,10 @@ def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any
             return " or ".join(kind(s) for s in schema["anyOf"])
         if schema.get("type") == "array":
             return f"array of {kind(schema.get('items', {}))}"
-        return schema.get("type", "any value")
+        return schema.get("type", "any JSON value")
+
+    def a(kinds: str) -> str:  # "a string", "an integer", "any JSON value" (not "a any value")
+        return kinds if kinds.startswith("any ") else ("an " if kinds[:1] in "aeiou" else "a ") + kinds
 
     takes = f"{tool} takes " + (", ".join(f"{k} ({kind(v)})" for k, v in params.items()) if params else "no arguments")
     unknown = sorted(set(arguments) - set(params))
@@ -89,7 +92,7 @@ def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any
     found = "nothing" if first["type"] == "missing" else shorten(repr(first.get("input")))
     msg = first["msg"]
     if first["type"] == "missing":
-        expected = f"a {kind(params.get(arg, {}))}"
+        expected = a(kind(params.get(arg, {})))
     elif msg.startswith("Input should be "):
         expected = msg.removeprefix("Input should be ")
     else:  # "Unable to parse input string as an integer, exceeded maximum size": what was wanted first
@@ -100,7 +103,10 @@ def argument_failure(tool: str, params: dict[str, Any], arguments: dict[str, Any
 def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.1", port: int = 8765,
                  token: str | None = None):
     """The FastMCP server with the ten tools; each returns the JSON string of tools.call."""
+    import functools
     import warnings
+
+    import anyio.to_thread
 
     # mcp 1.26's FastMCP settings under pydantic-settings 2.16 warn about a forward reference on every start; it is
     # the SDK's own field (lifespan, which we do not set), and the line would reach every client's log.
@@ -146,6 +152,21 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
                                           exc.__cause__)
                 return [TextContent(type="text", text=redacted(answer, root))]
 
+        async def run_streamable_http_async(self) -> None:
+            # As the SDK's, but on a socket bound here first: a port in use (or an address not of this machine) is
+            # the CLI's one line and exit 2 (InputError), not uvicorn's log line and exit 3. Handing uvicorn the
+            # bound socket leaves no gap for another program to take the port between the check and the serve.
+            import uvicorn
+
+            sockets = bind_http(self.settings.host, self.settings.port)
+            config = uvicorn.Config(self.streamable_http_app(), host=self.settings.host, port=self.settings.port,
+                                    log_level=self.settings.log_level.lower())
+            try:
+                await uvicorn.Server(config).serve(sockets=sockets)
+            finally:
+                for sock in sockets:
+                    sock.close()
+
     server = HermesMCP("hermes-stack", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **kwargs)
 
     from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
@@ -172,48 +193,92 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
         registered.fn_metadata = KeepUnreadable(**dict(registered.fn_metadata))
         return fn
 
+    async def run(tool_name: str, **kwargs: Any) -> str:
+        # Off the event loop: a tool waits on files, docker and child processes (rl_stop_training up to ~20 s), and a
+        # sync tool ran on the loop, so a ping or an rl_list_runs of the same client waited behind it.
+        return await anyio.to_thread.run_sync(functools.partial(call, tools, problem, tool_name, **kwargs))
+
+    # The signatures stay as they were: the SDK validates arguments against them (and KeepUnreadable pre-parses).
     @tool
-    def rl_list_environments() -> str:
-        return call(tools, problem, "rl_list_environments")
+    async def rl_list_environments() -> str:
+        return await run("rl_list_environments")
 
     @tool
-    def rl_select_environment(name: str) -> str:
-        return call(tools, problem, "rl_select_environment", name=name)
+    async def rl_select_environment(name: str) -> str:
+        return await run("rl_select_environment", name=name)
 
     @tool
-    def rl_get_current_config() -> str:
-        return call(tools, problem, "rl_get_current_config")
+    async def rl_get_current_config() -> str:
+        return await run("rl_get_current_config")
 
     @tool
-    def rl_edit_config(field: str, value: Any) -> str:
-        return call(tools, problem, "rl_edit_config", field=field, value=value)
+    async def rl_edit_config(field: str, value: Any) -> str:
+        return await run("rl_edit_config", field=field, value=value)
 
     @tool
-    def rl_start_training() -> str:
-        return call(tools, problem, "rl_start_training")
+    async def rl_start_training() -> str:
+        return await run("rl_start_training")
 
     @tool
-    def rl_check_status(run_id: str) -> str:
-        return call(tools, problem, "rl_check_status", run_id=run_id)
+    async def rl_check_status(run_id: str) -> str:
+        return await run("rl_check_status", run_id=run_id)
 
     @tool
-    def rl_stop_training(run_id: str) -> str:
-        return call(tools, problem, "rl_stop_training", run_id=run_id)
+    async def rl_stop_training(run_id: str) -> str:
+        return await run("rl_stop_training", run_id=run_id)
 
     @tool
-    def rl_get_results(run_id: str) -> str:
-        return call(tools, problem, "rl_get_results", run_id=run_id)
+    async def rl_get_results(run_id: str) -> str:
+        return await run("rl_get_results", run_id=run_id)
 
     @tool
-    def rl_list_runs() -> str:
-        return call(tools, problem, "rl_list_runs")
+    async def rl_list_runs() -> str:
+        return await run("rl_list_runs")
 
     @tool
-    def rl_test_inference(num_steps: int = 3, group_size: int = 16, models: list[str] | None = None) -> str:
-        return call(tools, problem, "rl_test_inference", num_steps=num_steps, group_size=group_size,
-                    models=models or [])
+    async def rl_test_inference(num_steps: int = 3, group_size: int = 16, models: list[str] | None = None) -> str:
+        return await run("rl_test_inference", num_steps=num_steps, group_size=group_size, models=models or [])
 
     return server
+
+
+def bind_http(host: str, port: int) -> list:
+    """TCP sockets bound to host:port as uvicorn's own create_server binds them (one per address the host resolves
+    to, SO_REUSEADDR, IPv6 sockets v6-only); InputError naming the port (in use, or not allowed) or the host (no
+    address of this machine, a name that does not resolve)."""
+    import errno
+    import socket
+
+    from hermes_stack.errors import InputError, Problem
+
+    bound: list[socket.socket] = []
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            bound.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        for sock in bound:
+            sock.close()
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            problem = Problem(f"host port {port}", "--port", f"{port} on {host}: a program listening on it",
+                              "a free port for the MCP server (default 8765)",
+                              f"stop that program (`ss -ltnp 'sport = :{port}'` names it), or pick another with "
+                              "--port N")
+        elif exc.errno == errno.EACCES:
+            problem = Problem("command line", "--port", f"{port} ({reason})", "a port this user may bind (1024 "
+                              "and up without privileges)", "e.g. --port 8765")
+        else:  # EADDRNOTAVAIL, or a name that does not resolve (gaierror)
+            problem = Problem("command line", "--host", f"{host!r} ({reason})", "an address of this machine",
+                              "e.g. --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (every interface, with "
+                              "HERMES_MCP_TOKEN)")
+        raise InputError(problem) from None
+    return bound
 
 
 def is_host(host: str) -> bool:

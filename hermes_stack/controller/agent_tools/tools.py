@@ -15,12 +15,13 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_stack.controller.agent_tools import config_edit, runs
+from hermes_stack.controller.agent_tools import config_edit, locking, runs
 from hermes_stack.controller.agent_tools.environments import current_name, find_environment, is_builtin_name
 from hermes_stack.controller.agent_tools.environments import list_environments as _list_environments
 from hermes_stack.errors import HermesError
@@ -28,6 +29,10 @@ from hermes_stack.errors import HermesError
 TOOL_NAMES = ("rl_list_environments", "rl_select_environment", "rl_get_current_config", "rl_edit_config",
               "rl_start_training", "rl_check_status", "rl_stop_training", "rl_get_results", "rl_list_runs",
               "rl_test_inference")
+# rl_test_inference's bound: under the `timeout: 300` of the Hermes entry docs/agent.md gives (a call past it is
+# abandoned by the client while the probe goes on spending), with time left to answer.
+MCP_ENTRY_TIMEOUT_S = 300
+TEST_INFERENCE_TIMEOUT_S = 270
 PROJECT_HINT = ("start the server with --project <the hermes-stack checkout> (or set HERMES_ROOT); the folder holds "
                 "configs/ and compose.<algo>.yml")
 
@@ -86,7 +91,7 @@ def clipped(value: Any) -> Any:
     from hermes_stack.redaction import redact_known_secrets
 
     if isinstance(value, str):
-        return shorten(redact_known_secrets(value), ANSWER_STRING_CHARS)
+        return shorten(redact_known_secrets(hide_file_content(value)), ANSWER_STRING_CHARS)
     if isinstance(value, dict):
         return {key: clipped(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -94,12 +99,104 @@ def clipped(value: Any) -> Any:
     return value
 
 
+# A dataset line's problem as hermes_stack.tasks.datasets words it (shared with validate, which shows the user their
+# own file): `<file>:<line>: line|question|answer: found <the line's text or value>, expected <one of these>`.
+_ROW_PROBLEM = re.compile(r"(?P<head>:\d+: (?P<key>line|question|answer): found )(?P<found>.*)"
+                          r"(?P<tail>, expected (?:one JSON object per line|a string ending in \"#### N\"|a string"
+                          r"|a number there, as in))")
+_LINE_KIND = re.compile(r"invalid JSON \([^)]*\)|an? JSON \w+|JSON null")
+_SUCH_LINES = re.compile(r" \(the first of \d+ such lines\)$")
+
+
+def hide_file_content(text: str) -> str:
+    """`text` with the quoted content of a dataset line replaced by what kind of problem it has: the agent may name
+    any file of the project as environment.dataset, and its first line (a password, a key) came back in the answer.
+    The file, the line number and what was expected stay; done here, at the MCP boundary, because validate's own
+    line (hermes_stack.tasks.datasets) rightly shows the user their file."""
+    def hidden(m: re.Match) -> str:
+        found, key = m["found"], m["key"]
+        such = _SUCH_LINES.search(found)
+        if key == "line":
+            kind = _LINE_KIND.match(found)
+            what = kind.group(0) if kind else "no JSON object"
+        elif found.startswith(f"no {key}"):
+            what = f"no {key}"
+        elif key == "answer" and "after the last ####" in found:
+            what = "no number after the last ####"
+        else:
+            what = 'an answer without "#### N" at its end' if key == "answer" else "a question that is no string"
+        return f"{m['head']}{what} (the line's content is not shown){such.group(0) if such else ''}{m['tail']}"
+
+    return _ROW_PROBLEM.sub(hidden, text) if ": found " in text else text
+
+
+class _ThreadStdout(io.TextIOBase):
+    """sys.stdout while tools run: a thread's writes go to the buffer it is capturing into, any other write to the
+    stdout it replaced. Tools run in worker threads, several at once; contextlib.redirect_stdout swaps the one
+    process-wide sys.stdout, so two overlapping calls mixed their lines and the later restore left sys.stdout
+    pointing at a finished call's buffer."""
+
+    def __init__(self, fallback):
+        super().__init__()
+        self.fallback = fallback
+        self.local = threading.local()
+
+    def _target(self):
+        stack = getattr(self.local, "buffers", None)
+        return stack[-1] if stack else self.fallback
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:
+        return self._target().isatty()
+
+    def fileno(self) -> int:
+        return self._target().fileno()  # a buffer has none (io.UnsupportedOperation), as under redirect_stdout
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self):  # rich reads it
+        return getattr(self._target(), "encoding", "utf-8")
+
+    def __getattr__(self, name: str):  # anything else a writer asks of stdout: its target's
+        if name in ("fallback", "local"):
+            raise AttributeError(name)
+        return getattr(self._target(), name)
+
+
+_stdout_lock = threading.Lock()
+_stdout_users = 0
+_stdout_proxy: _ThreadStdout | None = None
+
+
 @contextlib.contextmanager
 def captured():
-    """The controller prints progress lines; in a tool they are collected (stdout is the MCP channel)."""
+    """The controller prints progress lines; in a tool they are collected (stdout is the MCP channel), per thread."""
+    global _stdout_users, _stdout_proxy
     buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    with _stdout_lock:
+        if _stdout_users == 0:
+            _stdout_proxy = _ThreadStdout(sys.stdout)
+            sys.stdout = _stdout_proxy
+        proxy = _stdout_proxy
+        _stdout_users += 1
+    if not hasattr(proxy.local, "buffers"):
+        proxy.local.buffers = []
+    proxy.local.buffers.append(buffer)
+    try:
         yield buffer
+    finally:
+        proxy.local.buffers.pop()
+        with _stdout_lock:
+            _stdout_users -= 1
+            if _stdout_users == 0 and sys.stdout is proxy:
+                sys.stdout = proxy.fallback
 
 
 class Tools:
@@ -208,15 +305,21 @@ class Tools:
                                "--unlock`); a tool call cannot")
             value = config_edit.coerce(config_edit.file_of(self.root, self.cfg.algo, f), f, value)
             config_edit.check_path(self.root, f, value)
-            before = self._outcome()
-            config_edit.check_parseable(self.root, self.cfg.algo, before)
-            changes = config_edit.candidate_texts(self.root, self.cfg.algo, f, value)
-            if changes:
-                config_edit.validate_candidate(self.root, self.cfg.algo, changes, unlock=self.cfg.unlock,
-                                               device=self.cfg.device, before=before)
-                config_edit.write_atomically(changes)
+            # Read, check and write under the project's lock: another server editing another key at the same time
+            # would otherwise write its copy of the old file over this edit.
+            with locking.project_lock(self.root):
+                before = self._outcome()
+                config_edit.check_parseable(self.root, self.cfg.algo, before)
+                changes = config_edit.candidate_texts(self.root, self.cfg.algo, f, value)
+                if changes:
+                    # the server's own evaluation (its model, device, unlock): judged as rl_start_training judges it
+                    config_edit.validate_candidate(self.root, changes, check=self._outcome, before=before)
+                    config_edit.write_atomically(changes)
         except config_edit.EditRefused as exc:
             return failure(exc.error, exc.hint, field=field, changed=False)
+        except locking.Busy as exc:
+            return failure(f"{exc}; {field} was not changed", "try the edit again in a moment", field=field,
+                           changed=False)
         files = [str(p.relative_to(self.root)) for p, _, _ in changes.values()]
         message = (f"{field} = {value!r} written to {', '.join(files)}" if files
                    else f"{field} already is {value!r}; nothing written")
@@ -239,6 +342,17 @@ class Tools:
         return self._status(run)["status"] in ("starting", "running")
 
     def rl_start_training(self) -> dict[str, Any]:
+        # Check and start under the project's lock: two starts at once (two servers, or two calls of one) both saw no
+        # active run and both started an `up`. The second now waits, then finds the first one's run starting.
+        try:
+            with locking.project_lock(self.root):
+                return self._start_training()
+        except locking.Busy as exc:
+            return failure(f"{exc}: another rl_start_training or rl_edit_config of this project is under way; "
+                           "nothing was started", "rl_list_runs shows a run that has started; call "
+                           "rl_start_training again once it has returned")
+
+    def _start_training(self) -> dict[str, Any]:
         outcome = self._stack()
         if outcome.errors:  # the same checks and lines as `hermes-stack up`'s first stage: nothing is started
             lines = [p.line() for p in outcome.errors]
@@ -445,14 +559,18 @@ class Tools:
         argv = [sys.executable, "-m", "hermes_stack", "test-inference", "--algo", self.cfg.algo, "--steps",
                 str(num_steps), "--group-size", str(group_size), "--out", str(out_file), "--device", self.cfg.device]
         try:
-            done = subprocess.run(argv, cwd=self.root, capture_output=True, text=True, timeout=900, check=False)
+            done = subprocess.run(argv, cwd=self.root, capture_output=True, text=True,
+                                  timeout=TEST_INFERENCE_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
-            return failure("test-inference took more than 15 minutes", "try fewer num_steps")
+            return failure(f"test-inference took more than {TEST_INFERENCE_TIMEOUT_S} s and was stopped (the tool "
+                           f"answers within the MCP entry's `timeout: {MCP_ENTRY_TIMEOUT_S}`)",
+                           "try fewer num_steps or a smaller group_size")
         if done.returncode != 0:
             errors = [line.removeprefix("error: ") for line in done.stderr.splitlines() if line.startswith("error: ")]
-            return failure(errors[-1] if errors else f"test-inference exited {done.returncode}",
-                           "offline it needs the stack's inference service: rl_start_training first, or a key file "
-                           "with TAOTOKEN_MODEL for the gateway")
+            return failure(_for_the_agent(errors[-1]) if errors else f"test-inference exited {done.returncode}",
+                           "offline it needs the stack's inference service: rl_start_training, then "
+                           "rl_check_status until it is running, then rl_test_inference again; or the user adds a "
+                           "key file with TAOTOKEN_MODEL to test the gateway model")
         found = re.search(r"accuracy ([\d.]+)\s+format rate ([\d.]+)\s+mean reward ([-\d.]+)", done.stdout)
         result = {"model": model or "local inference service", "steps": num_steps, "group_size": group_size,
                   "accuracy": float(found.group(1)) if found else None,
@@ -464,6 +582,15 @@ class Tools:
                                                      "changes it")
         return {"results": [result], "message": "scored groups written to " + result["output_file"],
                 **({"note": note} if note else {})}
+
+
+def _for_the_agent(line: str) -> str:
+    """The controller's error line without what only its command line offers: its hint and clauses such as "pass
+    --local <URL>" or "(`make up`)" name options and commands the agent's tools do not have (the tool's own hint
+    says what the agent can do)."""
+    line = line.split(". Hint: ")[0]
+    kept = [part for part in line.split("; ") if "--local" not in part and "make up" not in part]
+    return "; ".join(kept) or line
 
 
 class ToolFailure(Exception):
