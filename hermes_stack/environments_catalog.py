@@ -6,8 +6,11 @@ Shared code: imports no service package, so the controller (`hermes-stack enviro
 
 - An environment is a class that derives from atroposlib's `BaseEnv` (directly, or through another class of the same
   file that does). Its name is the class's `name` attribute (atroposlib's), else the class name.
-- `[environment] name` selects one by that name; a name ending in `.py` names a file of the project instead (relative
-  to the project root), which must hold exactly one environment.
+- `[environment] name` selects one by that name; a name ending in `.py` that no class is called names a file of the
+  project instead (relative to the project root), which must hold exactly one environment.
+- The built-in environment's names (BUILTIN) always select it: a folder class called so (Atropos' gsm8k_server.py
+  says `name = "gsm8k"`) is listed, and selected, by its file's path, so a file the config does not select never
+  breaks the config.
 - What the selected file imports is checked against the environment image by environments_requirements.
 - Files are read as Python reads them (UTF-8, or the encoding a `coding:` line declares); the selected file must
   also load as the service loads it: as a top-level module, so no relative import.
@@ -58,6 +61,7 @@ BUILTIN: tuple[EnvironmentInfo, ...] = tuple(
                     "The built-in math environment: serves [environment] dataset (gsm8k, offline-arith or a "
                     "gsm8k-shaped JSONL file), scored by the rule reward and optionally a judge.", builtin=True)
     for name in ("gsm8k", "hermes-math", "gsm8k_tinker"))
+BUILTIN_NAMES = frozenset(env.name for env in BUILTIN)
 
 
 SYNTAX_FIX = ("a file that Python can parse", "fix the syntax error")
@@ -72,9 +76,16 @@ class FileScan:
     error: str | None = None  # "syntax error at <file>:<line>: <msg>", "<file> cannot be read (…)", …
     imports: tuple[tuple[str, int], ...] = ()  # (top-level module, line), guarded imports left out
     fix: tuple[str, str] = SYNTAX_FIX  # (expected, hint) for `error`
+    # `error` in a few words ("a syntax error (invalid syntax)") and its line, for a file the selected one imports;
+    # blocks_import False when Python imports the file all the same (one too large to scan here).
+    error_what: str = ""
+    error_line: int = 0
+    blocks_import: bool = True
     # Read here, but the environment service could not import it (a byte Python refuses, a relative import):
     # refused when the file is selected, one Problem each.
     problems: tuple[Problem, ...] = ()
+    # (module, name, line) of each `from module import name` the service runs (not guarded, not relative, not *).
+    from_names: tuple[tuple[str, str, int], ...] = ()
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
@@ -242,9 +253,16 @@ def _unbound_base_env(tree: ast.Module, classes: dict[str, ast.ClassDef], file: 
                          "otherwise (NameError)") for node in users[:1])
 
 
-def _syntax_error(file: str, exc: SyntaxError) -> str:
+def _syntax_error(file: str, exc: SyntaxError) -> FileScan:
     where = f"{file}:{exc.lineno}" if exc.lineno else file  # a few (null bytes, say) have no line: no ":None"
-    return f"syntax error at {where}: {exc.msg}"
+    return FileScan(file, error=f"syntax error at {where}: {exc.msg}", error_what=f"a syntax error ({exc.msg})",
+                    error_line=exc.lineno or 0)
+
+
+def _from_names(tree: ast.Module, guarded: set[int]) -> tuple[tuple[str, str, int], ...]:
+    return tuple((node.module, alias.name, node.lineno) for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                 and node.lineno not in guarded for alias in node.names if alias.name != "*")
 
 
 def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | None = None) -> FileScan:
@@ -254,7 +272,7 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
     try:
         tree = ast.parse(source, filename=file)
     except SyntaxError as exc:
-        return FileScan(file, error=_syntax_error(file, exc))
+        return _syntax_error(file, exc)
     except (RecursionError, MemoryError):
         # Thousands of chained `+` or nested `-` exhaust the parser (Python cannot compile the file either): one
         # unreadable file must not end every command.
@@ -282,7 +300,8 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
         for name, node in classes.items() if name in envs)
     guarded = _guarded(tree)
     return FileScan(file, found, imports=_imports(tree, guarded),
-                    problems=_relative_imports(tree, guarded, file) + _unbound_base_env(tree, classes, file))
+                    problems=_relative_imports(tree, guarded, file) + _unbound_base_env(tree, classes, file),
+                    from_names=_from_names(tree, guarded))
 
 
 PY_BYTE_HINT = ("save it as UTF-8, or declare its encoding on its first line (# -*- coding: latin-1 -*-): Python "
@@ -294,11 +313,12 @@ def scan_bytes(data: bytes, file: str, siblings: dict[str, frozenset[str]] | Non
     text = decode_source(data, PY_BYTE_HINT)
     if text.text is None:
         where = f" on line {text.line}" if text.line > 1 else ""
-        return FileScan(file, error=f"{file} cannot be read ({text.found}{where})", fix=(text.expected, text.hint))
+        return FileScan(file, error=f"{file} cannot be read ({text.found}{where})", fix=(text.expected, text.hint),
+                        error_line=text.line)
     scan = scan_source(text.text, file, siblings)
     if text.found and scan.error:  # the byte in code, read as U+FFFD: the byte is the cause, not the syntax
         return FileScan(file, error=f"{file} cannot be read ({text.found} on line {text.line})",
-                        fix=(text.expected, text.hint))
+                        fix=(text.expected, text.hint), error_line=text.line)
     if text.found:
         # Listed (the rest of the file reads), but Python in the container stops at the byte: refused if selected.
         byte = Problem(f"{file}:{text.line}", "(file)", text.found, text.expected, text.hint)
@@ -315,7 +335,7 @@ def _read(path: Path, file: str) -> bytes | FileScan:
             data_elsewhere = (f"keep data out of {FOLDER}/*.py, which every command parses: a .json or .jsonl file "
                               f"read in setup(), or a package folder ({FOLDER}/mydata/__init__.py), is not parsed")
             return FileScan(file, error=f"{file} is too large to scan ({size / 1e6:.1f} MB, above the {limit} limit)",
-                            fix=(f"an environment file under {limit}", data_elsewhere))
+                            fix=(f"an environment file under {limit}", data_elsewhere), blocks_import=False)
         return path.read_bytes()
     except OSError as exc:
         return FileScan(file, error=f"cannot read {file}: {exc.strerror}",
@@ -359,9 +379,16 @@ def unreadable(project_root: Path) -> list[str]:
     return [scan.error for scan in scan_folder(project_root) if scan.error]
 
 
+def _listed(env: EnvironmentInfo) -> EnvironmentInfo:
+    """A folder environment as listed: under its file's path when its name is a built-in's (the bare name selects
+    the built-in one, the path selects the file)."""
+    return replace(env, name=env.file) if env.name in BUILTIN_NAMES else env
+
+
 def list_environments(project_root: Path) -> list[EnvironmentInfo]:
-    """The built-in environments, then the folder's (files that do not parse are left out: `validate` names them)."""
-    return [*BUILTIN, *(env for scan in scan_folder(project_root) for env in scan.environments)]
+    """The built-in environments, then the folder's (files that do not parse are left out: `validate` names them),
+    each under the name that selects it."""
+    return [*BUILTIN, *(_listed(env) for scan in scan_folder(project_root) for env in scan.environments)]
 
 
 def environment_names(project_root: Path) -> list[str]:
@@ -382,6 +409,10 @@ class Selection:
     # (file, module, line) of every import the service runs to load it: its file's, and those of the folder's files
     # it imports, transitively (the file's folder is on sys.path, so `import helpers` runs helpers.py).
     reached_imports: tuple[tuple[str, str, int], ...] = ()
+    # (file, module, name, line) of every `from module import name` among those.
+    reached_names: tuple[tuple[str, str, str, int], ...] = ()
+    # The built-in selected by a name that folder environments also have (listed by their paths): validate says so.
+    shadowed: tuple[EnvironmentInfo, ...] = ()
 
 
 def _scan_file(project_root: Path, relative: str) -> FileScan | None:
@@ -397,6 +428,35 @@ def _resolved(path: Path) -> Path:
         return path.resolve()
     except (RuntimeError, OSError):  # Python < 3.13 says "Symlink loop" with a RuntimeError
         return Path(os.path.abspath(path))
+
+
+def _link_refusal(project_root: Path, file: str, name: str) -> Selection | None:
+    """Why `file` (a path of environments/, project-relative), a link, leads nowhere in the containers, which see
+    only the folder (at /app/environments): a link out of it, or one written as this machine's absolute path. None
+    when it is no link or one they follow (relative, within the folder)."""
+    path = Path(project_root) / file
+    if not path.is_symlink():
+        return None
+    inside_root = _resolved(folder(project_root))
+    written, resolved = os.readlink(path), _resolved(path)
+    if not resolved.is_relative_to(inside_root):
+        copy = f"cp --remove-destination {resolved} {file}"
+        return Selection(None, (f"{name!r} ({file}, a link to {written}, outside {FOLDER}/)", f"a file in {FOLDER}/",
+                                (f"put the file itself in {FOLDER}/ in place of the link ({copy}): only that folder "
+                                "reaches the containers, where the link leads nowhere")))
+    hop = path
+    for _ in range(40):  # each link of a chain: one absolute target is enough to lead nowhere there
+        if not hop.is_symlink():
+            return None
+        target = os.readlink(hop)
+        if os.path.isabs(target):
+            relative = f"{FOLDER}/{resolved.relative_to(inside_root).as_posix()}"
+            return Selection(None, (f"{name!r} ({file}, a link to the absolute path {target})",
+                                    f"a file in {FOLDER}/, or a relative link within it",
+                                    (f"link it relative (ln -sfr {relative} {file}): in the containers the project is "
+                                    f"at {CONTAINER_ROOT}, so an absolute path of this machine's leads nowhere")))
+        hop = hop.parent / target
+    return None
 
 
 def _select_file(project_root: Path, name: str) -> Selection | None:
@@ -438,13 +498,17 @@ def _select_file(project_root: Path, name: str) -> Selection | None:
                   "reaches the containers")
         return Selection(None, (f"{name!r} (a link to {os.readlink(path)}, a file that does not exist)",
                                 "a BaseEnv file", relink))
+    lexical = Path(os.path.normpath(name)).as_posix()
+    if lexical.startswith(f"{FOLDER}/") and (link := _link_refusal(project_root, lexical, name)) is not None:
+        return link  # said as when the environment is selected by its name
     if not _resolved(path).is_relative_to(inside_root):  # only the environments folder is mounted into the services
         bare = root / name
         if not exists and not Path(name).is_absolute() and bare.is_file() and _resolved(bare).is_relative_to(inside_root):
             # `upstream_sums.py` for environments/upstream_sums.py: the path is read from the project root.
             relative = f"{FOLDER}/{Path(os.path.normpath(name)).as_posix()}"
             envs = _scan_path(bare, relative).environments
-            by_name = f", or use the environment's name {envs[0].name!r}" if len(envs) == 1 else ""
+            by_name = (f", or use the environment's name {envs[0].name!r}"
+                       if len(envs) == 1 and envs[0].name not in BUILTIN_NAMES else "")  # a built-in's: not the file
             return Selection(None, (f"{name!r} (no such file in the project root; {relative} is one)", repr(relative),
                                     f"write the path from the project root{by_name}"))
         return Selection(None, (f"{name!r} (outside {FOLDER}/)", f"a file in {FOLDER}/, e.g. {FOLDER}/my_env.py",
@@ -455,21 +519,31 @@ def _select_file(project_root: Path, name: str) -> Selection | None:
 def select(project_root: Path, name: str) -> Selection:
     """The environment `name` selects in this project. Pure of side effects; reads the folder's files as text."""
     root = folder(project_root)
-    for env in BUILTIN:
-        if env.name == name:
-            # A file of the project with the same name would be silently ignored (the built-in is found first).
-            clash = [e for scan in scan_folder(project_root) for e in scan.environments if e.name == name]
-            if clash:
-                mine = clash[0]
-                found = f"{name!r}, defined by the built-in environment and by {mine.file}:{mine.line} ({mine.class_name})"
-                return Selection(None, (found, "one environment with that name",
-                                        f"rename yours (its `name` attribute); {name} is the built-in's"))
-            return Selection(env)
-    if name.endswith(".py"):
+    if "\x00" in name:  # every os call with it raises ValueError ("embedded null byte")
+        return Selection(None, (f"{name!r} (a NUL character)", f"an environment's name or a path of {FOLDER}/",
+                                "remove the \\u0000 from [environment] name"))
+    if name in BUILTIN_NAMES:
+        # The bare name is the built-in's: a folder class called so is selected by its path (listed so), and is no
+        # reason to refuse a config that selects the built-in one (validate only points it out).
+        shadowed = tuple(e for scan in scan_folder(project_root) for e in scan.environments if e.name == name)
+        return Selection(next(e for e in BUILTIN if e.name == name), shadowed=shadowed)
+    scans = scan_folder(project_root)  # once: the names below come from it, as environment_names would make them
+    matches = [(s, env) for s in scans for env in s.environments if env.name == name]
+    if name.endswith(".py") and matches:
+        # A class called `sums.py` is listed so: its name selects it. Refused only when the same text is also the
+        # path of another file's environment (which one the user means is unknown).
+        at_path = {s.file: s for s in scans}.get(Path(os.path.normpath(name)).as_posix())
+        if at_path is not None and at_path.environments and any(s.file != at_path.file for s, _ in matches):
+            named = ", ".join(f"{env.file}:{env.line} ({env.class_name})" for _, env in matches)
+            there = ", ".join(env.class_name for env in at_path.environments)
+            return Selection(None, (f"{name!r}, the name of {named} and the path of {at_path.file} ({there})",
+                                    "one environment with that name",
+                                    "rename the class's `name` (a name ending in .py reads as a path)"))
+    elif name.endswith(".py"):
         refused = _select_file(project_root, name)
         if refused is not None:
             return refused
-        in_folder = {scan.file: scan for scan in scan_folder(project_root)}
+        in_folder = {scan.file: scan for scan in scans}
         scan = in_folder.get(Path(os.path.normpath(name)).as_posix()) or _scan_file(project_root, name)
         if scan is None:
             return Selection(None, (repr(name) + f" (no such file: {Path(project_root) / name})",
@@ -477,8 +551,8 @@ def select(project_root: Path, name: str) -> Selection:
                                     f"put the file in {root} or name an environment: "
                                     + ", ".join(environment_names(project_root))))
         return _one_of(scan, name, list(in_folder.values()))
-    scans = scan_folder(project_root)  # once: the names below come from it, as environment_names would make them
-    names = list(dict.fromkeys([e.name for e in BUILTIN] + [env.name for s in scans for env in s.environments]))
+    names = list(dict.fromkeys([e.name for e in BUILTIN]
+                               + [_listed(env).name for s in scans for env in s.environments]))
     near = near_miss(name, names)
     if near is not None:  # a near miss of a name that exists: say that, not "create a folder" or a list
         return Selection(None, (repr(name), f"an environment's name exactly ({near!r} is one)",
@@ -489,14 +563,14 @@ def select(project_root: Path, name: str) -> Selection:
                                 + f") or one defined in {FOLDER}/",
                                 f"create {root} and put the environment's .py file there"))
     broken = [s for s in scans if s.error]
-    matches = [(s, env) for s in scans for env in s.environments if env.name == name]
     if len(matches) > 1:
         where = ", ".join(f"{env.file}:{env.line} ({env.class_name})" for _, env in matches)
         return Selection(None, (f"{name!r}, defined {len(matches)} times: {where}",
                                 "one environment with that name", "rename one of them (its `name` attribute)"))
     if matches:
         scan, env = matches[0]
-        return _chosen(scan, env, scans)
+        # By name as by path: a link the containers cannot follow is refused the same way (_select_file).
+        return _link_refusal(project_root, env.file, name) or _chosen(scan, env, scans)
     if broken:
         expected, fix = broken[0].fix
         return Selection(None, (f"{name!r} (not found; {broken[0].error})", expected,
@@ -517,8 +591,13 @@ def _one_of(scan: FileScan, name: str, scans: list[FileScan]) -> Selection:
                                 "e.g. `class MyEnv(BaseEnv): name = \"my-env\"`"))
     if len(scan.environments) > 1:
         names = ", ".join(f"{e.name} ({e.class_name}, line {e.line})" for e in scan.environments)
+        hint = "select one by its name instead of the file"
+        builtin_named = [e.name for e in scan.environments if e.name in BUILTIN_NAMES]
+        if builtin_named:  # its name selects the built-in one: only a name of its own selects it
+            hint += (f"; {', '.join(builtin_named)} is the built-in environment's name: give that class a `name` of "
+                     "its own to select it")
         return Selection(None, (f"{name!r} (the file defines {len(scan.environments)} environments: {names})",
-                                "a file with one environment", "select one by its name instead of the file"))
+                                "a file with one environment", hint))
     return _chosen(scan, scan.environments[0], scans)
 
 
@@ -533,22 +612,44 @@ def module_entries(directory: Path, relative: str = FOLDER) -> dict[str, str]:
     return out
 
 
-def _reached_imports(scan: FileScan, scans: list[FileScan]) -> tuple[tuple[str, str, int], ...]:
+def _reached(scan: FileScan, scans: list[FileScan]) -> tuple[list[tuple[str, str, int]], list[FileScan],
+                                                          list[tuple[FileScan, str, int]]]:
     """(file, module, line) of `scan`'s imports and, following the ones that name another file of the folder, of
-    that file's, and so on (each file once)."""
+    that file's, and so on (each file once); the files so reached, `scan` first; and each imported file of the
+    folder with its first import (file, line)."""
     in_folder = Path(scan.file).parent.as_posix() == FOLDER  # else its own folder is on sys.path, not this one
     by_module = {Path(s.file).stem: s for s in scans if in_folder and Path(s.file).parent.as_posix() == FOLDER}
     out: list[tuple[str, str, int]] = []
+    reached: list[FileScan] = []
+    imported: dict[str, tuple[FileScan, str, int]] = {}
     todo, seen = [scan], set()
     while todo:
         current = todo.pop(0)
         if current.file in seen:
             continue
         seen.add(current.file)
+        reached.append(current)
         for module, line in current.imports:
             out.append((current.file, module, line))
             if module in by_module:
                 todo.append(by_module[module])
+                imported.setdefault(by_module[module].file, (by_module[module], current.file, line))
+    return out, reached, [v for k, v in imported.items() if k != scan.file]
+
+
+def _imported_problems(imported: list[tuple[FileScan, str, int]]) -> tuple[Problem, ...]:
+    """What stops Python in a file of the folder that the selected one imports (the service runs it too): its
+    syntax error or unreadable text, or its own problems (a relative import, a byte Python refuses), each as one
+    Problem at that file's line, saying who imports it."""
+    out: list[Problem] = []
+    for scan, importer, line in imported:
+        by = f"in a module that {importer}:{line} imports"
+        if scan.error and scan.blocks_import:
+            where = f"{scan.file}:{scan.error_line}" if scan.error_line else scan.file
+            expected, fix = scan.fix
+            out.append(Problem(where, "import", f"{scan.error_what or scan.error}, {by}", expected,
+                               f"{fix}: the environment service runs {scan.file} when it loads the environment"))
+        out += [replace(problem, found=f"{problem.found}, {by}") for problem in scan.problems]
     return tuple(out)
 
 
@@ -564,5 +665,8 @@ def _chosen(scan: FileScan, env: EnvironmentInfo, scans: list[FileScan] = ()) ->
                                        f"a class defining atroposlib's abstract methods ({', '.join(BASE_ENV_ABSTRACT)})",
                                        f"define them ({stubs}): atroposlib cannot create the class otherwise, and the "
                                        "environment would stop at its start"))
-    return Selection(env, imports=scan.imports, problems=problems,
-                     reached_imports=_reached_imports(scan, [*scans, scan]))
+    reached_imports, reached, imported = _reached(scan, [*scans, scan])
+    return Selection(env, imports=scan.imports, problems=problems + _imported_problems(imported),
+                     reached_imports=tuple(reached_imports),
+                     reached_names=tuple((s.file, module, name, line) for s in reached
+                                         for module, name, line in s.from_names))

@@ -267,3 +267,173 @@ def check_imports(project_root: Path, imports: tuple[tuple[str, int], ...]) -> I
     return ImportCheck(unchecked=absent, unknown=unknown) if unknown and absent else ImportCheck(missing=absent)
 
 
+
+
+# ---------------------------------------------------------------- names a `from module import name` needs
+
+
+@dataclass(frozen=True)
+class MissingName:
+    file: str  # the importing file, project-relative
+    line: int
+    module: str
+    name: str
+    source: str  # where the module was read: a file of the folder, or "" for this machine's installed copy
+
+
+# Calls at a module's top level that bind names its text does not show: such a module is not judged.
+_DYNAMIC = frozenset({"globals", "setattr", "exec", "vars", "locals"})
+
+
+def _dynamic(tree) -> bool:
+    """Whether the module's top level (not its functions) binds names out of sight: globals()[…] = …, setattr on
+    the module, exec, a sys.modules entry replaced (a lazy module)."""
+    import ast
+
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in _DYNAMIC:
+                return True
+            if isinstance(node, ast.Attribute) and node.attr == "modules" and getattr(node.value, "id", "") == "sys":
+                return True
+    return False
+
+
+def _bound(body: list, out: set[str]) -> bool:
+    """Add to `out` the names a module body binds at import (through if/try/with/for blocks, not in functions);
+    False when it binds ones its text does not show (a star import)."""
+    import ast
+
+    def targets(node) -> None:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name):
+                out.add(inner.id)
+
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        elif isinstance(stmt, ast.Import):
+            out.update(alias.asname or alias.name.split(".")[0] for alias in stmt.names)
+        elif isinstance(stmt, ast.ImportFrom):
+            if any(alias.name == "*" for alias in stmt.names):
+                return False
+            out.update(alias.asname or alias.name for alias in stmt.names)
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                targets(target)
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            targets(stmt.target)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    targets(item.optional_vars)
+        for block in ("body", "orelse", "finalbody"):
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    and not _bound(getattr(stmt, block, None) or [], out):
+                return False
+        for handler in getattr(stmt, "handlers", ()):
+            if handler.name:
+                out.add(handler.name)
+            if not _bound(handler.body, out):
+                return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _defined_names(path: str, package: bool, mtime: float) -> frozenset[str] | None:
+    """The names a module file binds (its submodules too for a package), read with ast, never run; None when its
+    text cannot say (a star import, a module __getattr__, names set through globals(), a file that does not parse)."""
+    import ast
+
+    try:
+        text = decode_source(Path(path).read_bytes(), "").text
+        tree = ast.parse(text or "")
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if text is None or _dynamic(tree):
+        return None
+    names: set[str] = {"__name__", "__file__", "__doc__", "__path__", "__spec__", "__loader__", "__package__"}
+    if not _bound(tree.body, names) or "__getattr__" in names:  # a module __getattr__ answers any name
+        return None
+    if package:
+        here = Path(path).parent
+        names |= {p.stem for p in here.glob("*.py")} | {p.name for p in here.iterdir() if p.is_dir()}
+    return frozenset(names)
+
+
+def _installed_file(module: str) -> tuple[str, bool] | None:
+    """(the source file, whether a package) of an installed module, found as the import system finds it but without
+    importing anything (PathFinder, part by part); None when it is not Python source."""
+    from importlib.machinery import PathFinder
+
+    spec, path = None, None
+    parts = module.split(".")
+    for n in range(len(parts)):
+        try:
+            spec = PathFinder.find_spec(".".join(parts[:n + 1]), path)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        path = spec.submodule_search_locations
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return spec.origin, spec.submodule_search_locations is not None
+
+
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    import importlib.metadata as md
+
+    return md.packages_distributions()  # reads every installed distribution's metadata: once
+
+
+def _judged_installed(top: str, lock: dict[str, tuple[str, str]]) -> bool:
+    """Whether this machine's copy of `top` is the image's: a distribution providing it at the lock's version (the
+    image installs the lock), or any when there is no lock (the image itself). The standard library is not judged:
+    the image's Python may be another version."""
+    import importlib.metadata as md
+
+    dists = _packages_distributions().get(top, [])
+    for dist in dists:
+        try:
+            version = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+        pinned = lock.get(canonical(dist))
+        if not lock or (pinned is not None and _version(pinned[0]) == _version(version)):
+            return True
+    return False
+
+
+def missing_names(project_root: Path, environment_file: str,
+                  reached: tuple[tuple[str, str, str, int], ...]) -> tuple[MissingName, ...]:
+    """`from module import name` lines (Selection.reached_names) whose module, a file of the environment's folder
+    or an installed package at the image's version, binds no such name: Python stops there (ImportError). Read from
+    the modules' text; a module whose text cannot say which names it binds is not judged."""
+    parent = Path(environment_file).parent
+    entries = module_entries(Path(project_root) / parent, parent.as_posix())
+    lock = lock_pins(project_root)
+    out: list[MissingName] = []
+    for file, module, name, line in reached:
+        top = module.split(".")[0]
+        if top in entries:  # the folder is first on sys.path: its file is what the import reads
+            if module != top or entries[top].endswith("/"):
+                continue  # a package folder of the user's: not judged
+            found, source = (str(Path(project_root) / entries[top]), False), entries[top]
+        elif top in sys.stdlib_module_names or not _judged_installed(top, lock):
+            continue
+        else:
+            found, source = _installed_file(module), ""
+        if found is None:
+            continue
+        try:
+            mtime = Path(found[0]).stat().st_mtime
+        except OSError:
+            continue
+        names = _defined_names(found[0], found[1], mtime)
+        if names is not None and name not in names:
+            out.append(MissingName(file, line, module, name, source))
+    return tuple(out)

@@ -635,6 +635,14 @@ def environment_selected(i: Inputs) -> list[Problem]:
     selection = _selection(i)
     if selection is None:
         return []
+    if selection.shadowed:  # the built-in runs; the user's file of that name may be what they meant to run
+        mine = selection.shadowed[0]
+        name = i.config.environment.name
+        return [Caution(i.config_file, "environment.name",
+                        f"{name!r} (the built-in environment; {mine.file}:{mine.line} ({mine.class_name}) is named "
+                        f"{name} too)", "the built-in environment or your file's path",
+                        f"to run your file, set [environment] name = \"{mine.file}\": the bare name {name} is the "
+                        "built-in's")]
     if selection.problem is None:
         return list(selection.problems)
     found, expected, hint = selection.problem
@@ -656,12 +664,25 @@ def environment_imports(i: Inputs) -> list[Problem]:
     # A file of the environment's folder named like an installed module (environments/datasets.py beside an
     # `import datasets`): the service puts that folder first on sys.path, so one is imported in place of the other.
     folder = Path(file).parent.as_posix()
+    shadows = environments_requirements.shadowed_imports(i.base_dir, file, selection.reached_imports)
     out: list[Problem] = [
         Problem(f"{s.file}:{s.line}", "import", f"{s.module}, the name of both {s.entry} and a module the "
                 "environment image installs", "a module name only one of them has",
                 f"rename {s.entry} (and the imports of it): the environment service puts {folder}/ first on "
                 f"sys.path, so one is imported in place of the other, for every library importing {s.module} too")
-        for s in environments_requirements.shadowed_imports(i.base_dir, file, selection.reached_imports)]
+        for s in shadows]
+    # `from module import name` of a name the module lacks: Python stops there (ImportError), read from its text.
+    # Not said of a shadowed module: the name is the library's, and renaming the file (said above) is the fix.
+    shadowed = {s.module for s in shadows}
+    for m in environments_requirements.missing_names(i.base_dir, file, selection.reached_names):
+        if m.module.split(".")[0] in shadowed:
+            continue
+        where = m.source or "(read from this machine's installed copy)"
+        found = (f"{m.name}, which {m.source} does not define" if m.source
+                 else f"{m.name}, which {m.module} does not define {where}")
+        hint = "check the spelling" + ("" if m.source else " and the installed version")
+        out.append(Problem(f"{m.file}:{m.line}", "import", found, "names the module defines",
+                           f"{hint}: Python stops at this import (ImportError)"))
     check = environments_requirements.check_imports(i.base_dir, selection.imports)
     if check is None:
         return out

@@ -125,12 +125,15 @@ CASES = [
                                   "expected \"gsm8k\", \"offline-arith\" or an existing JSONL file. Hint: name a "
                                   "JSONL file saved on disk; a device, pipe or socket cannot be read as a dataset")],
          toml=[('dataset = "gsm8k"', 'dataset = "/dev/zero"')], args=GPU200),
-    Case("user-environment-with-a-builtins-name", [("{toml}: environment.name: found 'gsm8k', defined by the "
-                                                    "built-in environment and by environments/clash.py:4 (Gsm8kClash), "
-                                                    "expected one environment with that name. Hint: rename yours (its "
-                                                    "`name` attribute); gsm8k is the built-in's")],
+    # A class named like the built-in no longer breaks a config that selects the built-in (a warning says which runs);
+    # selecting its file by path is refused only when the file holds a second environment to choose from.
+    Case("user-environment-with-a-builtins-name-in-a-file-of-two", [(
+        "{toml}: environment.name: found 'environments/clash.py' (the file defines 2 environments: gsm8k (Gsm8kClash, "
+        "line 4), other (Other, line 8)), expected a file with one environment. Hint: select one by its name instead "
+        "of the file; gsm8k is the built-in environment's name: give that class a `name` of its own to select it")],
+         toml=[('name = "gsm8k"', 'name = "environments/clash.py"')],
          files={"environments/clash.py": ("from atroposlib.envs.base import BaseEnv\n\n\nclass Gsm8kClash(BaseEnv):\n"
-                                          "    name = \"gsm8k\"\n")}),
+                                          "    name = \"gsm8k\"\n\n\nclass Other(BaseEnv):\n    name = \"other\"\n")}),
     Case("environment-file-outside-the-folder", [("{toml}: environment.name: found '../envs/good.py' (outside "
                                                   "environments/), expected a file in environments/, e.g. "
                                                   "environments/my_env.py. Hint: move it into {root}/environments: only "
