@@ -10,6 +10,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermes_stack.controller.compose_env import SECRETS_LABEL
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from hermes_stack.controller.compose import CommandFailed, Compose
 
 SPARK = "▁▂▃▄▅▆▇█"
+WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"  # compose's own: the folder a container was made from
 
 
 @dataclass(frozen=True)
@@ -31,11 +33,21 @@ class ServiceState:
     publishers: list[dict] = field(default_factory=list, compare=False)
     labels: str = field(default="", compare=False)  # compose ps' "k=v,k=v"
 
+    def label(self, name: str) -> str:
+        """One of the container's labels; "" when it has none of that name."""
+        prefix = name + "="
+        return next((item[len(prefix):] for item in self.labels.split(",") if item.startswith(prefix)), "")
+
     @property
     def secrets_digest(self) -> str:
         """The container's secrets' digest label (compose.base.yml, x-service); "" when it has none."""
-        prefix = SECRETS_LABEL + "="
-        return next((item[len(prefix):] for item in self.labels.split(",") if item.startswith(prefix)), "")
+        return self.label(SECRETS_LABEL)
+
+    def of_checkout(self, root: Path) -> bool:
+        """Whether compose made this container from the checkout at `root` (its working-directory label): two
+        checkouts share the project name hermes-<algo>. One without the label is not judged."""
+        made_in = self.label(WORKING_DIR_LABEL)
+        return not made_in or Path(made_in).resolve() == root.resolve()
 
     def holds_other_secrets(self, digest: str) -> bool:
         """Whether this container holds other secrets than `digest` (compose_env.secrets_digest) says `up` would hand

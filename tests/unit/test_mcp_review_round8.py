@@ -352,3 +352,46 @@ def test_every_shape_of_a_dataset_line_problem_is_named_without_its_content():
         assert hide_file_content(f"error: {line}. Hint: h") == f"error: {shown}. Hint: h"
     untouched = "/p/configs/settings_grpo.json: trainer.minibatches: found 64, expected at most 4"
     assert hide_file_content(untouched) == untouched
+
+
+# ---------------------------------------------------------------- another checkout's stack of the same project name
+
+
+class _OtherCheckoutsStack:
+    """compose for hermes-grpo while another checkout's stack of that name trains (its containers' working-directory
+    label names that checkout); its metrics say step 87."""
+
+    def __init__(self, working_dir: str):
+        self.working_dir = working_dir
+        self.metrics_read = 0
+
+    def ps(self) -> list[dict]:
+        return [{"Service": name, "Name": f"hermes-grpo-{name}-1", "State": "running", "Health": "healthy",
+                 "ExitCode": 0, "Labels": f"com.docker.compose.project=hermes-grpo,"
+                                           f"com.docker.compose.project.working_dir={self.working_dir}"}
+                for name in ("atropos", "environment", "inference", "trainer")]
+
+    def exec(self, service: str, argv: list[str]) -> str:
+        self.metrics_read += 1
+        return json.dumps({"step": 87, "time": 1796000100.0, "reward_mean": 0.5}) + "\n"
+
+
+def test_a_failed_run_is_not_given_another_checkouts_stack_health_or_metrics(project, tmp_path, monkeypatch):
+    """Two checkouts share the project name hermes-<algo>. This checkout's `up` failed; the other checkout's stack
+    trains. rl_check_status reported that stack's containers as this run's and copied its metrics (step 87) into
+    this run's folder, so rl_get_results showed another experiment's training."""
+    run_dir = project / ".hermes" / "runs" / "grpo-20261201-100000-abc123"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "algo": "grpo", "device": "cpu",
+                                                  "started_at": 1796000000.0, "pid": 0, "environment": "gsm8k"}))
+    (run_dir / "up.log").write_text("error: host port 8000: found a program listening on it\n")
+    (run_dir / "exit_code").write_text("2\n")
+    other = _OtherCheckoutsStack(str(tmp_path / "other-checkout"))
+    monkeypatch.setattr(Tools, "_compose", lambda self: other)
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    status = _answer(t, "rl_check_status", run_id=run_dir.name)
+    assert status["status"] == "failed" and status["processes"] == [] and status["metrics"]["step"] is None, status
+    assert other.metrics_read == 0 and not (run_dir / "metrics.jsonl").exists()
+    # The same stack made from this checkout is this run's: its containers are shown.
+    other.working_dir = str(project)
+    assert len(_answer(t, "rl_check_status", run_id=run_dir.name)["processes"]) == 4

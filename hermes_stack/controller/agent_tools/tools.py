@@ -420,7 +420,9 @@ class Tools:
         states = []
         if current and not stopped:
             try:
-                states = service_states(self._compose().ps())
+                # Another checkout's stack of the same project name (hermes-<algo>) is not this run's: its health
+                # and metrics were reported, and copied, as this run's.
+                states = [s for s in service_states(self._compose().ps()) if s.of_checkout(self.root)]
             except (HermesError, OSError) as exc:
                 out["health_error"] = str(exc)
         out["processes"] = [{"service": s.service, "state": s.state, "health": s.health, "ok": s.ok} for s in states]
