@@ -444,6 +444,10 @@ def model_path_local(i: Inputs) -> list[Problem]:
     if i.profile != "gpu":
         return []
     model = i.settings.inference.model_path
+    if not model.strip():  # Path("") is the working folder, which has no config.json: say what is wrong instead
+        return [Problem(i.settings_file, "inference.model_path", f"{model!r} (empty)",
+                        f"a hub id ({HUB_ID_RULE}) or a local model folder",
+                        "name the model, e.g. Qwen/Qwen3-8B, or its folder as ./path")]
     directory = _model_dir(i)
     if directory is None:
         # A hub name (org/name) is left to memory_budget; a path with more parts (models/m1/weights.bin) is no hub

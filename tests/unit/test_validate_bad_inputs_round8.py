@@ -14,6 +14,8 @@ from __future__ import annotations
 import pytest
 from test_validate_bad_inputs import GOOD_KEYFILE, GPU200, KEY, Case, run_case
 
+from hermes_stack.config.rules import HUB_ID_RULE
+
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
 H_PAIR = "Hint: write the character itself, or both halves of its pair (\\ud83d\\ude00)"
@@ -58,6 +60,11 @@ CASES = [
          [("{toml}:{line}:14: syntax: found invalid value, expected valid TOML. Hint: line {line} "
            f"{H_ASCII.format('U+FF18 FULLWIDTH DIGIT EIGHT')}")],
          toml=[("group_size = 8", "group_size = \uff18")], line_of="group_size = \uff18", col_after=""),
+    # Path("") is the working folder: the line spoke of a config.json missing there ("copy it again").
+    Case("gpu-model-path-empty",
+         [(f"{{json}}: inference.model_path: found '' (empty), expected a hub id ({HUB_ID_RULE}) or a local model "
+           "folder. Hint: name the model, e.g. Qwen/Qwen3-8B, or its folder as ./path")],
+         json={"inference.model_path": ""}, args=GPU200),
     Case("tinker-key-on-the-gateway-line",
          [("{kf}: TINKER_API_KEY: found no TINKER_API_KEY line (the Tinker key is on TAOTOKEN_API_KEY's line), "
           "expected the Tinker key on its own TINKER_API_KEY line. Hint: move it to a line TINKER_API_KEY=tml-… in "
