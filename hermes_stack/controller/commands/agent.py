@@ -33,7 +33,14 @@ def mcp(
 ) -> None:
     """Serve the rl_* training tools over MCP (stdio by default) for Hermes Agent or any MCP client."""
     from hermes_stack.controller import console
-    from hermes_stack.controller.agent_tools.server import build_server, is_host, is_loopback, open_project, serve_stdio
+    from hermes_stack.controller.agent_tools.server import (
+        bind_http,
+        build_server,
+        is_host,
+        is_loopback,
+        open_project,
+        serve_stdio,
+    )
 
     if algo not in ("ppo", "grpo"):
         raise InputError(Problem("command line", "--algo", repr(algo), "ppo or grpo", "e.g. --algo grpo"))
@@ -70,6 +77,10 @@ def mcp(
                                  f"characters without whitespace to serve beyond loopback (--host {host})",
                                  'export HERMES_MCP_TOKEN="$(python3 -c "import secrets; '
                                  'print(secrets.token_urlsafe(32))")"'))
+    if transport == "http":
+        # A port in use is the one line of this command (InputError), before the banner; serving binds again.
+        for sock in bind_http(host, port):
+            sock.close()
     tools, problem = open_project(project, {"algo": algo, "device": device, "unlock": unlock, "model": model,
                                             "wait_timeout": wait_timeout, "build": not no_build})
     if problem is not None:
