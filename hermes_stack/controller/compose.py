@@ -35,9 +35,10 @@ class ComposeParams:
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def base_argv(self) -> list[str]:
-        argv = ["docker", "compose"]
-        if self.project_name:
-            argv += ["--project-name", self.project_name]
+        # The project is always named: compose ranks COMPOSE_PROJECT_NAME (from the .env the last `up` wrote, for
+        # the typed `docker compose`) above the file's `name:`, so `down ALGO=ppo` after `up ALGO=grpo` took the
+        # grpo stack down, and with --volumes deleted its checkpoints.
+        argv = ["docker", "compose", "--project-name", project_of(self)]
         argv += ["--project-directory", str(self.project_directory)]
         for f in self.files:  # compose resolves -f against the cwd, not --project-directory
             argv += ["-f", str(self.project_directory / f)]
@@ -46,10 +47,8 @@ class ComposeParams:
         return argv
 
     def user_argv(self) -> list[str]:
-        """The shorter form for humans: run from the project directory, files relative."""
-        argv = ["docker", "compose"]
-        if self.project_name:
-            argv += ["--project-name", self.project_name]
+        """The shorter form for humans: run from the project directory, files relative (named project: as above)."""
+        argv = ["docker", "compose", "--project-name", project_of(self)]
         for f in self.files:
             argv += ["-f", f]
         return argv

@@ -26,8 +26,17 @@ ROOT = Path("/repo")
 def test_grpo_on_cpu_layers_the_cpu_override_after_the_algo_file():
     p = stack_params("grpo", "cpu", ROOT)
     assert p.files == ("compose.grpo.yml", "compose.cpu.yml")
-    assert p.base_argv() == ["docker", "compose", "--project-directory", "/repo",
+    assert p.base_argv() == ["docker", "compose", "--project-name", "hermes-grpo", "--project-directory", "/repo",
                              "-f", "/repo/compose.grpo.yml", "-f", "/repo/compose.cpu.yml"]
+
+
+def test_the_project_is_always_named_so_the_dotenv_of_the_other_algorithm_cannot_redirect_a_command(tmp_path):
+    """compose ranks COMPOSE_PROJECT_NAME (the .env `up ALGO=grpo` writes) above compose.ppo.yml's `name:`: a
+    `down ALGO=ppo` without --project-name took the grpo stack down, and with --volumes deleted its checkpoints."""
+    p = stack_params("ppo", "cpu", tmp_path)
+    assert p.base_argv()[2:4] == ["--project-name", "hermes-ppo"]
+    assert down_argv(p, volumes=True)[2:4] == ["--project-name", "hermes-ppo"]
+    assert p.user_argv()[2:4] == ["--project-name", "hermes-ppo"]
 
 
 def test_ppo_on_gpu_uses_only_the_algo_file_and_user_overrides_come_last():
@@ -83,7 +92,7 @@ def test_down_removes_volumes_only_when_asked():
 def test_logs_for_humans_is_relative_and_copy_pasteable():
     p = stack_params("grpo", "cpu", ROOT)
     assert printable(logs_argv(p, "trainer", user=True)) == \
-        "docker compose -f compose.grpo.yml -f compose.cpu.yml logs trainer"
+        "docker compose --project-name hermes-grpo -f compose.grpo.yml -f compose.cpu.yml logs trainer"
     assert logs_argv(p, "trainer", follow=True, tail=50)[-4:] == ["--follow", "--tail", "50", "trainer"]
 
 
