@@ -93,14 +93,14 @@ def _stream(compose: Compose, argv: list[str], prefix: str = "      ") -> None:
 
 
 def _up(compose: Compose, services: Sequence[str], wait_timeout: int,
-        on_failure: Callable[[], None] | None = None) -> None:
+        on_failure: Callable[[], None] | None = None, keep: bool = False) -> None:
     """`compose up --wait`; on failure, run `on_failure` (then `ps` no longer lists what it removed), then raise
     what explain_up_failure makes of it (which services are not ready)."""
     from hermes_stack.controller.compose import CommandFailed
     from hermes_stack.controller.status import explain_up_failure
 
     try:
-        compose.up(services, wait_timeout=wait_timeout)
+        compose.up(services, wait_timeout=wait_timeout, keep=keep)
     except CommandFailed as exc:
         if on_failure:
             on_failure()
@@ -189,11 +189,27 @@ def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> tu
     return now
 
 
-def already_training(algo: str, project: str, step: int, secrets_changed: bool = False) -> list[str]:
+def _start_beside_the_run(compose: Compose, wait_timeout: int) -> list[str]:
+    """Start the services stopped by hand beside a run that trains (status told the user `make up` does): as their
+    containers are, the trainer untouched. Before, `up` said "training already" and left them stopped, and the
+    trainer waited for its inference server until `make down`."""
+    from hermes_stack.controller.status import service_states, to_start_beside_a_run
+
+    stopped = to_start_beside_a_run(service_states(compose.ps()))
+    if stopped:
+        console.info(f"  starting {', '.join(stopped)} again beside the training run (containers as they were)")
+        _up(compose, stopped, wait_timeout, keep=True)
+    return stopped
+
+
+def already_training(algo: str, project: str, step: int, secrets_changed: bool = False,
+                     started: Sequence[str] = ()) -> list[str]:
     """What `up` says of a run that trains already (pure; commands as typed). Its containers keep the settings and
     the code they started with: the build and the dry-run are not run again beside it. `secrets_changed`: the
-    running containers hold other secrets than the key file gives now (status.ServiceState.holds_other_secrets)."""
-    lines = [f"{project} is training already (step {step}): nothing to start.",
+    running containers hold other secrets than the key file gives now (status.ServiceState.holds_other_secrets).
+    `started`: the services stopped by hand that `up` started again beside it."""
+    done = f"started {', '.join(started)} again, the rest untouched" if started else "nothing to start"
+    lines = [f"{project} is training already (step {step}): {done}.",
              "trainer step lines: docker compose logs --follow trainer",
              f"health and reward:  make status ALGO={algo}",
              (f"changed settings or code: make down ALGO={algo}, then make up ALGO={algo} (the stop saves a "
@@ -240,8 +256,10 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         from hermes_stack.controller.compose_env import SECRETS_DIGEST
 
         step, trainer = now
-        digest = compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR))[SECRETS_DIGEST]
-        for line in already_training(algo, project, step, trainer.holds_other_secrets(digest)):
+        env = compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR))
+        started = _start_beside_the_run(plan_compose(plan, env), wait_timeout)
+        for line in already_training(algo, project, step, trainer.holds_other_secrets(env[SECRETS_DIGEST]),
+                                     started):
             console.info("  " + line)
         return plan
     _check_resume(stack, algo, project)

@@ -176,9 +176,14 @@ def build_argv(p: ComposeParams, services: Sequence[str] = ()) -> list[str]:
     return [*p.base_argv(), "build", *services]
 
 
-def up_argv(p: ComposeParams, services: Sequence[str] = (), wait_timeout: int = 600, build: bool = False) -> list[str]:
+def up_argv(p: ComposeParams, services: Sequence[str] = (), wait_timeout: int = 600, build: bool = False,
+            keep: bool = False) -> list[str]:
+    """`keep`: start `services` as their containers are, nothing else (--no-recreate --no-deps): beside a training
+    run, whose trainer must keep its container and the secrets it started with."""
     argv = [*p.base_argv(), "up", "--detach", "--wait", "--wait-timeout", str(wait_timeout)]
     argv.append("--build" if build else "--no-build")
+    if keep:
+        argv += ["--no-recreate", "--no-deps"]
     return [*argv, *services]
 
 
@@ -387,8 +392,9 @@ class Compose:
     def build(self, services: Sequence[str] = (), capture: bool = False) -> str:
         return self.run(build_argv(self.params, services), capture=capture)
 
-    def up(self, services: Sequence[str] = (), wait_timeout: int = 600, capture: bool = True) -> str:
-        return self.run(up_argv(self.params, services, wait_timeout), capture=capture)
+    def up(self, services: Sequence[str] = (), wait_timeout: int = 600, capture: bool = True,
+           keep: bool = False) -> str:
+        return self.run(up_argv(self.params, services, wait_timeout, keep=keep), capture=capture)
 
     def exec(self, service: str, command: Sequence[str]) -> str:
         return self.run(exec_argv(self.params, service, command))

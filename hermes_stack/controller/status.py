@@ -310,10 +310,21 @@ def stopped_line(states: list[ServiceState], algo: str) -> str | None:
     if not stopped:
         return None
     running = any(s.state == "running" for s in states)
+    if running and "trainer" not in stopped:  # the run goes on (or waits for them): nothing resumes
+        what, it = (f"{stopped[0]} was", "it") if len(stopped) == 1 else (f"{', '.join(stopped)} were", "them")
+        return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO={algo} "
+                f"starts {it} again beside the training run, which waits for {it}")
     what = ("the trainer was" if stopped == ["trainer"] else f"{', '.join(stopped)} were") if running \
         else "the stack was"
     return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO={algo} "
             "starts it again, and training resumes from its last checkpoint")
+
+
+def to_start_beside_a_run(states: list[ServiceState]) -> list[str]:
+    """The services `up` starts again beside a training run: stopped (by hand, or never started) and not the
+    trainer, which `up` never touches while it trains. A one-shot that completed (gateway-check) stays as it is."""
+    return [s.service for s in states
+            if s.service != "trainer" and s.state in ("exited", "created") and not s.ok]
 
 
 def failing(states: list[ServiceState]) -> list[ServiceState]:

@@ -226,6 +226,29 @@ def test_a_new_internal_key_reaches_every_container_and_training_goes_on(stack):
     assert "was refused" not in compose("logs", "trainer").stdout
 
 
+def test_a_service_stopped_by_hand_beside_the_run_is_started_again_by_up(stack):
+    """`docker kill` of inference while the run trains (a manual stop: compose does not restart it). `status` said
+    `make up` starts it again, but `up` said "training already: nothing to start" and left it stopped, and the
+    trainer waited for its inference server until `make down` (a review, reproduced by hand)."""
+    wait_until(lambda: len(metrics()) >= 1, 300, "a training step")
+    before = _by_service()
+    trainer = before["trainer"][0]
+    subprocess.run(["docker", "kill", before["inference"][0]], capture_output=True, check=True)  # as a user does
+    wait_until(lambda: "inference" not in _by_service(), 60, "inference stopped")
+    status = hs("status", "--algo", ALGO)
+    assert (f"inference was stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO={ALGO} "
+            "starts it again beside the training run, which waits for it") in status.stdout, status.stdout
+    seen = len(metrics())
+    up = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
+    assert up.returncode == 0 and "is training already" in up.stdout, up.stdout[-2000:] + up.stderr[-2000:]
+    assert "started inference again, the rest untouched" in up.stdout, up.stdout[-2000:]
+    after = _by_service()
+    assert after["trainer"][0] == trainer and "inference" in after, after  # the trainer's container untouched
+    steps = wait_until(lambda: metrics()[seen:][:2] if len(metrics()) >= seen + 2 else None, 300,
+                       "two steps after inference started again")
+    assert [r["step"] for r in steps] == [steps[0]["step"], steps[0]["step"] + 1]
+
+
 def test_kill_9_of_each_service_in_turn_loses_no_step(stack):
     recovery: dict[str, float] = {}
     for service in ("atropos", "inference", "environment", "trainer"):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from hermes_stack.controller.compose import CommandFailed, Compose, ComposeParams
+from hermes_stack.controller.compose import CommandFailed, Compose, ComposeParams, stack_params
 from hermes_stack.controller.status import (
     explain_up_failure,
     failing,
@@ -192,6 +193,28 @@ def test_a_stop_by_hand_says_how_to_start_again_and_a_completed_one_shot_says_no
     assert stopped_line(stopped, "ppo").startswith("the stack was stopped by hand")
     assert stopped_line(service_states([_row("gateway-check", state="exited", health="", code=0),
                                         _row("trainer")]), "grpo") is None
+
+
+def test_a_service_stopped_beside_a_training_run_is_named_and_started_by_up_not_the_trainer():
+    """`docker kill` of inference while the trainer runs: status said the run resumes from its checkpoint (it never
+    stopped), and `up` left the service stopped."""
+    from hermes_stack.controller.bring_up import already_training
+    from hermes_stack.controller.compose import up_argv
+    from hermes_stack.controller.status import stopped_line, to_start_beside_a_run
+
+    states = service_states([_row("atropos"), _row("gateway-check", state="exited", health="", code=0),
+                             _row("inference", state="exited", health="", code=137), _row("trainer"),
+                             _row("environment", state="exited", health="", code=143)])
+    assert stopped_line(states, "grpo") == (
+        "environment, inference were stopped by hand (docker kill or stop; compose restarts only crashes): make up "
+        "ALGO=grpo starts them again beside the training run, which waits for them")
+    assert to_start_beside_a_run(states) == ["environment", "inference"]
+    stopped_trainer = service_states([_row("inference"), _row("trainer", state="exited", health="", code=137)])
+    assert to_start_beside_a_run(stopped_trainer) == []  # a stopped trainer is `up`'s usual path, not this one
+    assert already_training("grpo", "hermes-grpo", 12, started=["inference"])[0] == (
+        "hermes-grpo is training already (step 12): started inference again, the rest untouched.")
+    argv = up_argv(stack_params("grpo", "cpu", Path("/repo")), ["inference"], keep=True)
+    assert argv[-3:] == ["--no-recreate", "--no-deps", "inference"]
 
 
 def test_the_newest_checkpoint_is_a_stops_save_when_it_came_after_the_intervals():
