@@ -245,6 +245,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
     # for a batch, and a real model's evaluation on CPU takes minutes (the environment's start period is shorter).
     baseline = evaluate
     unsaved = False
+    unlogged: dict[str, Any] | None = None  # a trained step's metrics not yet on record (its push may still fail)
     try:
         while step < settings.num_steps and not stop:
             t0 = time.monotonic()
@@ -271,6 +272,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             step += 1
             atropos.trainer_step = step
             unsaved = True
+            unlogged = metrics
             total_tokens, trained_tokens = _batch_tokens(groups)
             metrics.update(reward_stats([[s.score for s in g] for g in groups]))
             if (accuracy := rollout_accuracy(batch)) is not None:
@@ -303,6 +305,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
                 saved = save(engine, settings, step)
                 unsaved = False
             sink.log(step, metrics, checkpoint=saved.name if saved else None)
+            unlogged = None
         if stop and unsaved:
             saved = save(engine, settings, step)
             log(f"stopped by {stop.signal_name or 'request'} after step {step}; saved {saved.name}")
@@ -314,6 +317,13 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
     except Exception as exc:
         # A failure that ends training (Atropos gone past its bound, inference gone, a bad batch) is a checkpoint
         # too: the restarted trainer resumes at the last completed step, not at the last interval.
+        if unlogged is not None:
+            # The step was trained (and is saved below), so the resumed run starts after it: its record must be
+            # written now or the metrics skip it (status said "step 116" beside checkpoint step-117).
+            try:
+                sink.log(step, unlogged)
+            except Exception as log_exc:  # noqa: BLE001 - the original failure is the one to raise
+                log(f"step {step}'s metrics could not be written ({type(log_exc).__name__}: {log_exc})")
         if unsaved:
             saved = save(engine, settings, step)
             log(f"stopping after step {step} ({type(exc).__name__}); saved {saved.name} first")

@@ -210,6 +210,26 @@ def test_an_atropos_outage_past_the_bound_checkpoints_before_the_trainer_stops(a
     assert ckpt.latest_checkpoint(run.ckpt_dir).step == 3
 
 
+def test_an_inference_outage_past_the_bound_records_the_trained_step_before_the_trainer_stops(api, tmp_path) -> None:
+    """The step is trained, then its weight push finds no inference service until the bound: the step was saved as
+    a checkpoint but its metrics line was never written, so `status` showed step 116 beside checkpoint step-117 and
+    the resumed run's records skipped a step (a review's kill of the inference container)."""
+    inference = FakeInferenceForTrainer()
+    try:
+        run = Run(tmp_path, api, inference, num_steps=6, interval=100)
+        run.start(HERMES_INFERENCE_WAIT_S="2")
+        run.feed_steps(2)
+        run.wait_for(lambda: run.last_step() == 2, "step 2")
+    finally:
+        inference.stop()
+    run.feed_steps(1)
+    assert run.finish() == 1, run.log_text()
+    log = run.log_text()
+    assert "stopping after step 3 (InferenceError); saved step-3 first" in log, log
+    assert [r["step"] for r in read_metrics(run.data / "metrics.jsonl") if "step" in r] == [1, 2, 3]
+    assert ckpt.latest_checkpoint(run.ckpt_dir).step == 3
+
+
 def api_status(api: AtroposProcess) -> dict:
     import httpx
 
