@@ -105,6 +105,29 @@ def parse_events(text: str) -> list[dict]:
     return events
 
 
+def stopped_at(text: str) -> int | None:
+    """The step a stop ended the run at, when the newest record of metrics.jsonl is that stop's event (the trainer
+    then exits 0 as a finished run does); None when a step came after it (resumed) or the run was not stopped."""
+    at = None
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "step" in record:
+            at = None
+        elif isinstance(record, dict) and record.get("event") == "stopped":
+            at = record.get("at_step")
+    return at if isinstance(at, int) else None
+
+
+def state_line(s: ServiceState, stopped_step: int | None) -> str:
+    """A service's status line; a trainer that exited 0 on a stop is stopped, not completed."""
+    if s.service == "trainer" and s.state == "exited" and s.exit_code == 0 and stopped_step is not None:
+        return f"!! {s.service:<14} exited 0 (stopped after step {stopped_step}, a checkpoint; not completed)"
+    return f"{'ok ' if s.ok else '!! '}{s.service:<14} {s.describe()}"
+
+
 def event_lines(events: list[dict], last: int = 3) -> list[str]:
     """The last few events, newest last, one line each with its UTC time."""
     import time as _time

@@ -195,6 +195,14 @@ def _saved_event(sink: MetricsSink, name: str, step: int) -> None:
         event("saved", f"step {step} saved on stop as {name}", {"checkpoint": name, "at_step": step})
 
 
+def _stopped_event(sink: MetricsSink, by: str, step: int) -> None:
+    """A stop before the last step as an event: the trainer then exits 0 as a finished run does, and `status` told
+    the two apart by nothing ("exited 0 (completed)" at step 26 of 400)."""
+    event = getattr(sink, "event", None)
+    if event is not None:
+        event("stopped", f"stopped by {by} after step {step}", {"at_step": step})
+
+
 def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceClient | None,
                  settings: LoopSettings, sink: MetricsSink, stop: StopFlag | None = None,
                  evaluate: Callable[[], dict[str, float]] | None = None) -> int:
@@ -314,6 +322,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             log(f"stopped by {stop.signal_name or 'request'} after step {step}")
         else:
             log(f"training finished: {step}/{settings.num_steps} steps")
+        if stop and step < settings.num_steps:
+            _stopped_event(sink, stop.signal_name or "request", step)
     except Exception as exc:
         # A failure that ends training (Atropos gone past its bound, inference gone, a bad batch) is a checkpoint
         # too: the restarted trainer resumes at the last completed step, not at the last interval.

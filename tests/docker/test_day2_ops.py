@@ -213,6 +213,8 @@ def test_a_new_internal_key_reaches_every_container_and_training_goes_on(stack):
     assert _by_service() == before  # nothing touched while it trains
     assert compose("stop", "trainer", timeout=180).returncode == 0  # the stop saves a checkpoint
     last = metrics()[-1]["step"]
+    status = hs("status", "--algo", ALGO).stdout  # a stop exits 0 as a finished run does; status tells them apart
+    assert f"trainer        exited 0 (stopped after step {last}, a checkpoint; not completed)" in status, status
 
     up = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]

@@ -156,7 +156,17 @@ def test_stop_during_a_step_finishes_it_and_saves_a_checkpoint(api, inference, t
 
     text = (tmp_path / "metrics.jsonl").read_text()
     assert last_checkpoint(text) == "step-3"
-    assert json.loads(text.splitlines()[-1])["event"] == "saved"
+    assert [json.loads(line)["event"] for line in text.splitlines()[-2:]] == ["saved", "stopped"]
+    # ... and tells the stop apart from a finished run: the trainer exits 0 either way
+    from hermes_stack.controller.status import ServiceState, state_line, stopped_at
+
+    assert stopped_at(text) == 3
+    trainer = ServiceState("trainer", "hermes-grpo-trainer-1", "exited", "", 0)
+    assert state_line(trainer, stopped_at(text)) == (
+        "!! trainer        exited 0 (stopped after step 3, a checkpoint; not completed)")
+    assert state_line(trainer, None) == "ok trainer        exited 0 (completed)"
+    resumed = text + json.dumps({"step": 4, "reward_mean": 0.5}) + "\n"
+    assert stopped_at(resumed) is None
 
 
 def test_stop_while_waiting_abandons_without_a_new_checkpoint(api, inference, tmp_path) -> None:

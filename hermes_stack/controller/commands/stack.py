@@ -142,6 +142,8 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
         read_metrics,
         replica_lines,
         service_states,
+        state_line,
+        stopped_at,
         stopped_line,
         summary_of,
     )
@@ -159,14 +161,17 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
                                                     f" (start with: make up ALGO={algo})"))
         return
     console.info(f"{project} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
+    text = read_metrics(compose)
+    stopped_step = stopped_at(text)
     for s in states:
-        mark = "ok " if s.ok else "!! "
-        console.info(f"  {mark}{s.service:<14} {s.describe()}")
+        console.info("  " + state_line(s, stopped_step))
     if (stopped := stopped_line(states, algo)) is not None:
         console.info("  " + stopped)
+    elif stopped_step is not None and any(s.service == "trainer" and s.state == "exited" for s in states):
+        console.info(f"  the trainer was stopped after step {stopped_step} (docker compose stop): make up "
+                     f"ALGO={algo} resumes from that checkpoint")
     for line in replica_lines(compose, states):
         console.info(line)
-    text = read_metrics(compose)
     for line in summary_of(text).lines():
         console.info(line)
     for line in event_lines(parse_events(text)):  # e.g. an environment that departed and what the trainer did
