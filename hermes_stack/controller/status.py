@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,46 +78,37 @@ def service_states(rows: list[dict]) -> list[ServiceState]:
     )
 
 
-def parse_metrics(text: str) -> list[dict]:
-    """metrics.jsonl records, skipping a torn last line (the trainer may be mid-write)."""
-    records = []
+def _objects(text: str) -> Iterator[dict]:
+    """metrics.jsonl's JSON objects in file order, skipping a torn last line (the trainer may be mid-write)."""
     for line in text.splitlines():
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        # A step that is no whole number (null, "3", 2.5: not a line the trainer writes) would break every reader, and
-        # so would one no float can hold (the plots' axes are floats).
-        if isinstance(record, dict) and type(record.get("step")) is int and 0 <= record["step"] < 2**53:
-            records.append(record)
-    return records
+        if isinstance(record, dict):
+            yield record
+
+
+def parse_metrics(text: str) -> list[dict]:
+    """metrics.jsonl's step records."""
+    # A step that is no whole number (null, "3", 2.5: not a line the trainer writes) would break every reader, and so
+    # would one no float can hold (the plots' axes are floats).
+    return [r for r in _objects(text) if type(r.get("step")) is int and 0 <= r["step"] < 2**53]
 
 
 def parse_events(text: str) -> list[dict]:
     """The trainer's event records in metrics.jsonl (an environment departed, Atropos restarted)."""
-    events = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "event" in record and "step" not in record:
-            events.append(record)
-    return events
+    return [r for r in _objects(text) if "event" in r and "step" not in r]
 
 
 def stopped_at(text: str) -> int | None:
     """The step a stop ended the run at, when the newest record of metrics.jsonl is that stop's event (the trainer
     then exits 0 as a finished run does); None when a step came after it (resumed) or the run was not stopped."""
     at = None
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "step" in record:
+    for record in _objects(text):
+        if "step" in record:
             at = None
-        elif isinstance(record, dict) and record.get("event") == "stopped":
+        elif record.get("event") == "stopped":
             at = record.get("at_step")
     return at if isinstance(at, int) else None
 
@@ -178,12 +170,8 @@ def last_checkpoint(text: str) -> str | None:
     """The newest checkpoint metrics.jsonl names, in file order: a step record's, or the trainer's `saved` event when
     a stop (SIGTERM, `docker stop`, `make down`) saved the step after the last interval's."""
     newest = None
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("checkpoint"), str) and record["checkpoint"]:
+    for record in _objects(text):
+        if isinstance(record.get("checkpoint"), str) and record["checkpoint"]:
             newest = record["checkpoint"]
     return newest
 

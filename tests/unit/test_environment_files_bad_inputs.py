@@ -42,6 +42,10 @@ DEEP = "X = " + '"a" + ' * 3000 + '"a"\n'  # RecursionError in ast.parse (and in
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
+    return make_project(tmp_path, monkeypatch)
+
+
+def make_project(tmp_path: Path, monkeypatch) -> Path:
     """A checkout's configs, compose files and lock, environments/ with the upstream-style file, no docker."""
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     for compose_file in ROOT.glob("compose.*.yml"):

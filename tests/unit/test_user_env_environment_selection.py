@@ -5,11 +5,10 @@ case is one line, exit 2, nothing started; a file the config does not select nev
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from test_validate_bad_inputs import error_lines
+from test_environment_files_bad_inputs import RUNS, make_project, select, validate
 
 from hermes_stack.controller.cli import main
 
@@ -17,52 +16,20 @@ ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "fixtures" / "user_environments" / "upstream_sums.py"
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
-RUNS = "\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n"
 HEAD = "from atroposlib.envs.base import BaseEnv\n\n\n"
 # Atropos' own gsm8k_server.py calls itself "gsm8k" (its class GSM8kEnv), the built-in environment's name.
 GSM8K_SERVER = HEAD + "class GSM8kEnv(BaseEnv):\n    name = \"gsm8k\"\n" + RUNS
-TINY = "on the embedded profile's tiny model"
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """A checkout's configs and lock, environments/ with the upstream-style file, no docker."""
-    shutil.copytree(ROOT / "configs", tmp_path / "configs")
-    for compose_file in ROOT.glob("compose.*.yml"):
-        shutil.copy(compose_file, tmp_path / compose_file.name)
-    shutil.copy(ROOT / "requirements.lock", tmp_path / "requirements.lock")
-    (tmp_path / "environments").mkdir()
-    shutil.copy(UPSTREAM, tmp_path / "environments" / "upstream_sums.py")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HERMES_ROOT", raising=False)
-    monkeypatch.delenv("HERMES_KEYFILE", raising=False)
-    (tmp_path / "no-docker").mkdir()
-    monkeypatch.setenv("PATH", str(tmp_path / "no-docker"))
-    return tmp_path
+    return make_project(tmp_path, monkeypatch)
 
 
 def put(project: Path, name: str, text: str) -> Path:
     path = project / "environments" / name
     path.write_text(text)
     return path
-
-
-def select(project: Path, name: str) -> None:
-    """[environment] name = name, written as json.dumps writes it (a TOML basic string: \\u0000 for a NUL)."""
-    config = project / "configs" / "config_grpo.toml"
-    text = config.read_text()
-    changed = text.replace('name = "gsm8k"', f"name = {json.dumps(name)}", 1)
-    assert changed != text
-    config.write_text(changed)
-
-
-def validate(project: Path, capsys, compose_calls) -> tuple[int, list[str], list[str]]:
-    code = main(["validate", "--algo", "grpo", "--device", "cpu", "--config-dir", str(project / "configs")])
-    err = capsys.readouterr().err
-    assert "unexpected error" not in err and "Traceback" not in err, err
-    assert compose_calls == []
-    warnings = [line.removeprefix("warning: ") for line in err.splitlines() if line.startswith("warning: ")]
-    return code, error_lines(err), [w for w in warnings if TINY not in w]
 
 
 def config_line(project: Path, found: str) -> str:
