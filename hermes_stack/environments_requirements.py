@@ -359,7 +359,9 @@ def _defined_names(path: str, package: bool, mtime: float) -> frozenset[str] | N
         return None
     if package:
         here = Path(path).parent
+        # submodules: source files, folders, and compiled ones (_safetensors_rust.abi3.so: the part before the dot)
         names |= {p.stem for p in here.glob("*.py")} | {p.name for p in here.iterdir() if p.is_dir()}
+        names |= {p.name.split(".")[0] for p in here.iterdir() if p.suffix in (".so", ".pyd")}
     return frozenset(names)
 
 

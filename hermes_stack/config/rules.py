@@ -675,8 +675,10 @@ def environment_imports(i: Inputs) -> list[Problem]:
                 f"rename {s.entry} (and the imports of it): the environment service puts {folder}/ first on "
                 f"sys.path, so one is imported in place of the other, for every library importing {s.module} too")
         for s in shadows]
-    # `from module import name` of a name the module lacks: Python stops there (ImportError), read from its text.
-    # Not said of a shadowed module: the name is the library's, and renaming the file (said above) is the fix.
+    # `from module import name` of a name the module's text does not bind: likely an ImportError, read from its text.
+    # A warning, not a refusal: a module can bind names its text does not show (setattr in a helper, a compiled
+    # submodule, a global set in a function, an import guarded by `except (ImportError, …)`), and a valid environment
+    # must never be refused. Not said of a shadowed module: renaming the file (said above) is the fix.
     shadowed = {s.module for s in shadows}
     for m in environments_requirements.missing_names(i.base_dir, file, selection.reached_names):
         if m.module.split(".")[0] in shadowed:
@@ -685,8 +687,9 @@ def environment_imports(i: Inputs) -> list[Problem]:
         found = (f"{m.name}, which {m.source} does not define" if m.source
                  else f"{m.name}, which {m.module} does not define {where}")
         hint = "check the spelling" + ("" if m.source else " and the installed version")
-        out.append(Problem(f"{m.file}:{m.line}", "import", found, "names the module defines",
-                           f"{hint}: Python stops at this import (ImportError)"))
+        out.append(Caution(f"{m.file}:{m.line}", "import", found, "names the module defines",
+                           f"{hint}: unless the module binds it out of sight, Python stops at this import "
+                           "(ImportError)"))
     check = environments_requirements.check_imports(i.base_dir, selection.imports)
     if check is None:
         return out

@@ -72,6 +72,15 @@ def marks(records: list[dict], events: list[dict]) -> Marks:
     return Marks(checkpoints, restarts, placed)
 
 
+def newest_checkpoint(records: list[dict], events: list[dict] = ()) -> str | None:
+    """The newest checkpoint: an interval's (a step record's) or a stop's (the trainer's `saved` event), by step;
+    the stop's save came after the last interval's and was missed (rl_get_results said none beside step-16)."""
+    saved = [(r["step"], r["checkpoint"]) for r in records if isinstance(r.get("checkpoint"), str) and r["checkpoint"]]
+    saved += [(e["at_step"], e["checkpoint"]) for e in events if e.get("event") == "saved"
+              and isinstance(e.get("at_step"), int) and isinstance(e.get("checkpoint"), str)]
+    return max(saved, key=lambda pair: pair[0])[1] if saved else None
+
+
 def summary(records: list[dict], events: list[dict] = ()) -> dict[str, Any]:
     """The figures an agent or a person asks first: last step, last reward mean, held-out accuracy (first, last,
     best), last checkpoint, restarts and events."""
@@ -87,7 +96,7 @@ def summary(records: list[dict], events: list[dict] = ()) -> dict[str, Any]:
         "heldout_accuracy_first": evals[0] if evals else None,
         "heldout_accuracy_best": max(evals) if evals else None,
         "heldout_accuracy_step": eval_steps[-1] if eval_steps else None,
-        "last_checkpoint": next((r["checkpoint"] for r in reversed(records) if r.get("checkpoint")), None),
+        "last_checkpoint": newest_checkpoint(records, events),
         "restarts": len(m.restarts),
         "events": len(m.events),
     }

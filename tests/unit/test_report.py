@@ -113,3 +113,16 @@ def test_report_counts_steps_not_the_records_a_restart_wrote_again(tmp_path):
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "report of 3 steps (last step 3), 1 redone after a restart:" in done.stdout
+
+
+def test_the_newest_checkpoint_counts_a_stops_save_after_the_last_interval():
+    """rl_get_results said last_checkpoint null beside rl_check_status's step-16: a stop saved step-16 after the
+    last interval's (none yet), recorded only as the trainer's `saved` event."""
+    from hermes_stack.controller.report import newest_checkpoint
+
+    records = [{"step": s, "reward_mean": 0.1} for s in range(1, 17)]
+    saved = {"event": "saved", "message": "step 16 saved on stop as step-16", "checkpoint": "step-16", "at_step": 16}
+    assert summary(records, [saved])["last_checkpoint"] == "step-16"
+    assert summary(records, [])["last_checkpoint"] is None
+    resumed = records + [{"step": 20, "checkpoint": "step-20"}]  # an interval's save after the resume is newer
+    assert newest_checkpoint(resumed, [saved]) == "step-20"

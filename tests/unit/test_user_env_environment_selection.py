@@ -171,30 +171,44 @@ def test_a_relative_import_in_an_imported_module_is_one_line(project, capsys, co
                                 "score), in a module that environments/usehelper.py:1 imports"), errors
 
 
-def test_a_name_an_installed_module_lacks_is_one_line(project, capsys, compose_calls):
+H_OUT_OF_SIGHT = ("unless the module binds it out of sight, Python stops at this import (ImportError)")
+
+
+def test_a_name_an_installed_module_lacks_is_a_warning(project, capsys, compose_calls):
+    """A warning, not a refusal: the module's text may not show every name it binds (a review found numpy's
+    setattr'd dtypes, compiled submodules and guarded imports refused as missing, though they import fine)."""
     pytest.importorskip("atroposlib")
     put(project, "nosuch.py", "from atroposlib.envs.base import BaseEnv, NoSuchThing\n\n\n"
                               "class NoSuch(BaseEnv):\n    name = 'no-such'\n" + RUNS)
     select(project, "no-such")
-    code, errors, _ = validate(project, capsys, compose_calls)
-    assert code == 2
-    assert errors == [
+    assert validate(project, capsys, compose_calls) == (0, [], [
         ("environments/nosuch.py:1: import: found NoSuchThing, which atroposlib.envs.base does not define (read from "
-        "this machine's installed copy), expected names the module defines. Hint: check the spelling and the "
-        "installed version: Python stops at this import (ImportError)")]
+         "this machine's installed copy), expected names the module defines. Hint: check the spelling and the "
+         f"installed version: {H_OUT_OF_SIGHT}")])
 
 
-def test_a_name_missing_from_a_sibling_module_is_one_line(project, capsys, compose_calls):
+def test_a_name_bound_out_of_sight_is_never_refused(project, capsys, compose_calls):
+    """numpy.dtypes sets StringDType with setattr inside a helper function: its text cannot show it; at most a
+    warning, never exit 2 (it was refused before the review)."""
+    pytest.importorskip("numpy")
+    put(project, "fine.py", "from numpy.dtypes import StringDType\nfrom atroposlib.envs.base import BaseEnv\n\n\n"
+                            "class Fine(BaseEnv):\n    name = 'fine'\n" + RUNS)
+    select(project, "fine")
+    code, errors, _ = validate(project, capsys, compose_calls)
+    assert code == 0 and errors == []
+
+
+def test_a_name_missing_from_a_sibling_module_is_a_warning(project, capsys, compose_calls):
     put(project, "usehelper.py", USES_HELPER)
     put(project, "helper.py", "def scores(x):\n    return x\n")
     select(project, "uses-helper")
-    code, errors, _ = validate(project, capsys, compose_calls)
-    assert code == 2 and errors == [
+    assert validate(project, capsys, compose_calls) == (0, [], [
         ("environments/usehelper.py:1: import: found score, which environments/helper.py does not define, expected "
-        "names the module defines. Hint: check the spelling: Python stops at this import (ImportError)")]
+         f"names the module defines. Hint: check the spelling: {H_OUT_OF_SIGHT}")])
 
 
 @pytest.mark.parametrize("line", [
+    "from safetensors import _safetensors_rust",  # a compiled submodule
     "from atroposlib.envs.base import BaseEnv, ScoredDataGroup, APIServerConfig",  # defined or imported there
     "from atroposlib.envs import base",  # a submodule of the package
     "from os import path, getcwd",  # os binds names by a star import: not judged
