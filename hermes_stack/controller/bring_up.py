@@ -189,13 +189,15 @@ def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> tu
     return now
 
 
-def _start_beside_the_run(compose: Compose, wait_timeout: int) -> list[str]:
+def _start_beside_the_run(compose: Compose, wait_timeout: int, services: set[str]) -> list[str]:
     """Start the services stopped by hand beside a run that trains (status told the user `make up` does): as their
     containers are, the trainer untouched. Before, `up` said "training already" and left them stopped, and the
     trainer waited for its inference server until `make down`."""
     from hermes_stack.controller.status import service_states, to_start_beside_a_run
 
-    stopped = to_start_beside_a_run(service_states(compose.ps()))
+    # Only this configuration's services: a stopped inference-3 left from a run with more replicas is no service
+    # of compose's now, and naming it fails the whole `up`.
+    stopped = [s for s in to_start_beside_a_run(service_states(compose.ps())) if s in services]
     if stopped:
         console.info(f"  starting {', '.join(stopped)} again beside the training run (containers as they were)")
         _up(compose, stopped, wait_timeout, keep=True)
@@ -257,7 +259,8 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
         step, trainer = now
         env = compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR))
-        started = _start_beside_the_run(plan_compose(plan, env), wait_timeout)
+        started = _start_beside_the_run(plan_compose(plan, env), wait_timeout,
+                                        {"atropos", "environment", *serving_services(count)})
         for line in already_training(algo, project, step, trainer.holds_other_secrets(env[SECRETS_DIGEST]),
                                      started):
             console.info("  " + line)

@@ -240,6 +240,11 @@ def volume_read_argv(p: ComposeParams, command: Sequence[str]) -> list[str]:
                        "--entrypoint", command[0], f"{repo}/atropos:latest", *command[1:])
 
 
+def stop_argv(p: ComposeParams, services: Sequence[str] = ()) -> list[str]:
+    """`compose stop`: SIGTERM, then compose's stop_grace_period (the trainer's 60 s: it checkpoints first)."""
+    return [*p.base_argv(), "stop", *services]
+
+
 def down_argv(p: ComposeParams, volumes: bool = False) -> list[str]:
     return [*p.base_argv(), "down", "--remove-orphans", *(["--volumes"] if volumes else [])]
 
@@ -401,6 +406,9 @@ class Compose:
 
     def ps(self) -> list[dict]:
         return parse_ps(self.run(ps_argv(self.params)))
+
+    def stop(self, services: Sequence[str] = ()) -> str:
+        return self.run(stop_argv(self.params, services))
 
     def down(self, volumes: bool = False) -> str:
         return self.run(down_argv(self.params, volumes))

@@ -395,3 +395,68 @@ def test_a_failed_run_is_not_given_another_checkouts_stack_health_or_metrics(pro
     # The same stack made from this checkout is this run's: its containers are shown.
     other.working_dir = str(project)
     assert len(_answer(t, "rl_check_status", run_id=run_dir.name)["processes"]) == 4
+
+
+class _TrainingStack:
+    """compose for this checkout's hermes-grpo: the trainer runs at step 14 until `stop` (its SIGTERM finishes
+    steps 15 and 16, saves step-16 and records the stop), then it has exited 0."""
+
+    def __init__(self, root: Path):
+        self.root, self.calls = root, []
+        self.lines = [json.dumps({"step": s, "reward_mean": 0.1, "time": 1796000000.0 + s}) for s in range(1, 15)]
+
+    def ps(self) -> list[dict]:
+        stopped = "stop" in self.calls
+        return [{"Service": name, "Name": f"hermes-grpo-{name}-1", "ExitCode": 0,
+                 "State": "exited" if stopped and name == "trainer" else "running",
+                 "Health": "" if stopped and name == "trainer" else "healthy",
+                 "Labels": f"com.docker.compose.project.working_dir={self.root}"}
+                for name in ("atropos", "environment", "inference", "trainer")]
+
+    def exec(self, service: str, argv: list[str]) -> str:
+        return "\n".join(self.lines) + "\n"
+
+    def stop(self, services) -> str:
+        self.calls.append("stop")
+        self.lines += [json.dumps({"step": s, "reward_mean": 0.2, "time": 1796000000.0 + s}) for s in (15, 16)]
+        self.lines += [json.dumps({"event": "saved", "message": "step 16 saved on stop as step-16",
+                                   "checkpoint": "step-16", "at_step": 16, "time": 1796000100.0}),
+                       json.dumps({"event": "stopped", "message": "stopped by SIGTERM after step 16", "at_step": 16,
+                                   "time": 1796000100.0})]
+        return ""
+
+
+def _running_run(project: Path) -> Path:
+    run_dir = project / ".hermes" / "runs" / "grpo-20261201-100000-abc123"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "algo": "grpo", "device": "cpu",
+                                                  "started_at": 1796000000.0, "pid": 0, "environment": "gsm8k"}))
+    (run_dir / "exit_code").write_text("0\n")
+    return run_dir
+
+
+def test_a_stop_reports_the_steps_and_checkpoint_the_trainers_stop_saved(project, monkeypatch):
+    """rl_stop_training copied the metrics before the stack went down: it said step 14 and no checkpoint while the
+    trainer's stop went on to step 16 and saved step-16, where the next start resumed."""
+    from hermes_stack.controller.commands import stack as stack_commands
+
+    run_dir = _running_run(project)
+    fake = _TrainingStack(project)
+    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    monkeypatch.setattr(stack_commands, "down", lambda algo, volumes: fake.calls.append("down"))
+    answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_stop_training", run_id=run_dir.name)
+    assert fake.calls == ["stop", "down"], fake.calls
+    assert answer["status_before_stop"] == "running", answer
+    assert answer["final_metrics"]["last_step"] == 16 and answer["final_metrics"]["last_checkpoint"] == "step-16"
+
+
+def test_a_trainer_stopped_outside_the_tools_is_stopped_not_completed(project, monkeypatch):
+    """`docker compose stop trainer` exits 0 as a finished run does: rl_check_status said "completed" at step 16
+    of 400 (the CLI's status told them apart already)."""
+    run_dir = _running_run(project)
+    fake = _TrainingStack(project)
+    fake.stop(["trainer"])
+    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    status = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_check_status", run_id=run_dir.name)
+    assert status["status"] == "stopped" and "stopped after step 16" in status["error"], status
+    assert status["metrics"]["last_checkpoint"] == "step-16"

@@ -107,11 +107,19 @@ def latest_of(root: Path, algo: str) -> Run | None:
     return same[-1] if same else None
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """`path` replaced whole, through a temporary name of this process and thread: another server reading it
+    half-written took a run for not stopped, and two writers sharing one temporary name lost the second rename."""
+    import threading
+
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def mark_stopped(run: Run, reason: str, final: dict | None = None) -> None:
-    # replaced whole: another server reading it half-written took the run for not stopped
-    tmp = run.path / "stopped.json.tmp"
-    tmp.write_text(json.dumps({"time": time.time(), "reason": reason, "final_status": final or {}}))
-    tmp.replace(run.path / "stopped.json")
+    _write_whole(run.path / "stopped.json", json.dumps({"time": time.time(), "reason": reason,
+                                                        "final_status": final or {}}))
 
 
 def start(root: Path, algo: str, device: str, up_args: list[str], data: dict[str, Any]) -> Run:
@@ -129,9 +137,7 @@ def start(root: Path, algo: str, device: str, up_args: list[str], data: dict[str
     record["pid"] = proc.pid
     # Written once, whole, with the pid: another server listing the runs meanwhile saw a run.json without a pid, a
     # run "failed" that had only just started.
-    tmp = path / "run.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str))
-    tmp.replace(path / "run.json")
+    _write_whole(path / "run.json", json.dumps(record, indent=2, default=str))
     _children.append(proc)  # reaped by reap(): a finished child must not stay a zombie of a long-lived server
     return Run(path, record)
 

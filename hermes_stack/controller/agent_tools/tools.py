@@ -408,7 +408,7 @@ class Tools:
 
     def _status(self, run: runs.Run) -> dict[str, Any]:
         """status, processes/health and metrics of a run, from its files and compose."""
-        from hermes_stack.controller.status import parse_metrics, service_states, summary_of
+        from hermes_stack.controller.status import parse_metrics, service_states, stopped_at, summary_of
 
         runs.reap()
         stopped = run.stopped()
@@ -428,6 +428,7 @@ class Tools:
         out["processes"] = [{"service": s.service, "state": s.state, "health": s.health, "ok": s.ok} for s in states]
         out["health"] = {s.service: s.describe() for s in states}
         trainer = next((s for s in states if s.service == "trainer"), None)
+        text = self._metrics_text(run, live=bool(states))
         code = run.exit_code()
         if stopped:
             status = "stopped"
@@ -446,6 +447,11 @@ class Tools:
         elif trainer is None:
             status = "stopped"
             out["error"] = "the stack has no containers: it was stopped outside the agent tools (make down?)"
+        elif trainer.state == "exited" and trainer.exit_code == 0 and (at := stopped_at(text)) is not None:
+            # A stop exits 0 as a finished run does: the trainer's recorded stop tells them apart (as `status` does).
+            status = "stopped"
+            out["error"] = (f"the trainer was stopped after step {at} (docker compose stop?), a checkpoint: "
+                            "rl_start_training resumes there")
         elif trainer.state == "exited":
             status = "completed" if trainer.exit_code == 0 else "failed"
             if trainer.exit_code:
@@ -455,7 +461,6 @@ class Tools:
         out["status"] = status
         if status in ("failed", "starting"):
             out["log_tail"] = runs.log_tail(run, 8)
-        text = self._metrics_text(run, live=bool(states))
         summary = summary_of(text)
         last = parse_metrics(text)[-1] if parse_metrics(text) else {}
         out["metrics"] = {"step": summary.step, "num_steps": (run.data.get("config") or {}).get("num_steps"),
@@ -491,7 +496,12 @@ class Tools:
         if run.stopped():
             return {"message": f"run {run_id} was already stopped", "run_id": run_id, "status": "stopped"}
         current = (runs.latest_of(self.root, run.algo) or run).run_id == run.run_id
+        before = self._status(run)["status"]  # read first: a starting run read "failed" once its `up` was stopped
         interrupted = runs.stop_controller(run)
+        if current:
+            self._stop_trainer()
+        # After the trainer's stop, which saves its step and records the stop: the metrics copied before it missed
+        # the last steps and the checkpoint the stop saved (step 14 and none, where step-16 was saved).
         status = self._status(run)  # copies the metrics while the containers still exist
         lines: list[str] = []
         if current:
@@ -504,13 +514,21 @@ class Tools:
                     return failure(f"stopping the stack failed: {exc}", "`make down ALGO=" + run.algo + "` stops it "
                                    "by hand", run_id=run_id)
             lines = [line for line in out.getvalue().splitlines() if line.strip()]
-        runs.mark_stopped(run, "rl_stop_training", {k: status[k] for k in ("status", "metrics")})
+        runs.mark_stopped(run, "rl_stop_training", {"status": before, "metrics": status["metrics"]})
         report = self._report(run, self._metrics_text(run, live=False))
         report.pop("_records")
         return {"message": f"run {run_id} stopped" + (" while starting" if interrupted else "")
                            + "; containers removed, checkpoints kept (the data volume stays)",
-                "run_id": run_id, "status": "stopped", "status_before_stop": status["status"],
+                "run_id": run_id, "status": "stopped", "status_before_stop": before,
                 "controller_output": lines[-5:], **report}
+
+    def _stop_trainer(self) -> None:
+        """`compose stop trainer`: its SIGTERM finishes the step, saves a checkpoint and records the stop (within the
+        grace period compose gives it); a failure here is left to the `down` that follows."""
+        try:
+            self._compose().stop(["trainer"])
+        except (HermesError, OSError):
+            pass
 
     def rl_get_results(self, run_id: str) -> dict[str, Any]:
         run = runs.load(self.root, run_id)
