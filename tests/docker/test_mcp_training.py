@@ -137,6 +137,10 @@ def test_a_cpu_run_started_followed_stopped_and_reported_through_mcp(tmp_path):
 
             stopped = await call(s, "rl_stop_training", run_id=seen["run_id"])
             assert stopped["status"] == "stopped" and stopped["status_before_stop"] == "running", stopped
+            # Read after the trainer's own stop, which saves its step: a checkpoint exists, and it is the newest step
+            # (the metrics copied before the stop missed both).
+            final = stopped["final_metrics"]
+            assert final["last_checkpoint"] == f"step-{final['last_step']}", final
             assert _containers() == [], "rl_stop_training left containers"
             after = await call(s, "rl_check_status", run_id=seen["run_id"])
             assert after["status"] == "stopped" and after["metrics"]["step"] >= steps[-1], after
