@@ -460,3 +460,42 @@ def test_a_trainer_stopped_outside_the_tools_is_stopped_not_completed(project, m
     status = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_check_status", run_id=run_dir.name)
     assert status["status"] == "stopped" and "stopped after step 16" in status["error"], status
     assert status["metrics"]["last_checkpoint"] == "step-16"
+
+
+def test_a_completed_run_stays_completed_when_a_newer_run_closes_it(project, monkeypatch):
+    """rl_list_runs listed a run that had completed (25/25) as "stopped" once a newer run started."""
+    run_dir = _running_run(project)
+    runs.mark_stopped(runs.load(project, run_dir.name), runs.SUPERSEDED, {"status": "completed", "metrics": {}})
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    assert _answer(t, "rl_list_runs")["runs"][0]["status"] == "completed"
+    assert _answer(t, "rl_check_status", run_id=run_dir.name)["status"] == "completed"
+    assert _answer(t, "rl_stop_training", run_id=run_dir.name)["status"] == "completed"
+    runs.mark_stopped(runs.load(project, run_dir.name), "rl_stop_training", {"status": "running", "metrics": {}})
+    assert _answer(t, "rl_list_runs")["runs"][0]["status"] == "stopped"
+
+
+def test_a_start_that_found_the_run_complete_says_nothing_was_trained(project, monkeypatch):
+    """rl_start_training with the checkpoint at num_steps: `up` trained nothing, and rl_check_status said only
+    "completed", with no word of why or of what trains on."""
+    run_dir = _running_run(project)
+    (run_dir / "up.log").write_text("[6/6] start training\n      ✓ nothing to train: the run is complete (checkpoint "
+                                    "step 25 >= num_steps 25) (3.1 s)\n")
+    fake = _TrainingStack(project)
+    fake.calls.append("stop")  # the trainer has exited 0; no stop recorded: it ran to its end
+    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    status = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_check_status", run_id=run_dir.name)
+    assert status["status"] == "completed" and "nothing was trained" in status["note"], status
+    assert "rl_edit_config('trainer.num_steps'" in status["note"]
+
+
+def test_an_edit_while_a_run_trains_says_the_run_keeps_its_settings(project, monkeypatch):
+    """The edit was answered "written" with no word of the running run, which went on with the old value."""
+    run_dir = _running_run(project)
+    fake = _TrainingStack(project)
+    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    answer = _answer(t, "rl_edit_config", field="trainer.num_steps", value=60)
+    assert answer["message"].endswith(f"; run {run_dir.name} keeps its settings: rl_stop_training, then "
+                                      "rl_start_training, resumes it with this one"), answer
+    fake.calls.append("stop")  # the trainer exited 0 at its end: no run trains, nothing to say
+    assert "keeps its settings" not in _answer(t, "rl_edit_config", field="trainer.num_steps", value=61)["message"]

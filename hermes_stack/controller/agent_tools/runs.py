@@ -107,6 +107,19 @@ def latest_of(root: Path, algo: str) -> Run | None:
     return same[-1] if same else None
 
 
+# The reason a run is closed with when a newer one starts: it had already ended (completed, failed or stopped), and
+# keeps the status it ended with (a completed run was listed as "stopped" afterwards).
+SUPERSEDED = "ended before a newer run started"
+
+
+def status_when_closed(stopped: dict) -> str:
+    """The status a closed run shows: "stopped", or the one it ended with when a newer run closed it."""
+    final = stopped.get("final_status") or {}
+    if stopped.get("reason") == SUPERSEDED and final.get("status") in ("completed", "failed", "stopped"):
+        return final["status"]
+    return "stopped"
+
+
 def _write_whole(path: Path, text: str) -> None:
     """`path` replaced whole, through a temporary name of this process and thread: another server reading it
     half-written took a run for not stopped, and two writers sharing one temporary name lost the second rename."""

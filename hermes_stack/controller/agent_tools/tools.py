@@ -323,6 +323,11 @@ class Tools:
         files = [str(p.relative_to(self.root)) for p, _, _ in changes.values()]
         message = (f"{field} = {value!r} written to {', '.join(files)}" if files
                    else f"{field} already is {value!r}; nothing written")
+        latest = runs.latest_of(self.root, self.cfg.algo)
+        if files and latest is not None and not latest.stopped() and self._active(latest):
+            # The containers keep the settings they started with: said, so the agent does not expect the change now.
+            message += (f"; run {latest.run_id} keeps its settings: rl_stop_training, then rl_start_training, "
+                        "resumes it with this one")
         try:
             now = self.rl_get_current_config()
         except ToolFailure as exc:  # written, but the pair still does not load (a problem the edit did not add)
@@ -366,7 +371,7 @@ class Tools:
                 return failure(f"run {latest.run_id} is {status['status']} on this stack",
                                f"rl_check_status('{latest.run_id}') to follow it, rl_stop_training('"
                                f"{latest.run_id}') to stop it first", run_id=latest.run_id)
-            runs.mark_stopped(latest, "ended before a newer run started", status)
+            runs.mark_stopped(latest, runs.SUPERSEDED, status)
         stack = outcome.stack
         args = ["--wait-timeout", str(self.cfg.wait_timeout)]
         args += ["--unlock"] if self.cfg.unlock else []
@@ -431,7 +436,7 @@ class Tools:
         text = self._metrics_text(run, live=bool(states))
         code = run.exit_code()
         if stopped:
-            status = "stopped"
+            status = runs.status_when_closed(stopped)
             out["stopped"] = {"reason": stopped.get("reason"), "minutes_ago": round((time.time() - stopped["time"])
                                                                                    / 60, 1)}
         elif run.controller_alive():
@@ -461,6 +466,11 @@ class Tools:
         out["status"] = status
         if status in ("failed", "starting"):
             out["log_tail"] = runs.log_tail(run, 8)
+        if status == "completed" and any("nothing to train: the run is complete" in line
+                                         for line in runs.log_tail(run, 40)):
+            out["note"] = ("nothing was trained: the run had already reached trainer.num_steps; "
+                           "rl_edit_config('trainer.num_steps', <more>) then rl_start_training trains on from its "
+                           "last checkpoint")
         summary = summary_of(text)
         last = parse_metrics(text)[-1] if parse_metrics(text) else {}
         out["metrics"] = {"step": summary.step, "num_steps": (run.data.get("config") or {}).get("num_steps"),
@@ -493,8 +503,9 @@ class Tools:
         run = runs.load(self.root, run_id)
         if run is None:
             return self._unknown_run(run_id)
-        if run.stopped():
-            return {"message": f"run {run_id} was already stopped", "run_id": run_id, "status": "stopped"}
+        if (closed := run.stopped()) is not None:
+            ended = runs.status_when_closed(closed)
+            return {"message": f"run {run_id} was already {ended}", "run_id": run_id, "status": ended}
         current = (runs.latest_of(self.root, run.algo) or run).run_id == run.run_id
         before = self._status(run)["status"]  # read first: a starting run read "failed" once its `up` was stopped
         interrupted = runs.stop_controller(run)
@@ -547,7 +558,7 @@ class Tools:
         listed = []
         for run in runs.all_runs(self.root):
             stopped = run.stopped()
-            status = "stopped" if stopped else self._status(run)["status"]
+            status = runs.status_when_closed(stopped) if stopped else self._status(run)["status"]
             listed.append({"run_id": run.run_id, "environment": run.data.get("environment"), "status": status,
                            "algo": run.algo, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                          time.gmtime(run.data["started_at"]))})
