@@ -3,18 +3,36 @@ thread, usable as a context manager, and a handler base that answers JSON and ke
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import random
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+# free_port hands out ports below the kernel's ephemeral range (32768 and up on Linux), from a band of this pytest-xdist
+# worker's own, in turn. A port the kernel gave (bind to 0) was free again once returned, so another worker's server
+# could take it meanwhile: in CI a test's "nothing listens there" port answered, and a recorder got another test's
+# requests. Now a port the kernel hands out is never one of these, and two workers never share one.
+_BAND, _BANDS_FROM = 1500, 20000
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+_LOW = _BANDS_FROM + (int(_worker) % 8 if _worker.isdigit() else 0) * _BAND
+_next = itertools.count(random.randrange(_BAND))
+
 
 def free_port() -> int:
     """A loopback port nothing listens on once this returns (the one free-port helper of the tests)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    for _ in range(_BAND):
+        port = _LOW + next(_next) % _BAND
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use (a server of this worker's, or another program's)
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {_LOW}..{_LOW + _BAND - 1}")
 
 
 class JsonHandler(BaseHTTPRequestHandler):

@@ -219,11 +219,9 @@ def test_streamable_http_with_a_token_refuses_requests_without_it(project, elsew
 def _inference_nobody_serves(project: Path) -> str:
     """Points the project's inference port at one nothing listens on: 8001 may be another stack's on a shared test
     machine (a bench's), which would answer the probe."""
-    import socket
+    from fakes.loopback import free_port
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # below the ephemeral range: no server of another test is given it meanwhile
     url = f"http://localhost:{port}/v1"
     for algo in ("grpo", "ppo"):
         path = project / "configs" / f"settings_{algo}.json"

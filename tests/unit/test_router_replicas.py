@@ -7,13 +7,13 @@ the restarted replica loads the newest weights itself and serves on them. The Do
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import httpx
 import pytest
+from fakes.loopback import free_port
 
 from hermes_stack.router.args import router_argv
 from hermes_stack.trainer.weights_sync import InferenceClient
@@ -32,10 +32,6 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), access_log=False, log_
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def counters(url: str) -> dict | None:
