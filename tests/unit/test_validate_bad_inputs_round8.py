@@ -69,7 +69,7 @@ CASES = [
          [("{kf}: TINKER_API_KEY: found no TINKER_API_KEY line (the Tinker key is on TAOTOKEN_API_KEY's line), "
           "expected the Tinker key on its own TINKER_API_KEY line. Hint: move it to a line TINKER_API_KEY=tml-… in "
           "{kf}: only that line reaches the trainer; TAOTOKEN_API_KEY is the gateway's key")],
-         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE.replace(KEY, "tml-ABCDEFGHIJKLMNOPQRST"),
+         json={"trainer.engine": "tinker"}, keyfile=GOOD_KEYFILE.replace(KEY, "tml-not-a-real-key-0000"),
          args=GPU200, toml=[("temperature = 0.8", "temperature = 1.0")]),
 ]
 
