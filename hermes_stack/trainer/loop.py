@@ -187,20 +187,13 @@ def save(engine: Engine, settings: LoopSettings, step: int) -> Path:
     return path
 
 
-def _saved_event(sink: MetricsSink, name: str, step: int) -> None:
-    """A save outside the interval (a stop) as an event in metrics.jsonl, so `status` names the newest checkpoint
-    (it named the last interval's, step-225, after a stop had saved step-242)."""
+def _event(sink: MetricsSink, kind: str, message: str, fields: dict[str, Any]) -> None:
+    """An event in metrics.jsonl, for a sink that records them. `saved`: a stop's save outside the interval, so
+    `status` names the newest checkpoint (it named step-225 after a stop had saved step-242). `stopped`: a stop
+    before the last step; the trainer then exits 0 as a finished run does ("exited 0 (completed)" at step 26)."""
     event = getattr(sink, "event", None)
     if event is not None:
-        event("saved", f"step {step} saved on stop as {name}", {"checkpoint": name, "at_step": step})
-
-
-def _stopped_event(sink: MetricsSink, by: str, step: int) -> None:
-    """A stop before the last step as an event: the trainer then exits 0 as a finished run does, and `status` told
-    the two apart by nothing ("exited 0 (completed)" at step 26 of 400)."""
-    event = getattr(sink, "event", None)
-    if event is not None:
-        event("stopped", f"stopped by {by} after step {step}", {"at_step": step})
+        event(kind, message, fields)
 
 
 def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceClient | None,
@@ -317,13 +310,15 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
         if stop and unsaved:
             saved = save(engine, settings, step)
             log(f"stopped by {stop.signal_name or 'request'} after step {step}; saved {saved.name}")
-            _saved_event(sink, saved.name, step)
+            _event(sink, "saved", f"step {step} saved on stop as {saved.name}",
+                   {"checkpoint": saved.name, "at_step": step})
         elif stop:
             log(f"stopped by {stop.signal_name or 'request'} after step {step}")
         else:
             log(f"training finished: {step}/{settings.num_steps} steps")
         if stop and step < settings.num_steps:
-            _stopped_event(sink, stop.signal_name or "request", step)
+            _event(sink, "stopped", f"stopped by {stop.signal_name or 'request'} after step {step}",
+                   {"at_step": step})
     except Exception as exc:
         # A failure that ends training (Atropos gone past its bound, inference gone, a bad batch) is a checkpoint
         # too: the restarted trainer resumes at the last completed step, not at the last interval.
@@ -337,7 +332,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
         if unsaved:
             saved = save(engine, settings, step)
             log(f"stopping after step {step} ({type(exc).__name__}); saved {saved.name} first")
-            _saved_event(sink, saved.name, step)
+            _event(sink, "saved", f"step {step} saved on stop as {saved.name}",
+                   {"checkpoint": saved.name, "at_step": step})
         raise
     finally:
         remove_ready(settings.data_dir)

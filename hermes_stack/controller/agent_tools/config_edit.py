@@ -281,15 +281,22 @@ def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:
     """Each file replaced whole (os.replace): a reader sees the old file or the new one, never a part. The temporary
     name is unique, so a writer that does not hold the project lock (a hand edit's tool) cannot share it."""
     for path, _, new in changes.values():
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".hermes-edit", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(new)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        replace_whole(path, new, path.stat().st_mode & 0o7777)
+
+
+def replace_whole(path: Path, data: bytes, mode: int | None = None) -> None:
+    """`path` replaced whole through a unique temporary name (os.replace): a reader sees the old file or the new
+    one, never a part, and two writers never share a temporary file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".hermes-edit", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

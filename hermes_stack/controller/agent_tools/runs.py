@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_stack.controller.agent_tools.config_edit import replace_whole
 from hermes_stack.controller.stack_state import STATE_DIR
 
 RUNS = "runs"
@@ -120,19 +121,10 @@ def status_when_closed(stopped: dict) -> str:
     return "stopped"
 
 
-def _write_whole(path: Path, text: str) -> None:
-    """`path` replaced whole, through a temporary name of this process and thread: another server reading it
-    half-written took a run for not stopped, and two writers sharing one temporary name lost the second rename."""
-    import threading
-
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def mark_stopped(run: Run, reason: str, final: dict | None = None) -> None:
-    _write_whole(run.path / "stopped.json", json.dumps({"time": time.time(), "reason": reason,
-                                                        "final_status": final or {}}))
+    # replaced whole: another server reading it half-written took the run for not stopped
+    replace_whole(run.path / "stopped.json", json.dumps({"time": time.time(), "reason": reason,
+                                                         "final_status": final or {}}).encode())
 
 
 def start(root: Path, algo: str, device: str, up_args: list[str], data: dict[str, Any]) -> Run:
@@ -150,7 +142,7 @@ def start(root: Path, algo: str, device: str, up_args: list[str], data: dict[str
     record["pid"] = proc.pid
     # Written once, whole, with the pid: another server listing the runs meanwhile saw a run.json without a pid, a
     # run "failed" that had only just started.
-    _write_whole(path / "run.json", json.dumps(record, indent=2, default=str))
+    replace_whole(path / "run.json", json.dumps(record, indent=2, default=str).encode())
     _children.append(proc)  # reaped by reap(): a finished child must not stay a zombie of a long-lived server
     return Run(path, record)
 
