@@ -103,10 +103,11 @@ def parse_events(text: str) -> list[dict]:
 
 def stopped_at(text: str) -> int | None:
     """The step a stop ended the run at, when the newest record of metrics.jsonl is that stop's event (the trainer
-    then exits 0 as a finished run does); None when a step came after it (resumed) or the run was not stopped."""
+    then exits 0 as a finished run does); None when a step came after it (resumed), a later start found the run
+    complete (its `completed` event), or the run was not stopped."""
     at = None
     for record in _objects(text):
-        if "step" in record:
+        if "step" in record or record.get("event") == "completed":
             at = None
         elif record.get("event") == "stopped":
             at = record.get("at_step")

@@ -190,7 +190,8 @@ def save(engine: Engine, settings: LoopSettings, step: int) -> Path:
 def _event(sink: MetricsSink, kind: str, message: str, fields: dict[str, Any]) -> None:
     """An event in metrics.jsonl, for a sink that records them. `saved`: a stop's save outside the interval, so
     `status` names the newest checkpoint (it named step-225 after a stop had saved step-242). `stopped`: a stop
-    before the last step; the trainer then exits 0 as a finished run does ("exited 0 (completed)" at step 26)."""
+    before the last step; the trainer then exits 0 as a finished run does ("exited 0 (completed)" at step 26).
+    `completed`: a start that found the run already at num_steps (no step line follows)."""
     event = getattr(sink, "event", None)
     if event is not None:
         event(kind, message, fields)
@@ -209,6 +210,9 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
     step = resume(engine, settings, log)
     if step >= settings.num_steps:
         log(f"training already complete: checkpoint step {step} >= num_steps {settings.num_steps}")
+        # On record: a run stopped at step N and started again with num_steps <= N ends here without a step line,
+        # and `status` would otherwise go on reading the stop's event ("stopped after step N").
+        _event(sink, "completed", f"training already complete at step {step}", {"at_step": step})
         return step
     atropos.on_reregister = log
     atropos.trainer_step = step

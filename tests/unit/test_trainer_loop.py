@@ -167,6 +167,13 @@ def test_stop_during_a_step_finishes_it_and_saves_a_checkpoint(api, inference, t
     assert state_line(trainer, None) == "ok trainer        exited 0 (completed)"
     resumed = text + json.dumps({"step": 4, "reward_mean": 0.5}) + "\n"
     assert stopped_at(resumed) is None
+    # Started again with num_steps at the stop's step: no step line follows, the start's own event ends the stop.
+    api.reset()
+    again, out = _run(api, inference, _settings(tmp_path, 3), TinyEngine())
+    assert again == 3 and "already complete" in out
+    text = (tmp_path / "metrics.jsonl").read_text()
+    assert json.loads(text.splitlines()[-1])["event"] == "completed"
+    assert stopped_at(text) is None
 
 
 def test_stop_while_waiting_abandons_without_a_new_checkpoint(api, inference, tmp_path) -> None:
