@@ -4,7 +4,7 @@ The answer format every prompt asks for (gsm8k's own): the completion ends with 
 
     #### <number>
 
-e.g. `#### 72`. Commas, a currency sign, a decimal point or a unit after the number are accepted (`#### $1,000`,
+e.g. `#### 72`. Commas, a currency sign, a plus sign, a decimal point or a unit after the number are accepted (`#### $1,000`, `#### +72`,
 `#### 72.0`, `#### 18 apples`): equivalence with the reference is decided by math-verify, not by string equality.
 
 - well_formatted: the last non-empty line is `#### ` followed by something math-verify reads as a number.
@@ -27,7 +27,10 @@ _BOXED = re.compile(r"\\boxed\s*\{")
 _MAX_ANSWER_CHARS = 200
 # Plain integers (every offline-arith answer, most gsm8k ones) are compared as integers: the same verdict as
 # math-verify's, at a fraction of its ~1.5 ms per completion, which bound the CPU stack's rollouts.
-_PLAIN_INT = re.compile(r"-?\d+")
+_PLAIN_INT = re.compile(r"[-+]?\d+")
+# An explicit plus sign (`#### +9`, which the CPU stack's policy writes early on) is the number itself: math-verify
+# reads `+9` as no number at all, so it is dropped before parsing (int() reads it as it is).
+_PLUS = re.compile(r"\+(?=[\d.])")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ def _parse(text: str, reference: bool = False) -> list:
     # (inputs are capped to _MAX_ANSWER_CHARS so parsing stays fast).
     main = threading.current_thread() is threading.main_thread()
     capped = text[:_MAX_ANSWER_CHARS]
+    if _PLUS.match(capped):
+        capped = capped[1:]
     return list(_parse_reference(capped, main) if reference else _parse_answer(capped, main))
 
 

@@ -35,6 +35,12 @@ TABLE = [
     ("negative", "3 - 5 = -2\n#### -2", "#### -2", True, True),
     ("empty completion", "", GSM8K_ANSWER, False, False),
     ("tiny-model style", " #### 7", "#### 7", True, True),
+    ("explicit plus", "4 + 5 = 9\n#### +9", "#### 9", True, True),
+    ("explicit plus, decimal", "#### +9.0", "#### 9", True, True),
+    ("explicit plus, wrong", "#### +8", "#### 9", False, True),
+    ("plus of a negative", "#### +9", "#### -9", False, True),
+    ("two plus signs", "#### ++9", "#### 9", False, False),
+    ("plus before no number", "#### +nine", "#### 9", False, False),
 ]
 
 
@@ -112,7 +118,7 @@ def test_reward_works_off_the_main_thread():
 
 @pytest.mark.parametrize("candidate,reference", [
     ("49", "49"), ("049", "49"), ("48", "49"), ("-3", "-3"), ("3", "-3"), ("0", "0"), ("1000", "1000"),
-    ("18", "81"), ("7", "7"),
+    ("18", "81"), ("7", "7"), ("+49", "49"), ("+3", "-3"),
 ])
 def test_plain_integer_fast_path_gives_math_verify_verdict(candidate, reference):
     from hermes_stack.tasks import reward as rw
