@@ -6,7 +6,7 @@
 
 `--engine tinker` trains through the real tinker SDK over loopback HTTP against the local Tinker service
 (tests.fakes.tinker_service, in this process, torch on CPU behind it) exactly as the stack's trainer does:
-TinkerEngine.train_step (forward_backward + optim_step + save_weights_for_sampler), then export_weights (the peft
+TinkerEngine.train_step (forward_backward + optim_step), then export_weights (the peft
 adapter, or the whole model with --tinker-full, downloaded from the service), which a local sampler loads for the
 next rollouts, as the inference service would. It also prints the SDK round trip per step: the step's wall time
 (train_step + export) minus the service's own torch time.

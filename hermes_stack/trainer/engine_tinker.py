@@ -2,8 +2,12 @@
 
 What goes where:
 - Tinker (remote): the LoRA policy. One step = `forward_backward(data, "ppo", {clip_low_threshold: 1-eps,
-  clip_high_threshold: 1+eps})` (or "importance_sampling"), `optim_step(AdamParams(learning_rate))`, then
-  `save_weights_for_sampler("step-<N>")` every step.
+  clip_high_threshold: 1+eps})` (or "importance_sampling"), `optim_step(AdamParams(learning_rate))`. Nothing is
+  saved for Tinker's own sampler: the inference service serves the adapter exported below, and every save without a
+  TTL is a checkpoint that never expires on the account.
+- The adapter leaves the unembedding out (`train_unembed=False`; the SDK's default trains it): SGLang's LoRA target
+  modules are the attention and MLP projections, so an `lm_head` adapter would be trained but not served, and the
+  served policy would not be the trained one.
 - Local torch (`LocalCritic`, optional): the frozen base model (= the reference policy: LoRA starts at zero) gives
   reference log-probs (of softmax(logits / T), T the rollout temperature, like the behaviour log-probs) for the KL
   and detached hidden states for a value head (PPO's critic, trained here at value_loss_coef x the learning rate).
@@ -15,7 +19,8 @@ What goes where:
   token entropy: entropy-regularised RL, not silently dropped). Per-token rewards go into GAE (PPO), or add their
   return to go to the group-relative advantage (GRPO).
 - Weights for the inference service: `export_weights(dir)` saves the adapter in Hugging Face/peft format on Tinker
-  (`save_weights_external`) and downloads its files into `dir`; the training loop then POSTs /load_lora_adapter.
+  (`save_weights_external`, with the SDK's shortest TTL: the files are downloaded at once) and downloads its files
+  into `dir`; the training loop then POSTs /load_lora_adapter.
 - Checkpoints: `state_dict` saves "state-<N>" on Tinker (overwriting a save of the same step); `load_state_dict`
   resumes on a new training client built from it (`create_training_client_from_state_with_optimizer`: the SDK
   deprecates TrainingClient.load_state*). `close()` ends the Tinker session.
@@ -49,6 +54,9 @@ PROBE_PATH = "/api/v1/healthz"
 # Every wait on a Tinker future is bounded: the SDK itself polls (and retries a lost connection) for ~300 s or forever.
 TIMEOUT_ENV = "HERMES_TINKER_TIMEOUT_S"  # named in messages; read by ServiceEnv.tinker_timeout_s
 DEFAULT_TIMEOUT_S = 900.0  # a large batch may queue on Tinker for minutes; a stopped server must still end the run
+# An exported adapter is downloaded right after its save; the SDK's shortest TTL (an hour) lets Tinker drop it, where a
+# save without one never expires (one a step would pile up on the account).
+EXPORT_TTL_S = 3600
 T = TypeVar("T")
 
 
@@ -363,7 +371,6 @@ class TinkerEngine:
         self.timeout_s = timeout_s  # the trainer passes HERMES_TINKER_TIMEOUT_S (hermes_stack.service_env)
         self.download = download or _download
         self.step = 0
-        self.last_sampler_path: str | None = None
         self.base_url, self._api_key = base_url, api_key
         if service_client is None:
             self._api_key = check_key(api_key or os.environ.get("TINKER_API_KEY"))
@@ -381,7 +388,8 @@ class TinkerEngine:
         self._rest_client = rest_client
         # The SDK contacts the server first here (config, session, model); a refused key surfaces at this call.
         self.training_client = self._sdk("creating the LoRA training client", lambda: service_client
-                                         .create_lora_training_client(base_model=base_model, rank=lora_rank)
+                                         .create_lora_training_client(base_model=base_model, rank=lora_rank,
+                                                                      train_unembed=False)
                                          .result(timeout=self.timeout_s))
 
     def _sdk(self, what: str, call: Callable[[], T]) -> T:
@@ -484,10 +492,6 @@ class TinkerEngine:
         fb = self._sdk("forward_backward", lambda: fb_future.result(timeout=self.timeout_s))
         optim = self._sdk("optim_step", lambda: optim_future.result(timeout=self.timeout_s))
         self.step += 1
-        name = f"step-{self.step}"
-        saved = self._sdk("save_weights_for_sampler", lambda: self.training_client.save_weights_for_sampler(name=name)
-                          .result(timeout=self.timeout_s))
-        self.last_sampler_path = saved.path
         trained = [t for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)
                    for t, v in zip(a.trained, adv) if t]
         token_advs = [v for ga, gadv in zip(arrays, advs) for a, adv in zip(ga, gadv)
@@ -514,7 +518,8 @@ class TinkerEngine:
 
         directory = Path(directory)
         saved = self._sdk("save_weights_external",
-                          lambda: self.training_client.save_weights_external(name=f"step-{self.step}")
+                          lambda: self.training_client.save_weights_external(name=f"step-{self.step}",
+                                                                             ttl_seconds=EXPORT_TTL_S)
                           .result(timeout=self.timeout_s))
         # Same server and key as the session (a bare RestClient() would read TINKER_BASE_URL/TINKER_API_KEY again).
         rest = self._rest_client or tinker.RestClient(base_url=self.base_url, api_key=self._api_key)
@@ -537,8 +542,7 @@ class TinkerEngine:
         saved = self._sdk("save_state",
                           lambda: self.training_client.save_state(name=f"state-{self.step}", overwrite=True)
                           .result(timeout=self.timeout_s))
-        state: dict[str, Any] = {"engine": "tinker", "step": self.step, "tinker_state_path": saved.path,
-                                 "sampler_path": self.last_sampler_path}
+        state: dict[str, Any] = {"engine": "tinker", "step": self.step, "tinker_state_path": saved.path}
         if self.critic is not None and self.critic.head is not None:
             import copy
 
@@ -555,7 +559,6 @@ class TinkerEngine:
                                          .create_training_client_from_state_with_optimizer(path)
                                          .result(timeout=self.timeout_s))
         self.step = int(state["step"])
-        self.last_sampler_path = state.get("sampler_path")
         if "critic" in state and self.critic is not None and self.critic.head is not None:
             self.critic.head.load_state_dict(state["critic"])
             self.critic.optimizer.load_state_dict(state["critic_optimizer"])

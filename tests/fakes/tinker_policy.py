@@ -59,6 +59,9 @@ class Policy:
         self.model_dir = Path(model_dir)
         self.full = full
         self.lora_rank = lora_rank
+        # Which modules the adapter covers, kept with each saved state: Tinker rebuilds a model from a checkpoint with
+        # the checkpoint's own LoRA config (a resumed run's adapter must match the one it saved).
+        self.lora_options = {"train_unembed": train_unembed, "train_mlp": train_mlp, "train_attn": train_attn}
         base = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         if full:
@@ -139,6 +142,7 @@ class Policy:
         import copy
 
         return {"weights": self.trainable_state(), "full": self.full, "lora_rank": self.lora_rank,
+                "lora_options": dict(self.lora_options),
                 "optimizer": copy.deepcopy(self.optimizer.state_dict()) if with_optimizer else None}
 
     def load(self, state: dict[str, Any], with_optimizer: bool) -> None:

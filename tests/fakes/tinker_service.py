@@ -227,13 +227,16 @@ class LocalTinker:
             return 200, types.RequestFailedResponse(error=pending.failed, category=types.RequestErrorCategory.Server)
         return 200, pending.result
 
-    def _new_model(self, model_id: str, base_model: str, rank: int, lora: types.LoraConfig | None = None) -> Model:
+    def _new_model(self, model_id: str, base_model: str, rank: int, lora: types.LoraConfig | None = None,
+                   options: dict[str, bool] | None = None) -> Model:
+        """A model with `lora`'s modules (create_model), or a saved state's `options` (a model built from it)."""
         policy = None
         if self.model_dir is not None:
             from .tinker_policy import Policy
 
-            options = {} if lora is None else {"train_unembed": lora.train_unembed, "train_mlp": lora.train_mlp,
-                                               "train_attn": lora.train_attn}
+            if options is None:
+                options = {} if lora is None else {"train_unembed": lora.train_unembed, "train_mlp": lora.train_mlp,
+                                                   "train_attn": lora.train_attn}
             seed = lora.seed if lora is not None and lora.seed is not None else self.seed
             policy = Policy(self.model_dir, rank, full=self.full, seed=seed, **options)
         model = Model(base_model, rank, policy)
@@ -402,7 +405,7 @@ class LocalTinker:
                 if model_id not in self.models:
                     base = source.base_model if source else (r.base_model or "")
                     rank = source.lora_rank if source else int(state["lora_rank"]) if state else 0
-                    self._new_model(model_id, base, rank)
+                    self._new_model(model_id, base, rank, options=(state or {}).get("lora_options"))
                 policy = self.models[model_id].policy
                 if policy is not None and state is not None:
                     policy.load(state, with_optimizer=r.optimizer)

@@ -89,6 +89,8 @@ def test_grpo_step_sends_ppo_loss_clip_thresholds_and_per_datum_arrays(engines, 
     assert len(fake.bodies(f"{API}/create_session")) == 1
     (create,) = fake.bodies(f"{API}/create_model")
     assert create.base_model == "Qwen/Qwen3-8B" and create.lora_config.rank == 16
+    # No adapter on lm_head: SGLang's LoRA targets are the attention and MLP projections, so it would not serve it.
+    assert create.lora_config.train_unembed is False
     model_id = engine.training_client.model_id
     assert model_id == f"{create.session_id}:train:{create.model_seq_id}"
 
@@ -114,14 +116,13 @@ def test_grpo_step_sends_ppo_loss_clip_thresholds_and_per_datum_arrays(engines, 
 
     (optim,) = fake.bodies(f"{API}/optim_step")
     assert isinstance(optim.optim_params, tinker.AdamParams) and optim.optim_params.learning_rate == 4e-5
-    (sampler,) = fake.bodies(f"{API}/save_weights_for_sampler")
-    assert sampler.path == "step-1"
-    # The SDK's per-client order: forward_backward, optim_step, then the save.
-    assert [fb["seq_id"], optim.seq_id, sampler.seq_id] == [1, 2, 3]
-    assert engine.last_sampler_path == f"tinker://{model_id}/sampler_weights/step-1"
+    # The SDK's per-client order: forward_backward, then optim_step; nothing saved for Tinker's own sampler (the
+    # inference service serves the exported adapter), so no checkpoint that never expires is left a step.
+    assert [fb["seq_id"], optim.seq_id] == [1, 2]
+    assert fake.bodies(f"{API}/save_weights_for_sampler") == []
 
-    # Every future was polled through a try_again before its result arrived (create, fb, optim, save).
-    assert paths.count(f"{API}/retrieve_future") == 2 * 4
+    # Every future was polled through a try_again before its result arrived (create, fb, optim).
+    assert paths.count(f"{API}/retrieve_future") == 2 * 3
     trained = 6  # target tokens summed over the 4 datums (3 + 3 + 2 + 2; the fake's loss counts all of them)
     assert metrics["tinker/tokens:sum"] == 10 and metrics["tinker/loss:sum"] == pytest.approx(0.5 * 10)
     assert metrics["tinker/grad_norm:mean"] == 0.25  # optim_step's metrics reach the step metrics too
@@ -196,8 +197,7 @@ def test_failed_future_is_one_clear_error_and_no_step_is_counted(fake, engines):
     fake.fail_futures["ForwardBackward"] = "worker 3 ran out of memory"
     with pytest.raises(StackError, match="forward_backward failed on the server.*worker 3 ran out of memory"):
         bounded(lambda: engine.train_step(GROUPS))
-    assert engine.step == 0 and engine.last_sampler_path is None
-    assert fake.bodies(f"{API}/save_weights_for_sampler") == []
+    assert engine.step == 0
 
 
 # ------------------------------------------------------------------ weights and state
@@ -208,6 +208,7 @@ def test_export_downloads_the_adapter_through_the_sessions_server(fake, engines,
     out = bounded(lambda: engine.export_weights(tmp_path / "adapter"))
     (saved,) = fake.bodies(f"{API}/save_weights_external")
     assert saved.path == "step-0" and saved.model_id == engine.training_client.model_id
+    assert saved.ttl_seconds == 3600  # the files are downloaded at once; without a TTL the save never expires
     (asked,) = [c.body for c in fake.calls if c.path.endswith("/external_weights_urls")]
     assert asked == {"run": engine.training_client.model_id, "ckpt": "external_weights/step-0"}
     assert {p.name: p.read_bytes() for p in out.iterdir()} == ADAPTER_FILES
@@ -229,7 +230,7 @@ def test_state_round_trip_resumes_on_a_new_training_client(fake, engines):
     assert resumed.step == 1 and resumed.training_client.model_id != engine.training_client.model_id
     bounded(lambda: resumed.train_step(GROUPS))
     assert fake.bodies(f"{API}/forward_backward")[-1]["model_id"] == resumed.training_client.model_id
-    assert resumed.last_sampler_path.endswith("/sampler_weights/step-2")
+    assert resumed.step == 2
 
     missing = dict(state, tinker_state_path=f"tinker://{engine.training_client.model_id}/weights/nope")
     with pytest.raises(StackError, match="loading the checkpoint failed on the server"):
@@ -445,7 +446,7 @@ def test_the_trainer_process_exits_after_the_server_goes_silent(fake, tmp_path):
     assert "forward_backward: no answer from the Tinker API" in out
 
 
-def test_a_long_run_keeps_only_the_newest_sampler_weights_and_downloads(fake, engines, tmp_path):
+def test_a_long_run_saves_no_sampler_weights_and_every_export_expires(fake, engines, tmp_path):
     from tests.fakes.tinker_service import KEEP_PER_KIND
 
     engine = make_engine(fake, engines)
@@ -453,7 +454,8 @@ def test_a_long_run_keeps_only_the_newest_sampler_weights_and_downloads(fake, en
         bounded(lambda: engine.train_step(GROUPS[:1]))
         bounded(lambda step=step: engine.export_weights(tmp_path / f"step-{step}"))
     kept = fake.models[engine.training_client.model_id].checkpoints
-    samplers = sorted(p for p in kept if "/sampler_weights/" in p)
-    assert len(samplers) == KEEP_PER_KIND and samplers[-1].endswith(f"step-{KEEP_PER_KIND + 2}")
+    assert not [p for p in kept if "/sampler_weights/" in p]
+    assert {b.ttl_seconds for b in fake.bodies(f"{API}/save_weights_external")} == {3600}
+    # (the local service forgets all but the newest exports itself: its own memory bound, not Tinker's behaviour)
     assert sum("/external_weights/" in p for p in kept) == KEEP_PER_KIND
     assert len(fake._exports) == KEEP_PER_KIND  # the pruned downloads' files are gone too
