@@ -25,13 +25,14 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import shutil
 import sys
 import tempfile
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,30 @@ class SGLangLaunch:
     launcher: tuple[str, ...] = (sys.executable, "-m", "sglang.launch_server")
     start_timeout_s: float = 1800.0  # model loading on a cold GPU VM takes minutes
     max_restarts: int = 3
+
+
+# SGLang sizes its KV cache from the memory free when it starts: model_executor/model_runner.py measures the free
+# memory before loading (`get_available_gpu_memory`), and the KV pool gets `available - total * (1 -
+# mem_fraction_static)` after the weights (model_runner_kv_cache_mixin.py; "Not enough memory" when that is <= 0).
+# The planned fraction assumes an empty GPU, as at the stack's first start (the trainer waits for inference to be
+# healthy). A restart beside a running trainer would lose the trainer's whole share from the KV pool, or not start at
+# all on a tight split, so each launch adds what other processes hold now. The allowance covers the CUDA context of
+# the probe (and of SGLang itself) and the driver's reserve, which an empty GPU shows too.
+CONTEXT_ALLOWANCE_BYTES = 1 << 30
+MAX_FRACTION = 0.99
+GPU_MEMORY_PROBE = ("import json, sys, torch\n"
+                    "n = min(int(sys.argv[1]), torch.cuda.device_count())\n"
+                    "print(json.dumps([list(torch.cuda.mem_get_info(i)) for i in range(n)]))")
+
+
+def launch_fraction(planned: float, free: int, total: int) -> float:
+    """The --mem-fraction-static that leaves SGLang's KV pool its planned size when other processes hold
+    `total - free` bytes of the card (beyond the allowance): the planned fraction plus their share, rounded down to
+    0.001, at most MAX_FRACTION."""
+    if total <= 0:
+        return planned
+    others = max(0, total - free - CONTEXT_ALLOWANCE_BYTES)
+    return min(MAX_FRACTION, max(planned, math.floor((planned + others / total) * 1000) / 1000))
 
 
 def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
@@ -114,6 +139,37 @@ def write_key_config(directory: Path, api_key: str | None) -> Path:
     return path
 
 
+async def probe_gpu_memory(spec: SGLangLaunch, timeout_s: float = 120.0) -> tuple[int, int] | None:
+    """(free, total) bytes of the fullest of the first `tp` visible GPUs, read by SGLang's own interpreter in a short
+    child (torch.cuda.mem_get_info, what SGLang reads; a CUDA context in this front would hold memory for the
+    service's life); None, logged, when it cannot be read."""
+    reason = ""
+    process = None
+    try:
+        process = await asyncio.create_subprocess_exec(
+            spec.launcher[0], "-c", GPU_MEMORY_PROBE, str(spec.tp), env=child_env(dict(os.environ)),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+        if process.returncode == 0:
+            devices = [(int(free), int(total)) for free, total in json.loads(out)]
+            if devices:
+                return min(devices)
+            reason = "no GPU visible"
+        else:
+            lines = err.decode(errors="replace").strip().splitlines()
+            reason = lines[-1] if lines else f"exit {process.returncode}"
+    except TimeoutError:
+        reason = f"no answer within {timeout_s:.0f} s"
+        if process is not None and process.returncode is None:
+            process.kill()
+            await process.wait()
+    except (OSError, ValueError, TypeError) as exc:
+        reason = type(exc).__name__
+    log.warning("could not read the GPU's free memory (%s); SGLang starts with the planned --mem-fraction-static",
+                reason)
+    return None
+
+
 @dataclass
 class _Child:
     process: asyncio.subprocess.Process
@@ -125,12 +181,14 @@ class SGLangBackend:
     slow_start = True  # the front serves /health while the child loads
 
     def __init__(self, spec: SGLangLaunch, api_key: str | None, *, transport: httpx.AsyncBaseTransport | None = None,
-                 spawn: bool = True, on_fatal: Callable[[str], None] | None = None):
+                 spawn: bool = True, on_fatal: Callable[[str], None] | None = None,
+                 memory_probe: Callable[[SGLangLaunch], Awaitable[tuple[int, int] | None]] | None = None):
         self.spec = spec
         self.served_model = spec.served_model
         self.api_key = api_key
         self.spawn = spawn  # False: talk to an already running upstream (tests, or an external SGLang)
         self.on_fatal = on_fatal or exit_process
+        self.memory_probe = memory_probe or probe_gpu_memory
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{spec.port}", headers=headers,
                                       timeout=httpx.Timeout(1200.0, connect=5.0), transport=transport)
@@ -184,13 +242,35 @@ class SGLangBackend:
         await self._fetch_model()
         self._secret_dir = Path(tempfile.mkdtemp(prefix="hermes-sglang-"))
         config_file = write_key_config(self._secret_dir, self.api_key)
-        argv = launch_argv(self.spec, config_file)
+        argv = launch_argv(await self._spec_for_free_memory(), config_file)
         log.info("starting SGLang: %s", " ".join(argv))  # safe to log: the key is in the file
         process = await asyncio.create_subprocess_exec(*argv, env=child_env(dict(os.environ)),
                                                        stdout=asyncio.subprocess.PIPE,
                                                        stderr=asyncio.subprocess.STDOUT)
         self._child = _Child(process)
         asyncio.create_task(self._pump(self._child))
+
+    async def _spec_for_free_memory(self) -> SGLangLaunch:
+        """The launch spec with --mem-fraction-static raised by what other processes (a running trainer) hold on the
+        card now (launch_fraction); the planned spec when no fraction was planned or the card cannot be read."""
+        planned = self.spec.mem_fraction_static
+        if planned is None:
+            return self.spec
+        reading = await self.memory_probe(self.spec)
+        if reading is None:
+            return self.spec
+        free, total = reading
+        fraction = launch_fraction(planned, free, total)
+        if fraction != planned:
+            held = (total - free) / 2**30
+            log.info("SGLang starts beside %.1f GiB held by other processes (a running trainer): "
+                     "--mem-fraction-static %.3f instead of the planned %.2f, which SGLang would apply to the memory "
+                     "free now, so its KV cache keeps its planned size", held, fraction, planned)
+            if fraction >= MAX_FRACTION:
+                log.warning("the planned split no longer fits beside what other processes hold: SGLang's KV cache "
+                            "will be smaller than planned, or SGLang will not start. Hint: `make down` and `make up` "
+                            "restore the split")
+        return dataclasses.replace(self.spec, mem_fraction_static=fraction)
 
     async def _pump(self, child: _Child) -> None:
         # Child output goes to our stdout (docker compose logs inference) and a tail kept for error messages.

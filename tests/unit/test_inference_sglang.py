@@ -277,6 +277,8 @@ STUB = textwrap.dedent("""
     key = json.loads(open(args[args.index("--config") + 1]).read().split(":", 1)[1])
     port = int(args[args.index("--port") + 1])
     mode = args[args.index("--served-model-name") + 1]
+    if "--mem-fraction-static" in args:
+        print("mem-fraction-static", args[args.index("--mem-fraction-static") + 1], flush=True)
     if mode == "crash":
         print("CUDA error: no kernel image", flush=True)
         sys.exit(3)
@@ -350,6 +352,73 @@ def test_a_crashed_child_is_restarted_and_loads_the_newest_weights_before_it_cou
     ready, relaunched = asyncio.run(run())
     assert relaunched and ready and seen == [False]
     assert backend.models() == ["ok", "step-2"]  # step-1 of the crashed child is not named to the new one
+
+
+def test_launch_fraction_adds_what_other_processes_hold_beyond_the_allowance():
+    from hermes_stack.inference.sglang import launch_fraction
+
+    gib = 2**30
+    assert launch_fraction(0.55, 80 * gib - gib // 2, 80 * gib) == 0.55  # an empty card: its context and reserve
+    # a trainer holding 30 GiB: SGLang's pool is `free - total * (1 - fraction)`, so the fraction takes its share
+    raised = launch_fraction(0.55, 50 * gib, 80 * gib)
+    assert raised == 0.912  # 0.55 + 29/80, rounded down
+    kv_planned = 80 * gib - 80 * gib * (1 - 0.55)  # available on an empty card less the reserve, weights aside
+    kv_restart = 50 * gib - 80 * gib * (1 - raised)
+    # within the allowance and the rounding (0.001 of the card) of the plan; with the planned 0.55, 30 GiB less
+    assert kv_planned - gib - 0.001 * 80 * gib <= kv_restart <= kv_planned
+    assert 50 * gib - 80 * gib * (1 - 0.55) == kv_planned - 30 * gib
+    assert launch_fraction(0.55, 10 * gib, 80 * gib) == 0.99  # more than the card: at most MAX_FRACTION
+    assert launch_fraction(0.55, 0, 0) == 0.55
+
+
+def test_a_restart_beside_a_running_trainer_raises_the_fraction_by_what_it_holds(tmp_path):
+    """SGLang applies --mem-fraction-static to the memory free at its start: relaunched with the planned fraction
+    beside the trainer, its KV pool would lose the trainer's whole share (or SGLang would not start)."""
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    gib = 2**30
+    readings = iter([(80 * gib - gib // 2, 80 * gib), (50 * gib, 80 * gib)])  # first start, then the restart
+
+    async def probe(spec):
+        return next(readings)
+
+    spec = SGLangLaunch(model_path="/m", served_model="ok", port=free_port(), launcher=(sys.executable, str(stub)),
+                        start_timeout_s=30, mem_fraction_static=0.55)
+    backend = SGLangBackend(spec, KEY, on_fatal=lambda reason: None, memory_probe=probe)
+
+    async def run():
+        await backend.start()
+        first = backend._child
+        restarted = asyncio.Event()
+
+        async def after_restart():
+            restarted.set()
+
+        backend.after_restart = after_restart
+        first.process.kill()
+        await asyncio.wait_for(restarted.wait(), 30)
+        second = backend._child
+        await backend.stop()
+        return list(first.tail), list(second.tail)
+
+    first_out, second_out = asyncio.run(run())
+    assert "mem-fraction-static 0.55" in first_out
+    assert "mem-fraction-static 0.912" in second_out
+    assert backend.spec.mem_fraction_static == 0.55  # the plan itself is kept for the next launch
+
+
+def test_an_unreadable_card_keeps_the_planned_fraction():
+    from hermes_stack.inference.sglang import probe_gpu_memory
+
+    spec = SGLangLaunch(model_path="/m", served_model="ok", mem_fraction_static=0.55)
+    # This machine has no GPU: torch answers no device (or the import fails), and the plan stands.
+    assert asyncio.run(probe_gpu_memory(spec)) is None
+
+    async def unreadable(spec):
+        return None
+
+    backend = SGLangBackend(spec, KEY, memory_probe=unreadable, spawn=False)
+    assert asyncio.run(backend._spec_for_free_memory()).mem_fraction_static == 0.55
 
 
 def test_child_that_dies_before_ready_is_a_clear_error(tmp_path):
