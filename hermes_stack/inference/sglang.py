@@ -109,8 +109,17 @@ def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
 LOGPROB_ENV = ("SGLANG_RETURN_ORIGINAL_LOGPROB", "RETURN_ORIGINAL_LOGPROB")
 
 
+# With --tp-size > 1, SGLang refuses to start when one rank's GPU has less than 0.9 of another's free memory
+# (model_executor/model_runner.py `init_torch_distributed`, "The memory capacity is unbalanced"). Beside the trainer on
+# GPU 0 that is every restart mid-run; colocated RL frameworks (verl) switch the check off the same way. The names
+# changed across SGLang versions, so all three are set; a value the user set is kept.
+TP_BALANCE_ENV = {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "true", "SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK": "true",
+                  "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"}
+
+
 def child_env(environ: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k not in SECRET_ENV and k not in LOGPROB_ENV}
+    kept = {k: v for k, v in environ.items() if k not in SECRET_ENV and k not in LOGPROB_ENV}
+    return {**TP_BALANCE_ENV, **kept}
 
 
 # SGLang logs `server_args=ServerArgs(..., api_key='...', ...)` at start (upstream issue #37457): every key-like field
