@@ -351,7 +351,7 @@ class TinkerEngine:
                  api_key: str | None = None, base_url: str | None = None, loss: str = "ppo",
                  critic: LocalCritic | None = None, service_client: Any = None, rest_client: Any = None,
                  probe_timeout_s: float = 5.0, probe_transport: httpx.BaseTransport | None = None,
-                 download: Callable[[str, Path], None] | None = None, normalize_group_std: bool = True,
+                 download: Callable[[str, Path], None] | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, lr_decay_steps: int | None = None, min_lr_ratio: float = 0.1,
                  lr_hold_steps: int = 0):
         self.algo = algo
@@ -367,7 +367,6 @@ class TinkerEngine:
         if algo.uses_critic and critic is not None and critic.head is None:
             raise InputError(Problem("config", "[algorithm] advantage_estimator", "gae", "a critic with a value head"))
         self.critic = critic
-        self.normalize_group_std = normalize_group_std
         self.timeout_s = timeout_s  # the trainer passes HERMES_TINKER_TIMEOUT_S (hermes_stack.service_env)
         self.download = download or _download
         self.step = 0
@@ -449,7 +448,7 @@ class TinkerEngine:
         scores = torch.tensor([s.score for g in groups for s in g], dtype=torch.float32)
         if not algo.uses_critic:
             sequence_adv = torch.cat([alg.group_relative_advantages(
-                torch.tensor([s.score for s in g], dtype=torch.float64), normalize_std=self.normalize_group_std)
+                torch.tensor([s.score for s in g], dtype=torch.float64))
                 .float() for g in groups])
             adv = sequence_adv.unsqueeze(1) * mask + alg.discounted_returns(rewards, mask, 1.0) + k3
         else:

@@ -149,9 +149,7 @@ class TorchEngine:
         lora_rank: int | None = None,
         epochs: int = 2,
         minibatches: int = 1,
-        normalize_group_std: bool = True,
         whiten_gae: bool = True,
-        value_clip: float | None = None,
         critic_learning_rate: float | None = None,
         weight_decay: float = 0.0,
         lr_decay_steps: int | None = None,
@@ -179,9 +177,7 @@ class TorchEngine:
         if minibatches < 1:
             raise ValueError(f"minibatches {minibatches}: expected >= 1")
         self.minibatches = minibatches
-        self.normalize_group_std = normalize_group_std
         self.whiten_gae = whiten_gae
-        self.value_clip = value_clip
         self.lr_decay_steps = lr_decay_steps
         self.min_lr_ratio = min_lr_ratio
         self.lr_hold_steps = lr_hold_steps
@@ -258,8 +254,8 @@ class TorchEngine:
         """Group-relative: one advantage per sequence, from its group's scores. GAE: computed later from values."""
         if self.algo.advantage_estimator != "group_relative":
             return None
-        out = [alg.group_relative_advantages(torch.tensor([float(s.score) for s in g], dtype=torch.float32),
-                                             normalize_std=self.normalize_group_std) for g in groups]
+        out = [alg.group_relative_advantages(torch.tensor([float(s.score) for s in g], dtype=torch.float32))
+               for g in groups]
         return torch.cat(out).to(self.device)
 
     def _micro_batches(self, rows: torch.Tensor, batch: _Batch | None = None) -> list[torch.Tensor]:
@@ -461,7 +457,7 @@ class TorchEngine:
             advantages, returns = alg.gae(rewards, values, mask, algo.gamma, algo.lam)
             if self.whiten_gae:
                 advantages = alg.whiten(advantages, mask)
-            fixed.update(advantages=advantages, returns=returns, old_values=values)
+            fixed.update(advantages=advantages, returns=returns)
         return fixed
 
     def _loss_terms(self, fixed, rows, mb, logprobs, entropy, values, tokens) -> dict[str, torch.Tensor]:
@@ -480,9 +476,7 @@ class TorchEngine:
         terms = {"policy_loss": pg.detach(), "entropy": entropy_mean.detach(), "kl": kl, "clip_fraction": clip_fraction}
         if values is not None:
             # Unweighted: value_loss_coef acts through the critic's learning rate (algorithms module docstring).
-            v_loss = alg.value_loss(values, mine["returns"], mask, 1.0,
-                                    old_values=mine["old_values"] if self.value_clip else None,
-                                    clip_range=self.value_clip, count=tokens)
+            v_loss = alg.value_loss(values, mine["returns"], mask, 1.0, count=tokens)
             loss = loss + v_loss
             terms["value_loss"] = v_loss.detach()
             terms["value_mean"] = alg.masked_mean(values.detach(), mask, tokens)

@@ -83,6 +83,8 @@ def test_gae_lambda_one_gamma_one_equals_reward_minus_value():
 def test_discounted_returns():
     close(alg.discounted_returns(t([[0, 0, 1.0], [3.0, 0, 0]]), t([[1, 1, 1], [1, 1, 0]]), gamma=0.5),
           [[0.25, 0.5, 1.0], [3.0, 0, 0]])
+    # A masked-out position (a tool's output, say) is skipped, not counted as a discounting step: 0.5, not 0.25.
+    close(alg.discounted_returns(t([[0, 0, 1.0]]), t([[1, 0, 1]]), gamma=0.5), [[0.5, 0, 1.0]])
 
 
 def test_whiten_ignores_masked_out():

@@ -80,3 +80,14 @@ def test_score_weights():
     assert score("#### 48", "#### 49") == pytest.approx(0.1)
     assert score("49", "#### 49") == 0.0
     assert score(" #### 49 ", "#### 49", correctness_weight=2.0, format_weight=0.5) == pytest.approx(2.5)
+
+
+def test_the_answer_is_the_last_marker_and_the_format_is_the_whole_completion():
+    # The held-out accuracy (modelcore/embedded.evaluate, bench/learn.py) reads the last `#### N`, as the reward does.
+    assert parse_answer("#### 3\n#### 49") == 49
+    assert parse_answer("no marker") is None
+    # Exactly `#### N`: text before or after the marker is not the format, though the number may still be right.
+    assert is_well_formatted("7 #### 49") is False
+    assert is_well_formatted("#### 49 apples") is False
+    assert is_well_formatted("  #### 49\n") is True
+    assert score("7 #### 49", "#### 49") == pytest.approx(1.0)

@@ -137,6 +137,9 @@ def test_the_loop_trains_only_on_groups_within_the_bound_and_logs_their_stalenes
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records] == [1, 2]
     assert all(r["staleness_max"] is not None and r["staleness_max"] <= 1 for r in records)
+    # Exactly: step 1 (version 0) trains the group tagged 0, step 2 (version 1) the two tagged 0, one update behind.
+    # A loop that measured the lag against one version too few would read [0, 0] and let a group 2 behind through.
+    assert [r["staleness_max"] for r in records] == [0, 1]
     assert sum(r["stale_groups_dropped"] for r in records) >= 1
     assert "staleness=" in out.getvalue()
     assert read_served_step(tmp_path / "weights") == 2  # written after each push took: the environment reads it
