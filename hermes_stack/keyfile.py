@@ -44,7 +44,7 @@ from hermes_stack.redaction import (
     redact,
     register_secrets,
 )
-from hermes_stack.textfile import decode_text
+from hermes_stack.textfile import decode_text, not_regular
 
 DEFAULT_PATH = Path(".env.taotoken")
 PATH_ENV = keyfile_vars.PATH_ENV  # overrides the default path (so does --keyfile)
@@ -173,10 +173,8 @@ def _path_problem(path: Path, must_exist: bool) -> Problem | None:
         hint = (f"name the key file itself: --keyfile {inside}" if inside.is_file() else
                 f"name a file, not a folder: cp .env.taotoken.example {inside} makes one; then --keyfile {inside}")
         return Problem(name, "(file)", "a directory", "a key file of NAME=value lines", hint)
-    if not path.is_file():
-        kind = next((label for test, label in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                                               (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
-                     if test(path.stat().st_mode)), "not a regular file")
+    kind = not_regular(path)
+    if kind is not None:
         # Copying the example over a device or pipe makes no sense: ask for a regular file instead.
         return Problem(name, "(file)", kind, "a regular key file of NAME=value lines",
                        f"point --keyfile or ${PATH_ENV} at a regular file such as .env.taotoken; without one, leave "

@@ -4,17 +4,55 @@
   Problem naming the line), so both say the same thing.
 - decode_source: environments/*.py and environments/requirements.txt, read as Python reads a source file and pip a
   requirements file (a byte-order mark skipped, a `coding:` line honoured).
+- path_unusable, not_regular: what is wrong with a path before it is read (a name the system refuses; a pipe or a
+  device, whose read would wait on a writer or never end), for the key file, the config files and the paths given
+  on the command line, so all say the same thing.
 """
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import stat
 import tokenize
 from dataclasses import dataclass
 
 from hermes_stack.errors import Problem
 
 BOM = b"\xef\xbb\xbf"
+
+
+def path_unusable(path: str | os.PathLike[str]) -> str | None:
+    """"a path that cannot be read (File name too long)" when the system refuses the path itself (a name over 255
+    bytes, a parent folder that cannot be searched); None when it can be looked at (absent is fine: the caller says
+    so). pathlib's exists(), is_dir() and is_file() raise for such a path instead of answering."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            return None
+        return f"a path that cannot be read ({exc.strerror})"
+    except ValueError:  # a NUL in the path
+        return "a path that cannot be read (it holds a NUL character)"
+    return None
+
+
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
+            (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(path: str | os.PathLike[str]) -> str | None:
+    """What `path` is when it exists but is no regular file (followed through symlinks): "a named pipe", "a character
+    device" (a link to /dev/zero), …; None for a regular file, a folder or nothing. Reading such a file would wait on
+    a writer or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((label for test, label in _SPECIAL if test(mode)), "not a regular file")
 
 
 # UTF-16 byte-order marks (Windows' "Unicode" and PowerShell 5's `>` write these): the file is readable as text, but

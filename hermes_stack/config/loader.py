@@ -25,7 +25,7 @@ from hermes_stack.config.models import AlgoConfig, Settings
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile import KeyFile
 from hermes_stack.modelcore import catalog
-from hermes_stack.textfile import decode_text
+from hermes_stack.textfile import decode_text, not_regular
 
 if TYPE_CHECKING:
     from hermes_stack.config.memory import GpuSplit
@@ -82,6 +82,13 @@ def check_algo(algo: str) -> None:
 
 
 def _read_text(path: Path) -> tuple[str | None, list[Problem]]:
+    """The file as text, or its one problem. A named pipe or a device (a link to /dev/zero) is refused before the
+    read, which would wait on a writer or fill the memory, as the key file's reader refuses it (textfile.not_regular)."""
+    kind = not_regular(path)
+    if kind is not None:
+        return None, [Problem(str(path), "(file)", kind, f"a regular {path.suffix.lstrip('.').upper()} file",
+                              f"restore it from git (`git checkout -- {path}`); a device or a pipe cannot be read as "
+                              "a config file")]
     try:
         data = path.read_bytes()
     except FileNotFoundError:

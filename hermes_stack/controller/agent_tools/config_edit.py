@@ -195,10 +195,15 @@ def check_parseable(root: Path, algo: str, before) -> None:
     for the file is quoted."""
     import tomlkit
 
-    from hermes_stack.textfile import decode_text
+    from hermes_stack.textfile import decode_text, not_regular
 
     for where, name in FILES.items():
         path = root / "configs" / name.format(algo=algo)
+        kind = not_regular(path)
+        if kind is not None:  # a named pipe, a link to /dev/zero: the read below would wait or fill the memory
+            raise EditRefused(f"{path}: (file): found {kind}, expected a regular file",
+                              f"restore {path.relative_to(root)} from git (`git checkout -- "
+                              f"{path.relative_to(root)}`); nothing was written")
         try:
             text, problem = decode_text(path.name, path.read_bytes())  # a BOM, a byte that is not UTF-8
             if problem is not None:

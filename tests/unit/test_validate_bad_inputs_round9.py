@@ -1,0 +1,66 @@
+"""`hermes-stack validate` (and the commands and MCP tools that share its checks) on bad inputs, round 9, found by a
+review:
+1. a config file that is a named pipe or a link to /dev/zero hung validate or filled the memory;
+2. a key-file line python-dotenv cannot read was echoed with its upper-case pieces, which may be a key's;
+3. a zero-width space, a blank or port 0 in a key file's URL, or blanks in TAOTOKEN_MODEL, passed validate;
+4. a path component over 255 characters was "unexpected error: OSError … File name too long", exit 1;
+5. `${VAR}` inside a key-file value was filled in from this machine's environment without a word;
+6. `up --wait-timeout` had no upper bound;
+7. HERMES_SGLANG_IMAGE / HERMES_BASE_IMAGE were not checked as image references;
+8. invisible Unicode controls (U+0085, U+2028, U+202E) passed the "printable text" rule.
+
+Same contract as test_validate_bad_inputs.py, whose machinery this reuses: the exact one-line messages, exit 2, no
+call to the compose choke point, no new container, the key never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from test_validate_bad_inputs import CONFIGS, GOOD_KEYFILE, KEY, Case, error_lines, run_case
+
+from hermes_stack.controller.cli import main
+
+pytestmark = pytest.mark.usefixtures("isolated_secrets")
+
+
+# ---------------------------------------------------------------- 1: a config file that is a pipe or a device
+
+
+@pytest.mark.parametrize(("name", "make", "found"), [
+    ("settings_grpo.json", "fifo", "a named pipe"),
+    ("config_grpo.toml", "fifo", "a named pipe"),
+    ("config_grpo.toml", "zero", "a character device"),
+    ("settings_grpo.json", "zero", "a character device"),
+])
+def test_a_config_file_that_is_a_pipe_or_a_device_is_one_line(name, make, found, tmp_path, monkeypatch, capsys,
+                                                              compose_calls):
+    """read_bytes() on a pipe waited for a writer forever; on a link to /dev/zero it filled the memory."""
+    import shutil
+
+    cdir = tmp_path / "configs"
+    shutil.copytree(CONFIGS, cdir)
+    target = cdir / name
+    target.unlink()
+    if make == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    monkeypatch.chdir(tmp_path)
+    done: list[int] = []
+    worker = threading.Thread(target=lambda: done.append(main(["validate", "--algo", "grpo", "--config-dir",
+                                                               str(cdir), "--device", "cpu"])), daemon=True)
+    worker.start()
+    worker.join(30)
+    if not done:  # unblock the reader so the thread ends, then fail
+        if make == "fifo":
+            with open(target, "wb"):
+                pass
+        pytest.fail("validate hung on the file")
+    kind = "JSON" if name.endswith(".json") else "TOML"
+    assert error_lines(capsys.readouterr().err) == [
+        f"{target}: (file): found {found}, expected a regular {kind} file. Hint: restore it from git (`git checkout -- "
+        f"{target}`); a device or a pipe cannot be read as a config file"]
+    assert done == [2] and compose_calls == []
