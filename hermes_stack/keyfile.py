@@ -60,7 +60,8 @@ BASE_URL_EXAMPLE = "https://taotoken.net/api"
 
 # The names hermes-stack reads from the key file; a name close to one of these gets a "did you mean".
 KNOWN_NAMES = tuple(v.name for v in keyfile_vars.READ)
-_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+# The only words of a line python-dotenv cannot read that are shown (_clip): the table's names.
+_SHOWN_NAMES = frozenset(v.name for v in keyfile_vars.VARIABLES)
 
 
 @dataclass(frozen=True)
@@ -446,10 +447,11 @@ def _expected(key: str) -> str:
 
 
 def _clip(text: str, width: int = 40) -> str:
-    # The line could not be parsed, so its value was never registered as a secret: show only what reads as a variable
-    # name (upper-case ASCII) and redact every other piece whatever characters it holds (/, +, = included).
+    # The line could not be parsed, so its value was never registered as a secret: show only the names of the key
+    # file's table (keyfile_vars) and redact every other piece whatever characters it holds (/, +, = included). Any
+    # upper-case word is not enough: a key of capitals and digits, or a piece of one cut at a blank, is one.
     pieces = re.split(r"([\s=]+)", text)
-    text = "".join(p if not p or _NAME.fullmatch(p) or re.fullmatch(r"[\s=]+", p) else redact(p) for p in pieces)
+    text = "".join(p if not p or p in _SHOWN_NAMES or re.fullmatch(r"[\s=]+", p) else redact(p) for p in pieces)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -241,7 +241,7 @@ CASES = [
     Case("keyfile-stray-quote", [("{kf}: TAOTOKEN_API_KEY: found a value with surrounding whitespace or quotes, "
                                  "expected the bare value. Hint: write TAOTOKEN_API_KEY=sk-…cdef with nothing around "
                                  "it")], keyfile=GOOD_KEYFILE.replace(KEY, f'{KEY}"')),
-    Case("keyfile-unreadable-line", [("{kf}:4: syntax: found a line python-dotenv cannot read (FOO BAR), expected "
+    Case("keyfile-unreadable-line", [("{kf}:4: syntax: found a line python-dotenv cannot read (… …), expected "
                                      "NAME=value. Hint: one NAME=value per line, no quotes; `#` starts a comment")],
          keyfile=GOOD_KEYFILE + "FOO BAR\n"),
     # One line since round 6 (it named the line's variable "syntax", then said TAOTOKEN_API_KEY had no line).

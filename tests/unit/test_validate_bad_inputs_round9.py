@@ -61,6 +61,34 @@ def test_a_config_file_that_is_a_pipe_or_a_device_is_one_line(name, make, found,
         pytest.fail("validate hung on the file")
     kind = "JSON" if name.endswith(".json") else "TOML"
     assert error_lines(capsys.readouterr().err) == [
-        f"{target}: (file): found {found}, expected a regular {kind} file. Hint: restore it from git (`git checkout -- "
-        f"{target}`); a device or a pipe cannot be read as a config file"]
+        (f"{target}: (file): found {found}, expected a regular {kind} file. Hint: restore it from git (`git checkout "
+         f"-- {target}`); a device or a pipe cannot be read as a config file")]
     assert done == [2] and compose_calls == []
+
+
+# ---------------------------------------------------------------- the key file (2, 3, 5)
+
+H_SYNTAX = "Hint: one NAME=value per line, no quotes; `#` starts a comment"
+CAPITALS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ123456"
+
+KEYFILE_CASES = [
+    # 2: only the table's names are shown; an upper-case word may be a key or a piece of one
+    Case("keyfile-capitals-key-after-a-space", [
+        ("{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (TAOTOKEN_API_KEY ABC…3456), expected "
+         "NAME=value. Hint: write NAME=value: a space where the = should be")],
+        keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY {CAPITALS}")),
+    Case("keyfile-unclosed-quote-with-capital-pieces", [
+        (f"{{kf}}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (TAOTOKEN_API_KEY=… … …), expected "
+        f"NAME=value. {H_SYNTAX}")],
+        keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", 'TAOTOKEN_API_KEY="ABCD STUV WXYZ123456')),
+    Case("keyfile-unknown-capital-words", [
+        f"{{kf}}:4: syntax: found a line python-dotenv cannot read (… …), expected NAME=value. {H_SYNTAX}"],
+        keyfile=GOOD_KEYFILE + "ABCDEFGHIJ KLMNOPQRST\n"),
+]
+
+
+@pytest.mark.parametrize("case", KEYFILE_CASES, ids=[c.id for c in KEYFILE_CASES])
+def test_round9_key_file_bad_input_is_one_line_exit_2(case, tmp_path, monkeypatch, capsys, compose_calls):
+    err = run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
+    for secret in (CAPITALS, "STUV", "WXYZ123456", "ABCDEFGHIJ", "KLMNOPQRST"):
+        assert secret not in err
