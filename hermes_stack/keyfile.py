@@ -379,7 +379,39 @@ def _check_values(
         if warning:
             warnings.append(warning)
         values["TAOTOKEN_BASE_URL"] = url
+    for key, example in _OTHER_URLS.items():
+        if raw.get(key) and not _padded(raw[key]) and key in values:
+            problem = check_url(f"{name}:{lines.get(key, 1)}", key, raw[key], f"an http(s) URL, e.g. {example}",
+                                f"set {key}={example}, or remove the line for the default", example)
+            if problem is not None:
+                problems.append(problem)
+    model = raw.get("TAOTOKEN_MODEL")
+    if model and not _padded(model) and "TAOTOKEN_MODEL" in values:
+        problem = _model_problem(f"{name}:{lines.get('TAOTOKEN_MODEL', 1)}", model)
+        if problem is not None:
+            problems.append(problem)
     return values, problems
+
+
+# The key file's URLs other than the gateway's (check_base_url), checked by check_url alone: their services want no
+# particular path. (name: an example for the hint)
+_OTHER_URLS = {"TINKER_BASE_URL": "https://tinker.thinkingmachines.dev/services/tinker-prod",
+               "WANDB_BASE_URL": "https://api.wandb.ai"}
+
+
+def _model_problem(where: str, model: str) -> Problem | None:
+    """TAOTOKEN_MODEL as the gateway reads a model name: no blank, no invisible or control character (a zero-width
+    space copied with the name: the gateway answers "model not found" after the stack started)."""
+    odd = next(((n, c) for n, c in enumerate(model, 1)
+                if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs")), None)
+    if odd is None:
+        return None
+    n, c = odd
+    found = ("a blank" if c == " " else
+             f"U+{ord(c):04X} ({unicodedata.name(c, 'a control character')})") + f" at position {n}"
+    return Problem(where, "TAOTOKEN_MODEL", found, "a model name without blanks or invisible characters, e.g. "
+                   "claude-3-5-sonnet", "copy the model's id as the gateway lists it (`make gateway-check` lists "
+                   "them) and retype it on a plain keyboard")
 
 
 # `$VAR`, `${VAR}`, `$(cmd)`: a shell would expand them; python-dotenv and compose do not do so the same way.
@@ -468,18 +500,11 @@ def check_base_url(where: str, url: str, key: str = "TAOTOKEN_BASE_URL") -> tupl
     a query or a fragment, spaces, or a trailing slash (normalised). Plain http beyond this machine is a warning.
     The one rule for the gateway URL, from the key file or from the environment (gateway.settings_from)."""
     fix = f"set {key}={BASE_URL_EXAMPLE}"
-    if not re.match(r"^https?://[^/\s]+", url):
-        return url, Problem(where, key, url, f"an http(s) URL of the gateway root, e.g. {BASE_URL_EXAMPLE}",
-                            fix), None, None
-    if any(c.isspace() for c in url):
-        return url, Problem(where, key, f"a URL with a space inside ({url!r})", "a URL without spaces",
-                            f"retype it, e.g. {BASE_URL_EXAMPLE}"), None, None
-    try:  # the parser's own refusals (an unclosed [IPv6 address, a port that is no number or beyond 65535)
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - read for its ValueError; httpx refused it only at the first call, with a traceback
-    except ValueError as exc:
-        return url, Problem(where, key, f"{_redact_url(url)} ({exc})", f"an http(s) URL of the gateway root, e.g. "
-                            f"{BASE_URL_EXAMPLE}", f"retype the host and port; {fix}"), None, None
+    problem = check_url(where, key, url, f"an http(s) URL of the gateway root, e.g. {BASE_URL_EXAMPLE}", fix,
+                        BASE_URL_EXAMPLE)
+    if problem is not None:
+        return url, problem, None, None
+    parts = urlsplit(url)
     if "@" in parts.netloc:
         host = parts.netloc.rsplit("@", 1)[1]
         root = urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
@@ -506,6 +531,33 @@ def check_base_url(where: str, url: str, key: str = "TAOTOKEN_BASE_URL") -> tupl
         warning = (f"{where}: {key} is plain http to {parts.hostname}: the gateway key would cross the network "
                    "unencrypted; use https")
     return stripped, None, notice, warning
+
+
+def check_url(where: str, key: str, url: str, expected: str, fix: str, example: str) -> Problem | None:
+    """What makes `url` no URL an HTTP client can call, if anything: not http(s)://host, a character that is not
+    printable ASCII (a zero-width space copied with it: httpx raises InvalidURL at the first call, with a
+    traceback), a blank, a port the parser refuses or port 0. The one rule for every URL of the key file
+    (TAOTOKEN_BASE_URL, through check_base_url; TINKER_BASE_URL, WANDB_BASE_URL)."""
+    odd = next(((n, c) for n, c in enumerate(url, 1) if not c.isascii() or (not c.isprintable() and not c.isspace())),
+               None)
+    if odd is not None:
+        n, c = odd
+        return Problem(where, key, f"U+{ord(c):04X} ({unicodedata.name(c, 'a control character')}) at position {n}",
+                       "an ASCII URL", f"retype the URL on a plain keyboard (an invisible character came with a "
+                       f"copy); {fix}")
+    if not re.match(r"^https?://[^/\s]+", url):
+        return Problem(where, key, url, expected, fix)
+    if any(c.isspace() for c in url):
+        return Problem(where, key, f"a URL with a space inside ({url!r})", "a URL without spaces",
+                       f"retype it, e.g. {example}")
+    try:  # the parser's own refusals (an unclosed [IPv6 address, a port that is no number or beyond 65535)
+        port = urlsplit(url).port  # httpx refused it only at the first call, with a traceback
+    except ValueError as exc:
+        return Problem(where, key, f"{_redact_url(url)} ({exc})", expected, f"retype the host and port; {fix}")
+    if port == 0:
+        return Problem(where, key, f"{_redact_url(url)} (port 0)", "a port from 1 to 65535, or none for the "
+                       "scheme's own", f"write the port the service listens on, or leave :0 out; {fix}")
+    return None
 
 
 def openai_base_url(root: str) -> str:

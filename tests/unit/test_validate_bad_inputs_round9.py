@@ -69,6 +69,11 @@ def test_a_config_file_that_is_a_pipe_or_a_device_is_one_line(name, make, found,
 # ---------------------------------------------------------------- the key file (2, 3, 5)
 
 H_SYNTAX = "Hint: one NAME=value per line, no quotes; `#` starts a comment"
+H_GATEWAY = "set TAOTOKEN_BASE_URL=https://taotoken.net/api"
+TINKER_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+H_TINKER_URL = f"Hint: set TINKER_BASE_URL={TINKER_URL}, or remove the line for the default"
+H_MODEL = ("expected a model name without blanks or invisible characters, e.g. claude-3-5-sonnet. Hint: copy the "
+           "model's id as the gateway lists it (`make gateway-check` lists them) and retype it on a plain keyboard")
 CAPITALS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ123456"
 
 KEYFILE_CASES = [
@@ -84,6 +89,38 @@ KEYFILE_CASES = [
     Case("keyfile-unknown-capital-words", [
         f"{{kf}}:4: syntax: found a line python-dotenv cannot read (… …), expected NAME=value. {H_SYNTAX}"],
         keyfile=GOOD_KEYFILE + "ABCDEFGHIJ KLMNOPQRST\n"),
+    # 3: every URL of the key file is one an HTTP client can call (httpx raised InvalidURL in test-inference)
+    Case("keyfile-base-url-zero-width-space", [
+        ("{kf}:2: TAOTOKEN_BASE_URL: found U+200B (ZERO WIDTH SPACE) at position 21, expected an ASCII URL. Hint: "
+         f"retype the URL on a plain keyboard (an invisible character came with a copy); {H_GATEWAY}")],
+        keyfile=GOOD_KEYFILE.replace("taotoken.net/api", "taotoken.net\u200b/api")),
+    Case("keyfile-base-url-port-0", [
+        ("{kf}:2: TAOTOKEN_BASE_URL: found https://taotoken.net:0/api (port 0), expected a port from 1 to 65535, or "
+         f"none for the scheme's own. Hint: write the port the service listens on, or leave :0 out; {H_GATEWAY}")],
+        keyfile=GOOD_KEYFILE.replace("taotoken.net/api", "taotoken.net:0/api")),
+    Case("keyfile-tinker-url-zero-width-space", [
+        ("{kf}:4: TINKER_BASE_URL: found U+200B (ZERO WIDTH SPACE) at position 15, expected an ASCII URL. Hint: "
+         f"retype the URL on a plain keyboard (an invisible character came with a copy); "
+         f"{H_TINKER_URL.removeprefix('Hint: ')}")],
+        keyfile=GOOD_KEYFILE + "TINKER_BASE_URL=https://tinker\u200b.example/api\n"),
+    Case("keyfile-tinker-url-not-a-url", [
+        f"{{kf}}:4: TINKER_BASE_URL: found not a url, expected an http(s) URL, e.g. {TINKER_URL}. {H_TINKER_URL}"],
+        keyfile=GOOD_KEYFILE + "TINKER_BASE_URL=not a url\n"),
+    Case("keyfile-tinker-url-port-0", [
+        ("{kf}:4: TINKER_BASE_URL: found https://host:0/api (port 0), expected a port from 1 to 65535, or none for "
+         f"the scheme's own. Hint: write the port the service listens on, or leave :0 out; "
+         f"{H_TINKER_URL.removeprefix('Hint: ')}")],
+        keyfile=GOOD_KEYFILE + "TINKER_BASE_URL=https://host:0/api\n"),
+    Case("keyfile-wandb-url-right-to-left-override", [
+        ("{kf}:4: WANDB_BASE_URL: found U+202E (RIGHT-TO-LEFT OVERRIDE) at position 9, expected an ASCII URL. Hint: "
+         "retype the URL on a plain keyboard (an invisible character came with a copy); set "
+         "WANDB_BASE_URL=https://api.wandb.ai, or remove the line for the default")],
+        keyfile=GOOD_KEYFILE + "WANDB_BASE_URL=https://\u202eapi.wandb.ai\n"),
+    Case("keyfile-model-with-a-blank", [f"{{kf}}:3: TAOTOKEN_MODEL: found a blank at position 7, {H_MODEL}"],
+         keyfile=GOOD_KEYFILE.replace("TAOTOKEN_MODEL=m1", "TAOTOKEN_MODEL=claude 3")),
+    Case("keyfile-model-with-a-zero-width-space", [
+        f"{{kf}}:3: TAOTOKEN_MODEL: found U+200B (ZERO WIDTH SPACE) at position 3, {H_MODEL}"],
+        keyfile=GOOD_KEYFILE.replace("TAOTOKEN_MODEL=m1", "TAOTOKEN_MODEL=m1\u200b")),
 ]
 
 
