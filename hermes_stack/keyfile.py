@@ -282,6 +282,11 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
                 problems.append(Problem(f"{name}:{line}", binding.key, "shell syntax ($…) in the value",
                                         "the key itself", "the key file is read, not run by a shell: paste the key's "
                                         "value, not a variable holding it"))
+            elif "${" in binding.value and (binding.key in KNOWN_NAMES or is_secret_name(binding.key)):
+                # Not shown: the rest of the value is the key's.
+                problems.append(Problem(f"{name}:{line}", binding.key, "${ inside the value",
+                                        "the value itself, without ${…}", "the key file is read as it is written: "
+                                        "nothing in it is filled in from the environment; write the whole value"))
         if binding.error:
             first = binding.original.string.strip().splitlines()[0] if binding.original.string.strip() else ""
             yaml = re.match(r"(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*:", first)
@@ -323,7 +328,9 @@ def _parse(name: str, text: str) -> tuple[dict[str, str], list[Problem], list[st
     logger = logging.getLogger("dotenv.main")
     was_disabled, logger.disabled = logger.disabled, True
     try:
-        loaded = dotenv_values(stream=io.StringIO(text))
+        # interpolate=False: python-dotenv would fill `${VAR}` in from this machine's environment, so a value would
+        # silently differ from what the file says (refused above for the names hermes-stack reads).
+        loaded = dotenv_values(stream=io.StringIO(text), interpolate=False)
     finally:
         logger.disabled = was_disabled
     raw = {k: v for k, v in loaded.items() if v is not None}

@@ -69,6 +69,8 @@ def test_a_config_file_that_is_a_pipe_or_a_device_is_one_line(name, make, found,
 # ---------------------------------------------------------------- the key file (2, 3, 5)
 
 H_SYNTAX = "Hint: one NAME=value per line, no quotes; `#` starts a comment"
+H_BRACES = ("expected the value itself, without ${{…}}. Hint: the key file is read as it is written: nothing in it is "
+            "filled in from the environment; write the whole value")
 H_GATEWAY = "set TAOTOKEN_BASE_URL=https://taotoken.net/api"
 TINKER_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
 H_TINKER_URL = f"Hint: set TINKER_BASE_URL={TINKER_URL}, or remove the line for the default"
@@ -121,11 +123,31 @@ KEYFILE_CASES = [
     Case("keyfile-model-with-a-zero-width-space", [
         f"{{kf}}:3: TAOTOKEN_MODEL: found U+200B (ZERO WIDTH SPACE) at position 3, {H_MODEL}"],
         keyfile=GOOD_KEYFILE.replace("TAOTOKEN_MODEL=m1", "TAOTOKEN_MODEL=m1\u200b")),
+    # 5: python-dotenv filled ${HOME} in from this machine's environment (sk-abcdefgh/rootijkl…), without a word
+    Case("keyfile-braces-variable-inside-the-key", [f"{{kf}}:1: TAOTOKEN_API_KEY: found ${{{{ inside the value, {H_BRACES}"],
+         keyfile=GOOD_KEYFILE.replace(KEY, "sk-abcdefgh${HOME}ijklmnop1234")),
+    Case("keyfile-braces-variable-inside-the-url", [f"{{kf}}:2: TAOTOKEN_BASE_URL: found ${{{{ inside the value, {H_BRACES}"],
+         keyfile=GOOD_KEYFILE.replace("taotoken.net", "${GATEWAY_HOST}")),
+    Case("keyfile-braces-variable-inside-the-wandb-key", [
+        f"{{kf}}:4: WANDB_API_KEY: found ${{{{ inside the value, {H_BRACES}"],
+        keyfile=GOOD_KEYFILE + "WANDB_API_KEY=0123456789${USER}abcdef0123456789\n"),
 ]
 
 
 @pytest.mark.parametrize("case", KEYFILE_CASES, ids=[c.id for c in KEYFILE_CASES])
 def test_round9_key_file_bad_input_is_one_line_exit_2(case, tmp_path, monkeypatch, capsys, compose_calls):
+    monkeypatch.setenv("GATEWAY_HOST", "taotoken.net")  # what ${GATEWAY_HOST} was filled in with
     err = run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
-    for secret in (CAPITALS, "STUV", "WXYZ123456", "ABCDEFGHIJ", "KLMNOPQRST"):
+    for secret in (CAPITALS, "STUV", "WXYZ123456", "ABCDEFGHIJ", "KLMNOPQRST", "sk-abcdefgh", "ijklmnop1234",
+                   "0123456789"):
         assert secret not in err
+
+
+def test_a_line_hermes_stack_does_not_read_keeps_its_braces_as_written(tmp_path):
+    """interpolate=False: no value of the file is filled in from the environment, read by hermes-stack or not."""
+    from hermes_stack.keyfile import load_keyfile
+
+    path = tmp_path / "keys.env"
+    path.write_text(GOOD_KEYFILE + "HF_HOME=/cache/${USER}\n")
+    os.chmod(path, 0o600)
+    assert load_keyfile(path, register=False).values["HF_HOME"] == "/cache/${USER}"
