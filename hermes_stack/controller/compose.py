@@ -79,12 +79,19 @@ def stack_params(algo: str, device: str, root: Path, extra_files: Sequence[str] 
                          env=tuple(sorted((env or {}).items())))
 
 
+# The longest `--wait-timeout` taken: a day (a first GPU start downloads a model for minutes, not days). Beyond it
+# compose refuses the number only after the build, and thread.join's timeout overflows.
+MAX_WAIT_TIMEOUT = 86_400
+
+
 def wait_timeout_problem(seconds: int) -> Problem | None:
     """`--wait-timeout` below 1: compose reads 0 or less as no wait at all, so `up` would go on to training with
-    nothing healthy."""
-    if seconds >= 1:
+    nothing healthy; above MAX_WAIT_TIMEOUT: refused too (a long number shown by its digits, as --replicas)."""
+    if 1 <= seconds <= MAX_WAIT_TIMEOUT:
         return None
-    return Problem("command line", "--wait-timeout", str(seconds), "seconds, at least 1 (default 900)",
+    shown = str(seconds) if len(str(seconds)) <= 12 else f"a number of {len(str(seconds))} digits"
+    return Problem("command line", "--wait-timeout", shown,
+                   f"seconds from 1 to {MAX_WAIT_TIMEOUT} (a day; default 900)",
                    "it bounds how long `up --wait` waits for the services to be healthy")
 
 

@@ -21,8 +21,8 @@ from hermes_stack.controller.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 F_HINT = "Hint: -f names a compose file layered over the stack's, e.g. -f compose.override.yml (paths from the checkout)"
-WAIT = ("command line: --wait-timeout: found {n}, expected seconds, at least 1 (default 900). Hint: it bounds how long "
-        "`up --wait` waits for the services to be healthy")
+WAIT = ("command line: --wait-timeout: found {n}, expected seconds from 1 to 86400 (a day; default 900). Hint: it bounds "
+        "how long `up --wait` waits for the services to be healthy")
 SERVICES = "gateway-check, atropos, inference, trainer, environment"
 
 

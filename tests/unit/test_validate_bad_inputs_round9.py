@@ -19,6 +19,7 @@ import os
 import threading
 
 import pytest
+from test_cli_bad_inputs import project, refused  # noqa: F401 - the fixture
 from test_validate_bad_inputs import CONFIGS, GOOD_KEYFILE, KEY, Case, error_lines, run_case
 
 from hermes_stack.controller.cli import main
@@ -151,3 +152,19 @@ def test_a_line_hermes_stack_does_not_read_keeps_its_braces_as_written(tmp_path)
     path.write_text(GOOD_KEYFILE + "HF_HOME=/cache/${USER}\n")
     os.chmod(path, 0o600)
     assert load_keyfile(path, register=False).values["HF_HOME"] == "/cache/${USER}"
+
+
+# ---------------------------------------------------------------- 6: --wait-timeout's upper bound
+
+WAIT = ("command line: --wait-timeout: found {n}, expected seconds from 1 to 86400 (a day; default 900). Hint: it "
+        "bounds how long `up --wait` waits for the services to be healthy")
+
+
+@pytest.mark.parametrize("command", ["up", "dry-run", "render"])
+@pytest.mark.parametrize(("seconds", "shown"), [("99999999999999999999", "a number of 20 digits"),
+                                                ("86401", "86401")])
+def test_a_wait_timeout_beyond_a_day_is_refused_before_anything(command, seconds, shown, project, capsys,  # noqa: F811
+                                                                 compose_calls):
+    """compose refused it only after the build; thread.join's timeout would overflow."""
+    assert refused([command, "--device", "cpu", "--wait-timeout", seconds], capsys, compose_calls,
+                   project) == [WAIT.format(n=shown)]
