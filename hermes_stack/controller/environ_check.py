@@ -1,6 +1,6 @@
 """The controller's environment variables, checked once for `validate` and `up` alike (both go through
 commands.validate.evaluate): the tuning knobs `up` hands the services (service_env.ServiceEnv, the same function and
-messages `up` uses), the compose project name and the images' repository prefix. A bad value is exit 2 before anything starts, not a compose error
+messages `up` uses), the compose project name, the images' repository prefix and the base images' references. A bad value is exit 2 before anything starts, not a compose error
 after work has begun."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Mapping
 
+from hermes_stack.controller.preflight import SGLANG_IMAGE_DEFAULT
 from hermes_stack.errors import InputError, Problem
 
 PROJECT_ENV = "HERMES_PROJECT_NAME"
@@ -18,6 +19,11 @@ IMAGE_REPO_ENV = "HERMES_IMAGE_REPO"
 # and failed only at the build.
 _IMAGE_REPO = re.compile(r"(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
                          r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+# An image reference: the repository as above, then an optional :tag and an optional @digest (docker's grammar).
+_IMAGE_REF = re.compile(_IMAGE_REPO.pattern + r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[a-z0-9]+:[0-9a-f]{32,})?")
+# The image references a user may set: the build's bases (compose.base.yml's build args). "Bad Image" was written
+# into the build args and failed only at the build. (name: the default, for the hint)
+IMAGE_ENVS = {"HERMES_SGLANG_IMAGE": SGLANG_IMAGE_DEFAULT, "HERMES_BASE_IMAGE": "python:3.11-slim-bookworm"}
 # Compose's own rule for project names (lower-case letters, digits, - and _, starting with a letter or digit).
 _PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
@@ -76,4 +82,11 @@ def environment_problems(environ: Mapping[str, str] | None = None) -> list[Probl
                                 "(with a registry host:port first if any)",
                                 "the images are named <it>/trainer, <it>/atropos, …; e.g. hermes-stack (the default: "
                                 "unset it)"))
+    for name, default in IMAGE_ENVS.items():
+        image = environ.get(name, "")
+        if image and not _IMAGE_REF.fullmatch(image):
+            problems.append(Problem("(environment)", name, repr(image),
+                                    "an image reference: repository[:tag][@digest], the repository of lower-case "
+                                    "letters, digits, '.', '_', '-' and '/'",
+                                    f"e.g. {name}={default} (the default: unset it)"))
     return problems

@@ -168,3 +168,31 @@ def test_a_wait_timeout_beyond_a_day_is_refused_before_anything(command, seconds
     """compose refused it only after the build; thread.join's timeout would overflow."""
     assert refused([command, "--device", "cpu", "--wait-timeout", seconds], capsys, compose_calls,
                    project) == [WAIT.format(n=shown)]
+
+
+# ---------------------------------------------------------------- 7: the base images' references
+
+H_IMAGE = ("expected an image reference: repository[:tag][@digest], the repository of lower-case letters, digits, '.', "
+           "'_', '-' and '/'. Hint: e.g. {name}={default} (the default: unset it)")
+IMAGE_CASES = [
+    Case(f"{name.lower()}-{label}", [f"(environment): {name}: found {value!r}, " + H_IMAGE.format(name=name,
+                                                                                                  default=default)],
+         env={name: value})
+    for name, default in (("HERMES_SGLANG_IMAGE", "lmsysorg/sglang:v0.5.18"),
+                          ("HERMES_BASE_IMAGE", "python:3.11-slim-bookworm"))
+    for label, value in (("with-a-blank", "Bad Image"), ("with-an-empty-tag", "lmsysorg/sglang:"))
+]
+
+
+@pytest.mark.parametrize("case", IMAGE_CASES, ids=[c.id for c in IMAGE_CASES])
+def test_a_base_image_that_is_no_image_reference_is_one_line(case, tmp_path, monkeypatch, capsys, compose_calls):
+    """HERMES_SGLANG_IMAGE='Bad Image' passed validate and was written into the build args."""
+    run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
+
+
+@pytest.mark.parametrize("image", ["lmsysorg/sglang:v0.5.18-cu129", "registry.local:5000/team/sglang:dev",
+                                   f"lmsysorg/sglang@sha256:{'0' * 64}"])
+def test_image_references_docker_takes_pass(image):
+    from hermes_stack.controller.environ_check import environment_problems
+
+    assert environment_problems({"HERMES_SGLANG_IMAGE": image, "HERMES_BASE_IMAGE": image}) == []
