@@ -578,6 +578,27 @@ VOLUME_ENTRIES = {
 }
 
 
+# Where printable text is required: control characters (Cc: NUL, a newline, U+0085), format characters (Cf: a
+# zero-width space, a right-to-left override U+202E that shows the text reversed) and the line and paragraph
+# separators (Zl, Zp: U+2028 breaks the line in a log or a run page). Not only < 32 and 127.
+INVISIBLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+
+
+def invisible(text: str) -> list[str]:
+    """The characters of `text` that are not printable text (INVISIBLE_CATEGORIES), each once, in code order."""
+    import unicodedata
+
+    return sorted({c for c in text if unicodedata.category(c) in INVISIBLE_CATEGORIES})
+
+
+def _listed(chars: list[str]) -> str:
+    """"control character U+0000, U+000A"; "invisible character U+202E" when any is no control character."""
+    import unicodedata
+
+    kind = "control" if all(unicodedata.category(c) == "Cc" for c in chars) else "invisible"
+    return f"{kind} character " + ", ".join(f"U+{ord(c):04X}" for c in chars)
+
+
 def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
     """Checkpoints live on the data volume: a relative path (under <data>/checkpoints) without `..`, or an absolute
     path under /data. Anything else would be lost with the container or write outside the volume. A control
@@ -586,12 +607,12 @@ def checkpoint_dir_on_volume(i: Inputs) -> list[Problem]:
     configured = i.settings.tinker.checkpoint_dir
     key = "tinker.checkpoint_dir"
     hint = "relative paths land in <data>/checkpoints/; the seed uses ./temp/"
-    controls = sorted({c for c in configured if ord(c) < 32 or ord(c) == 127})
+    controls = invisible(configured)
     if controls:
-        listed = ", ".join(f"U+{ord(c):04X}" for c in controls)
+        listed = _listed(controls)
         why = ("the trainer cannot create a folder with a NUL in its name" if "\x00" in controls
                else "it would name a folder nobody can see or type")
-        return [Problem(i.settings_file, key, f"{_shown(configured)} (control character {listed})",
+        return [Problem(i.settings_file, key, f"{_shown(configured)} ({listed})",
                         "a folder name of printable characters", f"remove the control character; {why}")]
     path = Path(configured)
     inside = (".." not in path.parts and configured.strip() != "" and not configured.startswith("~")
@@ -922,14 +943,13 @@ def wandb_names(i: Inputs) -> list[Problem]:
         if value is None:
             continue
         key = f"wandb.{field}"
-        controls = sorted({c for c in value if ord(c) < 32 or ord(c) == 127})
+        controls = invisible(value)
         refused = sorted({c for c in value if c in WANDB_PROJECT_REFUSES}) if field == "project" else []
         if len(value) > WANDB_LIMIT:
             out.append(Problem(i.settings_file, key, _shown(value), f"at most {WANDB_LIMIT} characters (wandb's limit)",
                                "a shorter name; wandb refuses a longer one"))
         elif controls:
-            listed = ", ".join(f"U+{ord(c):04X}" for c in controls)
-            out.append(Problem(i.settings_file, key, f"{_shown(value)} (control character {listed})",
+            out.append(Problem(i.settings_file, key, f"{_shown(value)} ({_listed(controls)})",
                                "printable text", "remove the control character; a name is one line of text"))
         elif refused:
             out.append(Problem(i.settings_file, key, _shown(value),

@@ -196,3 +196,54 @@ def test_image_references_docker_takes_pass(image):
     from hermes_stack.controller.environ_check import environment_problems
 
     assert environment_problems({"HERMES_SGLANG_IMAGE": image, "HERMES_BASE_IMAGE": image}) == []
+
+
+# ---------------------------------------------------------------- 8: invisible Unicode where printable text is required
+
+H_NAME = "Hint: remove the control character; a name is one line of text"
+H_CKPT = ("expected a folder name of printable characters. Hint: remove the control character; it would name a folder "
+          "nobody can see or type")
+UNICODE_CASES = [
+    Case("wandb-name-next-line-u0085", [
+        f"{{json}}: wandb.name: found 'run\\x851' (control character U+0085), expected printable text. {H_NAME}"],
+        json={"wandb.name": "run\u00851"}),
+    Case("wandb-group-line-separator-u2028", [
+        f"{{json}}: wandb.group: found 'a\\u2028b' (invisible character U+2028), expected printable text. {H_NAME}"],
+        json={"wandb.group": "a\u2028b"}),
+    Case("wandb-project-right-to-left-override", [
+        (f"{{json}}: wandb.project: found 'rl\\u202elnuf' (invisible character U+202E), expected printable text. "
+        f"{H_NAME}")], json={"wandb.project": "rl\u202elnuf"}),
+    Case("checkpoint-dir-right-to-left-override", [
+        f"{{json}}: tinker.checkpoint_dir: found './temp\\u202e/' (invisible character U+202E), {H_CKPT}"],
+        json={"tinker.checkpoint_dir": "./temp\u202e/"}),
+    Case("checkpoint-dir-paragraph-separator", [
+        f"{{json}}: tinker.checkpoint_dir: found './a\\u2029b/' (invisible character U+2029), {H_CKPT}"],
+        json={"tinker.checkpoint_dir": "./a\u2029b/"}),
+]
+
+
+@pytest.mark.parametrize("case", UNICODE_CASES, ids=[c.id for c in UNICODE_CASES])
+def test_invisible_unicode_where_printable_text_is_required_is_one_line(case, tmp_path, monkeypatch, capsys,
+                                                                      compose_calls):
+    run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
+
+
+@pytest.mark.parametrize(("field", "value", "listed"), [("wandb.name", "run\u202e1", "invisible character U+202E"),
+                                                        ("tinker.checkpoint_dir", "./t\u0085/",
+                                                         "control character U+0085")])
+def test_rl_edit_config_refuses_invisible_unicode_and_writes_nothing(field, value, listed, tmp_path, monkeypatch):
+    import json
+
+    from mcp_helpers import copy_project
+
+    from hermes_stack.controller.agent_tools import tools
+    from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
+
+    root = copy_project(tmp_path / "project").resolve()
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("HERMES_ROOT", str(root))
+    before = {p.name: p.read_bytes() for p in (root / "configs").iterdir()}
+    answer = json.loads(tools.call(Tools(ServerConfig(root=root, device="cpu")), None, "rl_edit_config", field=field,
+                                   value=value))
+    assert answer.get("changed") is False and listed in answer["error"], answer
+    assert {p.name: p.read_bytes() for p in (root / "configs").iterdir()} == before
