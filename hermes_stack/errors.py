@@ -16,7 +16,8 @@ class Problem:
     hint: str = ""
 
     def line(self) -> str:
-        text = f"{self.file}: {self.key}: found {shorten(self.found)}, expected {self.expected}"
+        # The file is shortened too: a path of thousands of characters (a name the system refused) is not echoed whole.
+        text = f"{shorten(self.file)}: {self.key}: found {shorten(self.found)}, expected {self.expected}"
         return f"{text}. Hint: {self.hint}" if self.hint else text
 
 

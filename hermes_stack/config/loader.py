@@ -25,7 +25,7 @@ from hermes_stack.config.models import AlgoConfig, Settings
 from hermes_stack.errors import InputError, Problem
 from hermes_stack.keyfile import KeyFile
 from hermes_stack.modelcore import catalog
-from hermes_stack.textfile import decode_text, not_regular
+from hermes_stack.textfile import decode_text, not_regular, path_unusable
 
 if TYPE_CHECKING:
     from hermes_stack.config.memory import GpuSplit
@@ -593,6 +593,10 @@ def load_files(algo: str, config_dir: Path) -> tuple[AlgoConfig, Settings, Path,
     """Parse and type-check both files (no rules). Raises InputError with the problems of both files."""
     check_algo(algo)
     config_dir = Path(config_dir)
+    unusable = path_unusable(config_dir)  # a name over 255 characters: is_dir() raises instead of answering
+    if unusable is not None:
+        raise InputError(Problem(str(config_dir), "(folder)", unusable,
+                                 f"the folder holding config_{algo}.toml and settings_{algo}.json", CONFIG_DIR_HINT))
     if not config_dir.is_dir():  # one line for the folder, not one per file it should hold
         found = "a file, not a folder" if config_dir.exists() else "no such folder"
         raise InputError(Problem(str(config_dir), "(folder)", found,

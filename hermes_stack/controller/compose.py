@@ -140,6 +140,11 @@ def override_file_problem(root: Path, name: str) -> Problem | None:
 
     path = root / name
     hint = "-f names a compose file layered over the stack's, e.g. -f compose.override.yml (paths from the checkout)"
+    from hermes_stack.textfile import path_unusable
+
+    unusable = path_unusable(path)  # a name over 255 characters: exists() raises instead of answering
+    if unusable is not None:
+        return Problem("command line", "-f", f"{unusable}: {name}", "a compose override file", hint)
     if not path.exists():
         return Problem("command line", "-f", f"{name} (no such file: {path})", "a compose override file", hint)
     if not path.is_file():

@@ -247,3 +247,28 @@ def test_rl_edit_config_refuses_invisible_unicode_and_writes_nothing(field, valu
                                    value=value))
     assert answer.get("changed") is False and listed in answer["error"], answer
     assert {p.name: p.read_bytes() for p in (root / "configs").iterdir()} == before
+
+
+# ---------------------------------------------------------------- 4: a path component the system refuses as too long
+
+LONG = "x" * 300
+TOO_LONG = "a path that cannot be read (File name too long)"
+
+
+@pytest.mark.parametrize("argv", [["up", "--device", "cpu", "-f", f"{LONG}.yml"],
+                                  ["dry-run", "--device", "cpu", "-f", f"{LONG}.yml"],
+                                  ["mcp", "--project", f"/tmp/{LONG}"]])
+def test_a_name_over_255_characters_on_the_command_line_is_one_short_line(argv, project, capsys,  # noqa: F811
+                                                                          compose_calls):
+    """It was "unexpected error: OSError: [Errno 36] File name too long: '<the whole path>'", exit 1."""
+    (line,) = refused(argv, capsys, compose_calls, project)
+    assert f"found {TOO_LONG}: " in line and line.count("x") < 250 and "characters)" in line, line
+
+
+def test_a_config_dir_over_255_characters_is_one_short_line(tmp_path, monkeypatch, capsys, compose_calls):
+    monkeypatch.chdir(tmp_path)
+    rc = main(["validate", "--algo", "grpo", "--config-dir", f"/tmp/{LONG}", "--device", "cpu"])
+    (line,) = error_lines(capsys.readouterr().err)
+    assert rc == 2 and compose_calls == []
+    assert f"… (305 characters): (folder): found {TOO_LONG}, expected the folder holding" in line, line
+    assert line.count("x") < 250

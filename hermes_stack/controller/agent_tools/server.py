@@ -331,8 +331,17 @@ def open_project(project: Path | None, cfg_kwargs: dict[str, Any]) -> tuple[Tool
     """The project: --project, else $HERMES_ROOT, else the current directory. The server chdirs there (the
     controller's functions work relative to the project) and sets HERMES_ROOT for the commands it starts."""
     from hermes_stack.controller.agent_tools.tools import project_problem
+    from hermes_stack.textfile import path_unusable
 
-    root = (project or Path(os.environ.get("HERMES_ROOT") or Path.cwd())).expanduser().resolve()
+    named = (project or Path(os.environ.get("HERMES_ROOT") or Path.cwd())).expanduser()
+    unusable = path_unusable(named)  # a name over 255 characters: exists() raises instead of answering
+    if unusable is not None:
+        from hermes_stack.errors import InputError, Problem
+
+        where = ("command line", "--project") if project is not None else ("(environment)", "HERMES_ROOT")
+        raise InputError(Problem(*where, f"{unusable}: {named}", "the hermes-stack project folder",
+                                 f"name the checkout's folder with {where[1]}"))
+    root = named.resolve()
     if root.exists() and not root.is_dir():
         # A file is a mistyped argument, not a project that may yet be made: refused before serving (exit 2).
         from hermes_stack.errors import InputError, Problem
