@@ -146,9 +146,11 @@ def find_shape(model_path: str, base_dir: Path | None = None) -> ModelShape | No
         candidates = [Path(model_path)]
     if base_dir is not None and not candidates[0].is_absolute():
         candidates.append(base_dir / model_path)
+    from hermes_stack.textfile import path_unusable
+
     for directory in candidates:
         config = directory / "config.json"
-        if config.is_file():
+        if path_unusable(config) is None and config.is_file():  # a name over 255 bytes raises in is_file()
             return read_model_config(config)[0]
     known = KNOWN_SHAPES.get(model_path.lower())
     if known is not None:

@@ -21,6 +21,7 @@ from hermes_stack.keyfile import KeyFile, check_tinker_key
 from hermes_stack.redaction import is_keyfile_secret, looks_like_a_key, redact
 from hermes_stack.secret_files import INFERENCE_KEY_ENV  # inference.api_key_env's default: that line is optional
 from hermes_stack.service_defaults import DATA_DIR
+from hermes_stack.textfile import path_unusable
 
 
 @dataclass(frozen=True)
@@ -429,11 +430,16 @@ def _expanded(path: str) -> Path:
         return Path(path)
 
 
-def _model_dir(i: Inputs) -> Path | None:
-    """The local model folder that `inference.model_path` names, when one exists."""
+def _model_candidates(i: Inputs) -> list[Path]:
+    """Where `inference.model_path` may be: as written, then beside the settings (relative paths)."""
     path = _expanded(i.settings.inference.model_path)
-    candidates = [path] if path.is_absolute() else [path] + ([i.base_dir / path] if i.base_dir else [])
-    return next((c for c in candidates if c.is_dir()), None)
+    return [path] if path.is_absolute() else [path] + ([i.base_dir / path] if i.base_dir else [])
+
+
+def _model_dir(i: Inputs) -> Path | None:
+    """The local model folder that `inference.model_path` names, when one exists (a path the system refuses, such
+    as a name over 255 bytes, names none: model_path_local says so)."""
+    return next((c for c in _model_candidates(i) if path_unusable(c) is None and c.is_dir()), None)
 
 
 def model_path_local(i: Inputs) -> list[Problem]:
@@ -448,6 +454,11 @@ def model_path_local(i: Inputs) -> list[Problem]:
         return [Problem(i.settings_file, "inference.model_path", f"{model!r} (empty)",
                         f"a hub id ({HUB_ID_RULE}) or a local model folder",
                         "name the model, e.g. Qwen/Qwen3-8B, or its folder as ./path")]
+    unusable = next((u for c in _model_candidates(i) if (u := path_unusable(c))), None)
+    if unusable:
+        return [Problem(i.settings_file, "inference.model_path", f"{unusable}: {model!r}",
+                        f"a hub id ({HUB_ID_RULE}) or a local model folder",
+                        "name the model's folder with a shorter path, e.g. ./models/<name>")]
     directory = _model_dir(i)
     if directory is None:
         # A hub name (org/name) is left to memory_budget; a path with more parts (models/m1/weights.bin) is no hub
@@ -496,6 +507,13 @@ def dataset_file(i: Inputs) -> list[Problem]:
         return []
     # Relative to the config directory, then to the working directory: what the environment does.
     base = Path(i.config_file).parent
+    path = Path(dataset)
+    unusable = next((u for c in ((path,) if path.is_absolute() else (base / path, path)) if (u := path_unusable(c))),
+                    None)
+    if unusable:
+        return [Problem(i.config_file, datasets.KEY, f"{unusable}: {dataset!r}",
+                        "a JSONL file inside the configs folder, or a built-in dataset",
+                        "give the file a shorter name, e.g. configs/my_data.jsonl")]
     document = _json_document(dataset, base)
     if document is not None:
         return [Problem(str(document), "(file)", "a JSON document spread over several lines",

@@ -272,3 +272,26 @@ def test_a_config_dir_over_255_characters_is_one_short_line(tmp_path, monkeypatc
     assert rc == 2 and compose_calls == []
     assert f"… (305 characters): (folder): found {TOO_LONG}, expected the folder holding" in line, line
     assert line.count("x") < 250
+
+
+@pytest.mark.parametrize(("key", "edit"), [
+    ("inference.model_path", lambda d: d["settings"].update(inference={"model_path": f"./{LONG}"})),
+    ("[environment] dataset", lambda d: d.update(toml=d["toml"].replace('dataset = "gsm8k"', f'dataset = "{LONG}.jsonl"'))),
+])
+def test_a_model_or_dataset_path_over_255_characters_is_one_short_line(key, edit, tmp_path, monkeypatch, capsys,
+                                                                       compose_calls):
+    """On a GPU both are looked up on disk: it was "unexpected error: OSError … File name too long", exit 1."""
+    import json
+    import shutil
+
+    configs = shutil.copytree(CONFIGS, tmp_path / "configs")
+    settings = json.loads((configs / "settings_grpo.json").read_text())
+    doc = {"settings": settings, "toml": (configs / "config_grpo.toml").read_text()}
+    edit(doc)
+    (configs / "settings_grpo.json").write_text(json.dumps(doc["settings"]))
+    (configs / "config_grpo.toml").write_text(doc["toml"])
+    monkeypatch.chdir(tmp_path)
+    rc = main(["validate", "--algo", "grpo", "--config-dir", str(configs), "--device", "gpu", "--gpu-memory", "80"])
+    (line,) = error_lines(capsys.readouterr().err)
+    assert rc == 2 and compose_calls == []
+    assert f"{key}: found {TOO_LONG}: " in line and line.count("x") < 250, line
