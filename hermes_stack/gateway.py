@@ -32,7 +32,6 @@ KEY_ENV = "TAOTOKEN_API_KEY"
 BASE_URL_ENV = "TAOTOKEN_BASE_URL"
 MODEL_ENV = "TAOTOKEN_MODEL"
 ANTHROPIC_VERSION = "2023-06-01"
-KEY_HINT = f"check {KEY_ENV} in .env.taotoken (wrong or incomplete key)"
 
 Style = Literal["openai", "anthropic"]
 
@@ -52,6 +51,9 @@ class GatewaySettings:
     model: str | None = None
     timeout_s: float = 20.0
     retries: int = 2  # extra attempts after the first
+    # The key file the values came from, named in hints (--keyfile may name another than .env.taotoken; inside the
+    # containers the values arrive as variables, from the key file `up` read).
+    source: str = ".env.taotoken"
 
     @property
     def openai_base_url(self) -> str:
@@ -105,6 +107,7 @@ def settings_from(
         api_key=keyfile.get(KEY_ENV) or "",
         model=keyfile.get(MODEL_ENV) or environ.get(MODEL_ENV) or None,
         timeout_s=timeout_s,
+        source=str(keyfile.path),
     )
 
 
@@ -116,7 +119,8 @@ def explain_status(status: int, url: str, settings: GatewaySettings, body: str =
     """One line naming the likely cause of an HTTP error from the gateway."""
     path = httpx.URL(url).path
     if status in (401, 403):
-        return f"gateway answered {status} for {path}: the key was refused; {KEY_HINT}"
+        return (f"gateway answered {status} for {path}: the key was refused; check {KEY_ENV} in {settings.source} "
+                "(wrong or incomplete key)")
     if status == 404:
         if "/v1/v1" in path:
             return (
@@ -172,7 +176,7 @@ class GatewayClient:
             except httpx.TransportError as exc:
                 last = GatewayError(
                     f"cannot reach the gateway at {self.settings.root} ({type(exc).__name__}: "
-                    f"{exc or 'connection failed'}); check {BASE_URL_ENV} in .env.taotoken"
+                    f"{exc or 'connection failed'}); check {BASE_URL_ENV} in {self.settings.source}"
                 )
             else:
                 if response.status_code < 400:
@@ -213,7 +217,7 @@ class GatewayClient:
         model = model or self.settings.model
         if not model:
             raise InputError(
-                f"no gateway model: set {MODEL_ENV}=<model name> in .env.taotoken (test-inference and the judge "
+                f"no gateway model: set {MODEL_ENV}=<model name> in {self.settings.source} (test-inference and the judge "
                 "need it)"
             )
         style = style or style_for(model)

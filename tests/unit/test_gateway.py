@@ -155,3 +155,25 @@ def test_the_environment_road_gets_the_key_files_url_check():
         with pytest.raises(InputError) as err:
             settings_from(env | {"TAOTOKEN_BASE_URL": bad})
         assert err.value.problems[0].file == "(environment)" and err.value.problems[0].key == "TAOTOKEN_BASE_URL"
+
+
+def test_hints_name_the_key_file_the_values_came_from(tmp_path, monkeypatch):
+    """--keyfile may name another file than .env.taotoken: a hint must send the user to the one actually read."""
+    for name in ("TAOTOKEN_API_KEY", "TAOTOKEN_BASE_URL", "TAOTOKEN_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    port = free_port()  # nothing listens there
+    keyfile = tmp_path / "keys" / "mine.env"
+    keyfile.parent.mkdir()
+    keyfile.write_text(f"TAOTOKEN_API_KEY=sk-not-a-real-key-0000\nTAOTOKEN_BASE_URL=http://127.0.0.1:{port}\n")
+    keyfile.chmod(0o600)
+    s = gateway.settings_from({}, keyfile_path=keyfile, timeout_s=2)
+    assert s.source == str(keyfile)
+    with GatewayClient(GatewaySettings(**{**s.__dict__, "retries": 0})) as client:
+        with pytest.raises(GatewayError) as err:
+            client.list_models()
+        assert f"check TAOTOKEN_BASE_URL in {keyfile}" in str(err.value)
+        with pytest.raises(InputError) as missing:
+            client.chat([{"role": "user", "content": "hi"}])  # no TAOTOKEN_MODEL line
+        assert f"TAOTOKEN_MODEL=<model name> in {keyfile}" in str(missing.value)
+    refused = gateway.explain_status(401, f"http://127.0.0.1:{port}/v1/models", s)
+    assert f"check TAOTOKEN_API_KEY in {keyfile}" in refused and ".env.taotoken" not in refused
