@@ -410,7 +410,23 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, dict):
         return "a table" if value else "an empty table"
+    if isinstance(value, int) and value.bit_length() > 133:  # over 40 digits: its start and its length
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[:20]}… ({len(digits)} digits)"
     return repr(value)
+
+
+def _type_hint(expected: str) -> str:
+    """How to write a value of the `expected` type, for a value of another type."""
+    if "integer" in expected:
+        return "write a whole number without quotes or a decimal point, e.g. 32"
+    if "number" in expected:
+        return "write a number without quotes, e.g. 0.5"
+    if "boolean" in expected:
+        return "write true or false, without quotes"
+    if "string" in expected:
+        return 'write text in quotes, e.g. "name"'
+    return ""
 
 
 def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
@@ -509,7 +525,8 @@ def problems_from(exc: ValidationError, model: type[BaseModel], path: Path, sect
             found = ("null" if value is None else _show(value) if isinstance(value, dict)  # "a table" says it
                      else f"{_show(value)} ({_TYPE_NAMES.get(type(value), type(value).__name__)})")
             expected = _expected_type(owner, loc[-1]) if owner else err["msg"].removeprefix("Input should be ")
-            hint = "quotes make a string; write numbers and booleans bare" if isinstance(value, str) else ""
+            hint = ("quotes make a string; write numbers and booleans bare" if isinstance(value, str)
+                    else _type_hint(expected))
             if expected == "a table" and isinstance(value, list) and value and isinstance(value[0], dict):
                 toml = sections_label == "TOML"
                 found = "an array of tables" if toml else "a list of objects"

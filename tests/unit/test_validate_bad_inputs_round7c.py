@@ -65,12 +65,12 @@ CASES = [
          "already, expected each section once. Hint: move line 2 under this header, without its rollout. prefix")],
         toml=[("[atropos]", "rollout.group_size = 8\n[atropos]")], line_of="[rollout]", col_after="["),
     Case("toml-date-for-a-number", [
-        "{toml}: rollout.batch_size: found 2024-01-01 (a date), expected an integer"],
+        "{toml}: rollout.batch_size: found 2024-01-01 (a date), expected an integer. Hint: write a whole number without quotes or a decimal point, e.g. 32"],
         toml=[("batch_size = 32", "batch_size = 2024-01-01")]),
     Case("json-number-for-a-name", [
-        "{json}: wandb.group: found 7 (an integer), expected a string (or null)"], json={"wandb.group": 7}),
+        '{json}: wandb.group: found 7 (an integer), expected a string (or null). Hint: write text in quotes, e.g. "name"'], json={"wandb.group": 7}),
     Case("json-object-for-a-number", [
-        "{json}: trainer.num_steps: found an empty object, expected an integer"], json={"trainer.num_steps": {}}),
+        "{json}: trainer.num_steps: found an empty object, expected an integer. Hint: write a whole number without quotes or a decimal point, e.g. 32"], json={"trainer.num_steps": {}}),
     Case("toml-lone-carriage-return", [
         ("{toml}:{line}:16: syntax: found text where TOML expected newline or end of document after a statement, "
          "expected valid TOML. Hint: line {line} holds a carriage return (\\r) that ends no line: save the file with "
