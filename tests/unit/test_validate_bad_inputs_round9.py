@@ -301,18 +301,19 @@ def test_a_model_or_dataset_path_over_255_characters_is_one_short_line(key, edit
 
 H_WHOLE = "Hint: write a whole number without quotes or a decimal point, e.g. 32"
 TYPE_CASES = [
-    Case("json-boolean-for-an-integer", [f"{{json}}: trainer.num_steps: found true (a boolean), expected an integer. "
-                                         f"{H_WHOLE}"], json={"trainer.num_steps": True}),
-    Case("json-float-for-an-integer", [f"{{json}}: trainer.num_steps: found 32.0 (a number), expected an integer. "
-                                       f"{H_WHOLE}"], json={"trainer.num_steps": 32.0}),
-    Case("json-array-for-an-integer", [f"{{json}}: trainer.num_steps: found [1] (an array), expected an integer. "
-                                       f"{H_WHOLE}"], json={"trainer.num_steps": [1]}),
+    Case("json-boolean-for-an-integer", [(f"{{json}}: trainer.num_steps: found true (a boolean), expected an "
+                                          f"integer. {H_WHOLE}")], json={"trainer.num_steps": True}),
+    Case("json-float-for-an-integer", [(f"{{json}}: trainer.num_steps: found 32.0 (a number), expected an integer. "
+                                        f"{H_WHOLE}")], json={"trainer.num_steps": 32.0}),
+    Case("json-array-for-an-integer", [(f"{{json}}: trainer.num_steps: found [1] (an array), expected an integer. "
+                                        f"{H_WHOLE}")], json={"trainer.num_steps": [1]}),
     Case("toml-string-array-for-a-number", [
-        "{toml}: rollout.temperature: found ['0.8'] (an array), expected a number. Hint: write a number without "
-        "quotes, e.g. 0.5"], toml=[("temperature = 0.8", "temperature = ['0.8']")]),
+        ("{toml}: rollout.temperature: found ['0.8'] (an array), expected a number. Hint: write a number without "
+         "quotes, e.g. 0.5")], toml=[("temperature = 0.8", "temperature = ['0.8']")]),
     Case("json-number-of-401-digits", [
-        "{json}: trainer.num_steps: found 10000000000000000000… (401 digits), expected less than or equal to 10000000. "
-        "Hint: num_steps: training steps; `git diff configs/` shows what changed"], json={"trainer.num_steps": 10**400}),
+        ("{json}: trainer.num_steps: found 10000000000000000000… (401 digits), expected less than or equal to "
+         "10000000. Hint: num_steps: training steps; `git diff configs/` shows what changed")],
+        json={"trainer.num_steps": 10**400}),
 ]
 
 
