@@ -137,6 +137,11 @@ def _name_attribute(node: ast.ClassDef, constants: dict[str, str] | None = None)
 # atroposlib 0.4.0's BaseEnv.__abstractmethods__ (a test compares them): read from source, so validate need not import
 # atroposlib (about a second).
 BASE_ENV_ABSTRACT = ("evaluate", "get_next_item")
+# What BaseEnv does define, as a body that raises NotImplementedError: the class is created, and the service stops at
+# its start ("Setup method must be implemented in subclass") or at its first rollout. collect_trajectories' default
+# calls collect_trajectory, so one of the two is enough.
+BASE_ENV_STUBS = ("setup",)
+BASE_ENV_ONE_OF = ("collect_trajectories", "collect_trajectory")
 
 
 def _defined(node: ast.ClassDef) -> set[str]:
@@ -162,7 +167,10 @@ def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[st
             if base not in classes:
                 return ()
             todo.append(base)
-    return tuple(method for method in BASE_ENV_ABSTRACT if method not in defined)
+    missing = [method for method in (*BASE_ENV_ABSTRACT, *BASE_ENV_STUBS) if method not in defined]
+    if not defined & set(BASE_ENV_ONE_OF):
+        missing.append(BASE_ENV_ONE_OF[0])
+    return tuple(missing)
 
 
 def _base_env_names(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[str]:
@@ -659,12 +667,14 @@ def _chosen(scan: FileScan, env: EnvironmentInfo, scans: list[FileScan] = ()) ->
     problems = scan.problems
     if env.abstract:
         missing = ", ".join(env.abstract)
-        stubs = "; ".join(f"async def {m}(self{', *args, **kwargs' if m == 'evaluate' else ''}): ..."
-                          for m in env.abstract)
+        arguments = {"evaluate": ", *args, **kwargs", "collect_trajectories": ", item"}
+        stubs = "; ".join(f"async def {m}(self{arguments.get(m, '')}): ..." for m in env.abstract)
+        required = ", ".join((*BASE_ENV_ABSTRACT, *BASE_ENV_STUBS)) + " and " + " or ".join(BASE_ENV_ONE_OF)
         problems = (*problems, Problem(f"{env.file}:{env.line}", "class", f"{env.class_name} without {missing}",
-                                       f"a class defining atroposlib's abstract methods ({', '.join(BASE_ENV_ABSTRACT)})",
-                                       f"define them ({stubs}): atroposlib cannot create the class otherwise, and the "
-                                       "environment would stop at its start"))
+                                       f"a class defining what atroposlib's BaseEnv leaves to it ({required})",
+                                       f"define them ({stubs}): atroposlib cannot create the class without the first "
+                                       "two, and BaseEnv's own setup and collect_trajectory raise "
+                                       "NotImplementedError, so the environment would stop at its start"))
     reached_imports, reached, imported = _reached(scan, [*scans, scan])
     return Selection(env, imports=scan.imports, problems=problems + _imported_problems(imported),
                      reached_imports=tuple(reached_imports),

@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "fixtures" / "user_environments" / "upstream_sums.py"
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 
-# atroposlib's two abstract methods defined, as a file that runs must (environments_catalog.BASE_ENV_ABSTRACT)
-RUNS = "\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n"
+# What BaseEnv leaves to a subclass defined, as a file that runs must (environments_catalog: BASE_ENV_ABSTRACT,
+# BASE_ENV_STUBS, BASE_ENV_ONE_OF)
+RUNS = ("\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n"
+        "\n    async def setup(self): ...\n\n    async def collect_trajectories(self, item): ...\n")
 ENV = b"from atroposlib.envs.base import BaseEnv\n\n\nclass Mine(BaseEnv):\n    name = 'mine'\n" + RUNS.encode()
 H_UTF16 = 'Hint: save it as "UTF-8" (not "Unicode"); `iconv -f UTF-16 -t UTF-8` converts it'
 H_PY_BYTE = ("Hint: save it as UTF-8, or declare its encoding on its first line (# -*- coding: latin-1 -*-): Python "
@@ -479,20 +481,54 @@ def test_a_class_leaving_atroposlibs_abstract_methods_undefined_is_one_line(proj
 
     assert tuple(sorted(BaseEnv.__abstractmethods__)) == BASE_ENV_ABSTRACT  # the names validate reads from source
     put(project, "half.py", "from atroposlib.envs.base import BaseEnv\n\n\nclass Half(BaseEnv):\n"
-                            "    name = 'half'\n\n    async def get_next_item(self): ...\n")
+                            "    name = 'half'\n\n    async def get_next_item(self): ...\n\n"
+                            "    async def collect_trajectory(self, item): ...\n")
     select(project, "half")
     assert refused(project, capsys, compose_calls) == [
-        ("environments/half.py:4: class: found Half without evaluate, expected a class defining atroposlib's abstract "
-        "methods (evaluate, get_next_item). Hint: define them (async def evaluate(self, *args, **kwargs): ...): "
-        "atroposlib cannot create the class otherwise, and the environment would stop at its start")]
+        ("environments/half.py:4: class: found Half without evaluate, setup, expected a class defining what "
+         "atroposlib's BaseEnv leaves to it (evaluate, get_next_item, setup and collect_trajectories or "
+         "collect_trajectory). Hint: define them (async def evaluate(self, *args, **kwargs): ...; async def "
+         "setup(self): ...): atroposlib cannot create the class without the first two, and BaseEnv's own setup and "
+         "collect_trajectory raise NotImplementedError, so the environment would stop at its start")]
+    put(project, "half.py", "from atroposlib.envs.base import BaseEnv\n\n\nclass Half(BaseEnv):\n"
+                            "    name = 'half'\n" + RUNS.replace("    async def collect_trajectories(self, item): ...\n",
+                                                              ""))
+    # The review's case: evaluate and get_next_item defined, BaseEnv's setup and collect_trajectory left as they are
+    assert refused(project, capsys, compose_calls) == [
+        ("environments/half.py:4: class: found Half without collect_trajectories, expected a class defining what "
+         "atroposlib's BaseEnv leaves to it (evaluate, get_next_item, setup and collect_trajectories or "
+         "collect_trajectory). Hint: define them (async def collect_trajectories(self, item): ...): atroposlib cannot "
+         "create the class without the first two, and BaseEnv's own setup and collect_trajectory raise "
+         "NotImplementedError, so the environment would stop at its start")]
+    put(project, "half.py", "from atroposlib.envs.base import BaseEnv\n\n\nclass Half(BaseEnv):\n"
+                            "    name = 'half'\n" + RUNS)
     put(project, "whole.py", "from half import Half\n\n\nclass Whole(Half):\n    name = 'whole'\n")
     put(project, "mixed.py", "from atroposlib.envs.base import BaseEnv\nfrom somewhere import Mixin\n\n\n"
                              "class Mixed(Mixin, BaseEnv):\n    name = 'mixed'\n")
     for name, current in (("whole", "half"), ("mixed", "whole")):
         select(project, name, current)
         _code, errors, _ = validate(project, capsys, compose_calls)
-        assert not any("abstract methods" in line for line in errors), (name, errors)
+        assert not any("BaseEnv leaves to it" in line for line in errors), (name, errors)
 
+
+
+def test_basenvs_stubs_are_the_ones_validate_requires():
+    """BASE_ENV_STUBS and BASE_ENV_ONE_OF track atroposlib: BaseEnv's bodies of those methods raise."""
+    import asyncio
+
+    from atroposlib.envs.base import BaseEnv
+
+    from hermes_stack.environments_catalog import BASE_ENV_ONE_OF, BASE_ENV_STUBS
+
+    class Bare(BaseEnv):
+        async def get_next_item(self): ...
+
+        async def evaluate(self, *args, **kwargs): ...
+
+    bare = Bare.__new__(Bare)  # the methods below read nothing of an instance's state before they raise
+    for method, args in ((BASE_ENV_STUBS[0], ()), (BASE_ENV_ONE_OF[1], (None,))):
+        with pytest.raises(NotImplementedError):
+            asyncio.run(getattr(bare, method)(*args))
 
 
 def test_a_class_on_basenv_without_its_import_is_one_line(project, capsys, compose_calls):

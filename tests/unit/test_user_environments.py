@@ -15,8 +15,10 @@ from hermes_stack.controller.cli import main
 pytestmark = pytest.mark.usefixtures("isolated_secrets")
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "fixtures" / "user_environments" / "upstream_sums.py"
-# atroposlib's two abstract methods defined, as a file that runs must (environments_catalog.BASE_ENV_ABSTRACT)
-RUNS = "\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n"
+# What BaseEnv leaves to a subclass defined, as a file that runs must (environments_catalog: BASE_ENV_ABSTRACT,
+# BASE_ENV_STUBS, BASE_ENV_ONE_OF)
+RUNS = ("\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n"
+        "\n    async def setup(self): ...\n\n    async def collect_trajectories(self, item): ...\n")
 VALIDATE = ["validate", "--algo", "grpo", "--device", "cpu"]
 
 
