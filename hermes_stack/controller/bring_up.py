@@ -318,10 +318,14 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         t = _stage(6, total, f"start training: up --wait ({', '.join(TRAINING)})")
         try:
             _up(compose, TRAINING, wait_timeout)
-        except StackError:
-            from hermes_stack.controller.status import finished_run
+        except StackError as exc:
+            from hermes_stack.controller.status import UpFailed, finished_run
 
             if (complete := finished_run(compose)) is None:
+                if isinstance(exc, UpFailed):
+                    # The serving services stay up (their logs, a fix and `make up` again); say how to stop them.
+                    raise exc.followed_by(f"the other services stay up for their logs; `make down ALGO={algo}` "
+                                          "stops them") from None
                 raise
             _done(t, f"nothing to train: the run is complete (checkpoint step {complete[0]} >= num_steps "
                      f"{complete[1]})")

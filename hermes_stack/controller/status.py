@@ -373,8 +373,39 @@ def explain_up_failure(compose: Compose, exc: CommandFailed) -> StackError:
             except CommandFailed:
                 reason = ""
         what = "unhealthy" if s.health == "unhealthy" else s.describe()
+        if not reason and (s.state in ("restarting", "exited") or s.health == "starting"):
+            # A crash loop has no health output yet: its own last error says why (it said only "restarting").
+            reason = last_error(_log_tail(compose, s.service))
+            if reason:
+                reason = f"its last error: {reason} (docker compose logs {s.service})"
         lines.append(f"service {s.service} is {what}" + (f": {reason}" if reason else ""))
     return UpFailed(lines, exc)
+
+
+def _log_tail(compose: Compose, service: str, lines: int = 80) -> list[str]:
+    """The service's last log lines (stdout and stderr); [] when compose cannot give them."""
+    from hermes_stack.controller.compose import CommandFailed, logs_argv
+
+    try:
+        return list(compose.stream(logs_argv(compose.params, service, tail=lines)))
+    except (CommandFailed, OSError):
+        return []
+
+
+# A Python exception's own line ("NotImplementedError: Setup method must ...", "ValueError: ..."), or a service's
+# "error: ..." line; compose prefixes each line with "<container> | ".
+_ERROR_LINE = re.compile(r"(?:^|\|\s)((?:[A-Za-z_][\w.]*(?:Error|Exception|Exit)|error)\b:?\s.*)$")
+
+
+def last_error(log_lines: list[str], width: int = 240) -> str:
+    """The last line of `log_lines` that reads as an error (see _ERROR_LINE), redacted and cut to `width`."""
+    from hermes_stack.redaction import redact_known_secrets
+
+    for line in reversed(log_lines):
+        if match := _ERROR_LINE.search(line.rstrip()):
+            text = redact_known_secrets(" ".join(match.group(1).split()))
+            return text if len(text) <= width else text[: width - 1] + "…"
+    return ""
 
 
 class UpFailed(StackError):
@@ -385,3 +416,7 @@ class UpFailed(StackError):
 
     def lines(self) -> list[str]:
         return list(self._lines)
+
+    def followed_by(self, line: str) -> UpFailed:
+        """The same failure with one more line (what to do next)."""
+        return UpFailed([*self._lines, line], self.cause)

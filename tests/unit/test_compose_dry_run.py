@@ -257,8 +257,12 @@ def test_up_on_a_run_already_complete_says_so_and_what_to_do_instead_of_composes
     fakes = FinishedRunFakes(code, "trainer-1 | INFO training already complete: checkpoint step 400 >= num_steps 400")
     _stub_bring_up(monkeypatch, tmp_path, fakes)
     if code:
-        with pytest.raises(StackError):
+        with pytest.raises(StackError) as failed:
             bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=False)
+        # the stack is left up for its logs: the last line says how to stop it
+        assert failed.value.lines()[0].startswith("service trainer is exited 1")
+        assert failed.value.lines()[-1] == ("the other services stay up for their logs; `make down ALGO=grpo` stops "
+                                            "them")
         return
     bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=False)
     out = capsys.readouterr().out

@@ -77,6 +77,27 @@ def test_up_failure_names_each_unready_service_with_its_healthcheck_reason():
     assert err.lines() == ["service inference is unhealthy: port 9 refused"]
 
 
+def test_up_failure_of_a_crash_looping_service_quotes_its_last_error():
+    """A user environment whose setup raised: compose said only "service environment is restarting"."""
+    ps = "\n".join(json.dumps(r) for r in [_row("trainer"), _row("environment", state="restarting", health="")])
+    logs = ["environment-1  | Traceback (most recent call last):",
+            'environment-1  |   File "/app/environments/mine.py", line 9, in setup',
+            "environment-1  | NotImplementedError: Setup method must be implemented in subclass",
+            "environment-1  | INFO exiting"]
+    asked = []
+
+    def streamer(argv, env):
+        asked.append(argv)
+        return iter(logs)
+
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: ps,
+                      streamer=streamer)
+    err = explain_up_failure(compose, CommandFailed(["docker", "compose", "up"], 1, "environment is restarting"))
+    assert err.lines() == [("service environment is restarting: its last error: NotImplementedError: Setup method "
+                            "must be implemented in subclass (docker compose logs environment)")]
+    assert asked[0][-3:] == ["--tail", "80", "environment"]
+
+
 def test_up_failure_where_nothing_started_shows_composes_own_error():
     # e.g. the engine refused to create a container: every service is only "created", compose's stderr is the cause
     ps = "\n".join(json.dumps(r) for r in [_row("atropos", state="created", health=""),
