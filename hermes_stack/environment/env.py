@@ -35,6 +35,7 @@ from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the marke
     write_ready_marker,
 )
 from hermes_stack.errors import InputError
+from hermes_stack.modelcore.weights_layout import POLICY_STEP_KEY
 from hermes_stack.service_env import ServiceEnv, load_service_stack
 from hermes_stack.tasks.datasets import load_items
 from hermes_stack.tasks.prompting import (
@@ -291,7 +292,7 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         groups = []
         for prompt, (_, texts, results, group) in zip(prompts, scored):
             if policy_step is not None:
-                group["generation_params"] = {"policy_step": policy_step}
+                group["generation_params"] = {POLICY_STEP_KEY: policy_step}
             groups.append(self._finish(group, prompt, texts, results))
         return groups
 
@@ -436,7 +437,7 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
             inference_logprobs=[node.logprobs for node in nodes],
         )
         if policy_step is not None:  # a ScoredData field Atropos passes through to the trainer's batch
-            group["generation_params"] = {"policy_step": policy_step}
+            group["generation_params"] = {POLICY_STEP_KEY: policy_step}
         return self._finish(group, prompt, texts, results)
 
     async def _collect_from_gateway(self, item: dict) -> ScoredDataGroup | None:

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from hermes_stack.modelcore.weights_layout import read_served_step
+from hermes_stack.modelcore.weights_layout import POLICY_STEP_KEY, read_served_step
 
 log = logging.getLogger("hermes_stack.environment")
 
@@ -69,17 +69,36 @@ class StackBehaviour:
         self.config.total_steps = sys.maxsize  # upstream's guess off: the trainer's own step decides
 
     def _data_dir(self) -> str | None:
-        return self.ready_dir or getattr(self.config, "data_dir", None)
+        return self.ready_dir or getattr(getattr(self, "config", None), "data_dir", None)
 
     async def collect_trajectories(self, item):
+        # The weights step served when this generation begins, for groups the environment does not tag itself (a
+        # user's file): the trainer bounds staleness by it; untagged groups passed unbounded ("staleness=nan").
+        data_dir = self._data_dir()
+        served = read_served_step(Path(data_dir) / "weights") if data_dir else None
         result = await super().collect_trajectories(item)
         group = result[0] if isinstance(result, tuple) else result
+        if served is not None:
+            tag_policy_step(group, served)
         if group is None:
             self.none_groups += 1
             if self.none_groups in (1, 10, 100) or self.none_groups % 500 == 0:
                 log.info("the environment returned no group for an item (None; upstream files do so when every "
                          "score is equal): %d so far, nothing sent for them", self.none_groups)
         return result
+
+
+def tag_policy_step(groups, step: int) -> None:
+    """Set generation_params' policy step on each group (a group, or a list of them) that has none; a step the
+    environment set itself is kept."""
+    for group in groups if isinstance(groups, list) else [groups]:
+        if not isinstance(group, dict):
+            continue
+        params = group.get("generation_params")
+        params = dict(params) if isinstance(params, dict) else {}
+        if POLICY_STEP_KEY not in params:
+            params[POLICY_STEP_KEY] = step
+            group["generation_params"] = params
 
 
 def write_ready_marker(data_dir: Path, **extra) -> Path:

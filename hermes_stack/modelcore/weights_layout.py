@@ -72,6 +72,11 @@ def write_served_step(weights_root: Path, step: int) -> Path:
     return path
 
 
+# A rollout group's `generation_params` key for the weights step it was sampled with: environments write it, the
+# trainer bounds a group's staleness by it (trainer/staleness.py).
+POLICY_STEP_KEY = "policy_step"
+
+
 def read_served_step(weights_root: Path) -> int:
     """The step the inference service serves at least (0, the base model, when no push has taken yet)."""
     try:

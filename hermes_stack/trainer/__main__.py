@@ -345,9 +345,13 @@ def held_out_evaluator(stack: StackConfig, engine: Engine) -> Callable[[], dict[
     """Greedy accuracy on a held-out split, for the torch engine: it shows whether the policy learns the task, which
     the reward of its own samples alone does not. The offline task's 95 held-out sums (~0.1 s on CPU), or up to
     HELD_OUT_ROWS test rows of a JSONL dataset with the environment's prompt and reward (hermes_stack.tasks.heldout).
-    gsm8k from the hub has no local split here (`python -m hermes_stack.environment evaluate` covers it)."""
+    gsm8k from the hub has no local split here (`python -m hermes_stack.environment evaluate` covers it). None for
+    a user's environment (environments/): its task is its own, not [environment] dataset, and its evaluate() runs in
+    the environment service (status showed the built-in task's accuracy, 0.000, beside a user's environment)."""
+    from hermes_stack.environments_catalog import BUILTIN_NAMES
+
     env = stack.config.environment
-    if not hasattr(engine, "policy") or env.dataset == "gsm8k":
+    if not hasattr(engine, "policy") or env.dataset == "gsm8k" or env.name not in BUILTIN_NAMES:
         return None
     if env.dataset == "offline-arith":
         from hermes_stack.modelcore.embedded import evaluate

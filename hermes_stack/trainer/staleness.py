@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-POLICY_STEP_KEY = "policy_step"
+from hermes_stack.modelcore.weights_layout import POLICY_STEP_KEY
 
 
 def policy_step_of(group: dict[str, Any]) -> int | None:

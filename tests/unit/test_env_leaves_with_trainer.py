@@ -160,3 +160,36 @@ def test_a_real_failure_is_not_taken_for_the_end_of_training(tmp_path, monkeypat
         asyncio.run(env_main.serve(config, [], env_class=served_class(seen, fail=RuntimeError("boom"))))
     assert "cancelling" in seen  # the `finally` ran
     assert "reached" not in caplog.text
+
+
+class Sampling:
+    """A user's environment as the mixin sees it: its groups carry no policy step, unless it sets one itself; the
+    trainer pushes step 6 while the generation runs."""
+
+    def __init__(self, config, weights, own_step=None):
+        self.config, self.weights, self.own_step = config, weights, own_step
+
+    async def collect_trajectories(self, item):
+        write_served_step(self.weights, 6)  # a push lands mid-generation: the group was sampled with step 5
+        params = None if self.own_step is None else {"policy_step": self.own_step, "temperature": 1.0}
+        groups = [{"tokens": [[1]], "scores": [1.0], "generation_params": params}, {"tokens": [[2]], "scores": [0.0]}]
+        return groups, []
+
+
+class SamplingEnv(StackBehaviour, Sampling):
+    pass
+
+
+def test_a_user_environments_groups_carry_the_step_served_when_their_generation_began(tmp_path):
+    """The trainer bounds staleness by it; untagged groups passed unbounded (its step lines said staleness=nan)."""
+    write_served_step(tmp_path / "weights", 5)
+    e = SamplingEnv(SimpleNamespace(data_dir=str(tmp_path)), tmp_path / "weights")
+    groups, _ = asyncio.run(e.collect_trajectories({}))
+    assert [g["generation_params"] for g in groups] == [{"policy_step": 5}, {"policy_step": 5}]
+    own = SamplingEnv(SimpleNamespace(data_dir=str(tmp_path)), tmp_path / "weights", own_step=3)
+    groups, _ = asyncio.run(own.collect_trajectories({}))
+    assert groups[0]["generation_params"] == {"policy_step": 3, "temperature": 1.0}  # its own step is kept
+    assert groups[1]["generation_params"] == {"policy_step": 6}
+    untagged = SamplingEnv(SimpleNamespace(data_dir=None), tmp_path / "weights")
+    groups, _ = asyncio.run(untagged.collect_trajectories({}))  # no data volume: nothing to read, nothing tagged
+    assert "generation_params" not in groups[1]

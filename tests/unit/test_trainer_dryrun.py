@@ -164,6 +164,13 @@ def test_held_out_evaluator_for_the_offline_task_only(env) -> None:
     gpu = load_config(parse_args(["--algo", "grpo", "--config-dir", str(env["configs"]), "--profile", "gpu"], service), service)
     assert gpu.config.environment.dataset != "offline-arith"
     assert held_out_evaluator(gpu, engine) is None
+    # A user's environment (environments/) has its own task and evaluate(): the built-in sums are not its held-out
+    # set, whatever [environment] dataset says (status showed "held-out acc 0.000" beside one).
+    import dataclasses
+
+    mine = dataclasses.replace(stack, config=stack.config.model_copy(update={
+        "environment": stack.config.environment.model_copy(update={"name": "sevens"})}))
+    assert mine.config.environment.dataset == "offline-arith" and held_out_evaluator(mine, engine) is None
 
 
 def test_engine_gets_the_rollout_temperature_and_the_micro_batch_size(env) -> None:
