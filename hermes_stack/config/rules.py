@@ -737,7 +737,7 @@ def environment_imports(i: Inputs) -> list[Problem]:
         out.append(Problem(i.config_file, "environment.name", f"{name!r}, whose file imports {listed}",
                            "imports the environment image has",
                            f"add the package, pinned (name==version), to {environments_requirements.REQUIREMENTS} and "
-                           "rebuild the images (hermes-stack build)"))
+                           "rebuild the images: make images (make up rebuilds them too)"))
     if check.unchecked:
         listed = ", ".join(f"{module} ({file}:{line})" for module, line in check.unchecked)
         shown = ", ".join(check.unknown[:3]) + (f" and {len(check.unknown) - 3} more" if len(check.unknown) > 3 else "")

@@ -183,7 +183,7 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
         # Without a key every route, /update_weights_from_disk included, would be open to anyone who can reach it.
         raise InputError(Problem("(environment)", "HERMES_INFERENCE_KEY", "no value",
                                  "the key that protects the inference service",
-                                 "start the stack with `hermes-stack up`, which generates one; by hand, set the "
+                                 "start the stack with `make up`, which generates one; by hand, set the "
                                  "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)"))
     marker_path = data_dir / "ready" / "inference" if data_dir is not None and owns_data_volume else None
     # Ready = started AND the newest synced weights loaded: before that a push could race the front's own load.

@@ -51,7 +51,7 @@ def load_service_config(environ: Mapping[str, str] | None = None) -> ServiceConf
         # Refused before the model loads: a service without a key would leave every route open.
         raise InputError(Problem("(environment)", INFERENCE_KEY_ENV, "no value",
                                  "the key that protects the inference service",
-                                 "start the stack with `hermes-stack up`, which generates one; by hand, set the "
+                                 "start the stack with `make up`, which generates one; by hand, set the "
                                  f"Compose secret hermes_inference_key (variable {INFERENCE_KEY_ENV})"))
     stack = load_service_stack(env)
     inference, engine = stack.settings.inference, stack.settings.trainer.engine

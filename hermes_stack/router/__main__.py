@@ -19,12 +19,12 @@ def main() -> int:
         env = ServiceEnv.from_environ()
         if not env.replica_urls:
             raise InputError(Problem("(environment)", "HERMES_INFERENCE_REPLICA_URLS", "no value",
-                                     "the replicas' URLs, comma-separated", "start the stack with `hermes-stack up "
-                                     "--replicas N` (make up REPLICAS=N), which writes them"))
+                                     "the replicas' URLs, comma-separated", "start the stack with `make up "
+                                     "REPLICAS=N`, which writes them"))
         if not env.key:
             raise InputError(Problem("(environment)", "HERMES_INFERENCE_KEY", "no value",
                                      "the key that protects the inference replicas",
-                                     "start the stack with `hermes-stack up`, which generates one"))
+                                     "start the stack with `make up`, which generates one"))
         argv = router_argv(env.replica_urls, env.inference_port or 8001, env.log_level)
     except HermesError as exc:
         for line in exc.lines():

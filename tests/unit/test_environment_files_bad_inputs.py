@@ -174,7 +174,7 @@ def test_an_import_no_listed_requirement_provides_is_refused_when_every_requirem
     assert refused(project, capsys, compose_calls) == [
         (config_line(project, "'mine', whose file imports sklearn (environments/mine.py:1)") + ", expected imports "
          "the environment image has. Hint: add the package, pinned (name==version), to environments/requirements.txt "
-         "and rebuild the images (hermes-stack build)")]
+         "and rebuild the images: make images (make up rebuilds them too)")]
 
 
 def test_an_import_under_type_checking_is_not_required(project, capsys, compose_calls):

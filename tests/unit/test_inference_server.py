@@ -203,7 +203,7 @@ def test_the_service_refuses_to_start_without_a_key(model_dir, key):
     assert caught.value.exit_code == 2
     assert caught.value.lines() == [(
         "(environment): HERMES_INFERENCE_KEY: found no value, expected the key that protects the inference service. "
-        "Hint: start the stack with `hermes-stack up`, which generates one; by hand, set the Compose secret "
+        "Hint: start the stack with `make up`, which generates one; by hand, set the Compose secret "
         "hermes_inference_key (variable HERMES_INFERENCE_KEY)")]
 
 

@@ -333,7 +333,7 @@ def test_an_edit_to_a_project_whose_config_does_not_parse_is_refused_and_writes_
         for answer in pair:
             assert answer["changed"] is False and "failed unexpectedly" not in answer["error"], (case, answer)
             assert answer["error"].startswith(str(toml)), (case, answer)
-            assert answer["hint"] == ("fix configs/config_grpo.toml by hand first (`hermes-stack validate --algo grpo` "
+            assert answer["hint"] == ("fix configs/config_grpo.toml by hand first (`make validate ALGO=grpo` "
                                       "shows the line); nothing was written"), (case, answer)
     # validate's own line for the file, without its hint (the tool's hint replaces it)
     assert ": syntax: found text where TOML expected '=' after a key in a key/value pair, expected valid TOML" in answers["syntax"][0][
@@ -400,7 +400,8 @@ def test_a_folder_environment_named_like_a_dataset_is_the_one_that_name_selects(
     (project / "environments").mkdir()
     (project / "environments" / "oa.py").write_text(
         "from atroposlib.envs.base import BaseEnv\n\n\nclass OA(BaseEnv):\n    name = 'offline-arith'\n\n"
-        "    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n")
+        "    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n\n"
+        "    async def setup(self): ...\n\n    async def collect_trajectories(self, item): ...\n")
     config = project / "configs" / "config_grpo.toml"
 
     async def scenario():

@@ -189,7 +189,7 @@ def test_inference_loads_a_changed_locked_field_only_when_unlocked(unlocked_conf
 # ---- the inference service refuses to start without a key --------------------------------------------------------
 
 NO_KEY = ("inference: (environment): HERMES_INFERENCE_KEY: found no value, expected the key that protects the "
-          "inference service. Hint: start the stack with `hermes-stack up`, which generates one; by hand, set the "
+          "inference service. Hint: start the stack with `make up`, which generates one; by hand, set the "
           "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)")
 
 

@@ -59,7 +59,11 @@ MINE = ("from datasets import load_dataset\n"
         "    async def get_next_item(self):\n"
         "        return helpers.item(load_dataset)\n\n"
         "    async def evaluate(self, *args, **kwargs):\n"
-        "        return None\n")
+        "        return None\n\n"
+        "    async def setup(self):\n"
+        "        pass\n\n"
+        "    async def collect_trajectories(self, item):\n"
+        "        return None, []\n")
 HELPERS = "import json\n\n\ndef item(load):\n    return json.dumps({})\n"
 H_SHADOW = ("expected a module name only one of them has. Hint: rename {entry} (and the imports of it): the "
             "environment service puts environments/ first on sys.path, so one is imported in place of the other, "

@@ -214,7 +214,7 @@ def check_parseable(root: Path, algo: str, before) -> None:
         except Exception as exc:  # noqa: BLE001 - tomlkit's parse errors share no base class with json's
             line = next((p.line() for p in before.errors if Path(p.file.partition(":")[0]).name == path.name), None)
             raise EditRefused((line or f"{path}: {type(exc).__name__}: {exc}").split(". Hint: ")[0],
-                              f"fix {path.relative_to(root)} by hand first (`hermes-stack validate --algo {algo}` "
+                              f"fix {path.relative_to(root)} by hand first (`make validate ALGO={algo}` "
                               "shows the line); nothing was written") from None
 
 

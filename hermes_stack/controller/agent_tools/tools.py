@@ -219,8 +219,8 @@ class Tools:
         if outcome.stack is None:
             lines = [p.line() for p in outcome.errors]
             raise ToolFailure(lines[0] if lines else "the configs could not be read",
-                              "fix the config files (hermes-stack validate --algo "
-                              f"{self.cfg.algo} prints every problem)", problems=lines)
+                              "fix the config files (make validate "
+                              f"ALGO={self.cfg.algo} prints every problem)", problems=lines)
         return outcome
 
     def _environment_of(self, stack, listed: list[dict[str, str]] | None = None) -> str:
