@@ -322,13 +322,16 @@ def stopped_line(states: list[ServiceState], algo: str) -> str | None:
     if not stopped:
         return None
     running = any(s.state == "running" for s in states)
+    # The stack's replica count again (inference, inference-2, ...): a `make up` without it would not match the run.
+    replicas = 1 + sum(1 for s in states if re.fullmatch(r"inference-\d+", s.service))
+    up = f"make up ALGO={algo}" + (f" REPLICAS={replicas}" if replicas > 1 else "")
     if running and "trainer" not in stopped:  # the run goes on (or waits for them): nothing resumes
         what, it = (f"{stopped[0]} was", "it") if len(stopped) == 1 else (f"{', '.join(stopped)} were", "them")
-        return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO={algo} "
+        return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): {up} "
                 f"starts {it} again beside the training run, which waits for {it}")
     what = ("the trainer was" if stopped == ["trainer"] else f"{', '.join(stopped)} were") if running \
         else "the stack was"
-    return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO={algo} "
+    return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): {up} "
             "starts it again, and training resumes from its last checkpoint")
 
 

@@ -214,6 +214,12 @@ def test_a_stop_by_hand_says_how_to_start_again_and_a_completed_one_shot_says_no
     assert stopped_line(stopped, "ppo").startswith("the stack was stopped by hand")
     assert stopped_line(service_states([_row("gateway-check", state="exited", health="", code=0),
                                         _row("trainer")]), "grpo") is None
+    # With replicas, the command keeps their count (a review typed REPLICAS=2 itself; the line left it out)
+    replica_killed = service_states([_row("trainer"), _row("inference"), _row("router"),
+                                     _row("inference-2", state="exited", health="", code=137)])
+    assert stopped_line(replica_killed, "grpo") == (
+        "inference-2 was stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO=grpo "
+        "REPLICAS=2 starts it again beside the training run, which waits for it")
 
 
 def test_a_service_stopped_beside_a_training_run_is_named_and_started_by_up_not_the_trainer():
