@@ -251,6 +251,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
     baseline = evaluate
     unsaved = False
     unlogged: dict[str, Any] | None = None  # a trained step's metrics not yet on record (its push may still fail)
+    replicas_down: set[str] = set()  # the replicas the last push skipped
     try:
         while step < settings.num_steps and not stop:
             t0 = time.monotonic()
@@ -295,9 +296,14 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
                 push_weights_riding_out(inference, weights, step, settings, stop, log)
                 sync = getattr(inference, "last_sync", {})
                 skipped = [root for root, state in sync.items() if state != "loaded"]
-                if skipped:  # one replica down slows rollouts; training goes on on the others
+                # One replica down slows rollouts; training goes on on the others. Said when the set changes, not
+                # every step (a line a step doubled the trainer's log while a replica was down).
+                if skipped and set(skipped) != replicas_down:
                     log(f"step {step}: weights loaded by {len(sync) - len(skipped)} of {len(sync)} replicas; "
                         f"{', '.join(skipped)} did not answer and loads step-{step} or newer itself when it returns")
+                elif replicas_down and not skipped:
+                    log(f"step {step}: weights loaded by all {len(sync)} replicas again")
+                replicas_down = set(skipped)
                 write_served_step(settings.data_dir / "weights", step)  # the environment tags rollouts with it
                 prune_weight_dirs(settings.data_dir / "weights", settings.keep_weights)
                 metrics["sync_s"] = time.monotonic() - t2

@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
@@ -349,3 +350,35 @@ def test_a_push_refused_at_the_socket_is_ridden_out_but_a_refused_key_ends_it_at
                        match=r"same HERMES_INFERENCE_KEY; .* `make down ALGO=ppo` then `make up ALGO=ppo` starts"):
         push_weights_riding_out(wrong_key, tmp_path, 3, Settings(), stop=False, log=lines.append, retry_s=0.01)
     assert lines == []  # no wait announced for a key that will not change
+
+
+class ScriptedReplicas(InferenceClient):
+    """The real client against the fake service, whose push result per step is a script of replica outcomes."""
+
+    script: ClassVar[list[dict[str, str]]] = []
+
+    def push_weights(self, *args, **kwargs):
+        answer = super().push_weights(*args, **kwargs)
+        self.last_sync = self.script.pop(0)
+        return answer
+
+
+def test_a_replica_down_is_said_when_it_goes_and_when_it_returns_not_every_step(api, inference, tmp_path) -> None:
+    """A line a step doubled the trainer's log while a replica was down (a Docker review)."""
+    up, down = "loaded", "unreachable: loads the newest weights when it returns"
+    ScriptedReplicas.script = [{"a": up, "b": up}, {"a": up, "b": down}, {"a": up, "b": down}, {"a": up, "b": down},
+                               {"a": up, "b": up}]
+    api.reset()
+    _feed(api.url, 5 * GROUPS_PER_STEP)
+    out = io.StringIO()
+    settings = _settings(tmp_path, 5, interval=10)
+    sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, stream=out)
+    atropos = AtroposClient(api.url)
+    try:
+        assert run_training(TinyEngine(), atropos, ScriptedReplicas(inference.url, inference.key), settings, sink) == 5
+    finally:
+        atropos.close()
+    lines = [line for line in out.getvalue().splitlines() if "replicas" in line]
+    assert len(lines) == 2, lines
+    assert "step 2: weights loaded by 1 of 2 replicas; b did not answer" in lines[0]
+    assert "step 5: weights loaded by all 2 replicas again" in lines[1]
