@@ -765,8 +765,9 @@ def environment_readable_by_the_tiny_model(i: Inputs) -> list[Problem]:
     return [Caution(i.config_file, "environment.name",
                     f"{i.config.environment.name!r} on the embedded profile's tiny model",
                     f"prompts of digits and + = # within {i.config.rollout.max_token_length} tokens",
-                    "its tokenizer knows no letters, so other prompts arrive as <unk> tokens; train a real model "
-                    "on CPU with --model smollm2-135m (make up MODEL=smollm2-135m), or use a GPU")]
+                    "its tokenizer knows only digits, + = # and blanks: fine for sums like 3+4=, but a prompt with "
+                    "other characters arrives as <unk> tokens; for such a task train a real model on CPU with "
+                    "--model smollm2-135m (make up MODEL=smollm2-135m), or use a GPU")]
 
 
 def environment_requirements_pinned(i: Inputs) -> list[Problem]:

@@ -401,9 +401,9 @@ def test_a_users_environment_on_the_tiny_model_gets_one_warning_and_with_a_real_
     err = capsys.readouterr().err
     assert code == 0 and [line for line in err.splitlines() if line.startswith("warning: ")] == [
         (f"warning: {project}/configs/config_grpo.toml: environment.name: found 'upstream-sums' {TINY}, expected "
-         "prompts of digits and + = # within 16 tokens. Hint: its tokenizer knows no letters, so other prompts arrive "
-         "as <unk> tokens; train a real model on CPU with --model smollm2-135m (make up MODEL=smollm2-135m), or use "
-         "a GPU")]
+         "prompts of digits and + = # within 16 tokens. Hint: its tokenizer knows only digits, + = # and blanks: fine "
+         "for sums like 3+4=, but a prompt with other characters arrives as <unk> tokens; for such a task train a "
+         "real model on CPU with --model smollm2-135m (make up MODEL=smollm2-135m), or use a GPU")]
     code = main(["validate", "--algo", "grpo", "--device", "cpu", "--model", "smollm2-135m", "--config-dir",
                  str(project / "configs")])
     assert code == 0 and "warning: " not in capsys.readouterr().err
