@@ -321,3 +321,23 @@ TYPE_CASES = [
 def test_a_value_of_another_type_says_how_to_write_it_and_a_huge_number_is_shortened(case, tmp_path, monkeypatch,
                                                                                     capsys, compose_calls):
     run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
+
+
+def test_rl_edit_config_on_a_config_that_is_a_named_pipe_is_refused_at_once(tmp_path, monkeypatch):
+    """Its read before the edit would wait for a writer forever (the MCP server's worker thread with it)."""
+    import json
+
+    from mcp_helpers import copy_project
+
+    from hermes_stack.controller.agent_tools import tools
+    from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
+
+    root = copy_project(tmp_path / "project").resolve()
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("HERMES_ROOT", str(root))
+    settings = root / "configs" / "settings_grpo.json"
+    settings.unlink()
+    os.mkfifo(settings)
+    answer = json.loads(tools.call(Tools(ServerConfig(root=root, device="cpu")), None, "rl_edit_config",
+                                   field="wandb.name", value="run-1"))
+    assert answer.get("changed") is not True and "a named pipe" in json.dumps(answer), answer
