@@ -65,13 +65,15 @@ class SGLangLaunch:
     max_restarts: int = 3
 
 
-# SGLang sizes its KV cache from the memory free when it starts: model_executor/model_runner.py measures the free
-# memory before loading (`get_available_gpu_memory`), and the KV pool gets `available - total * (1 -
-# mem_fraction_static)` after the weights (model_runner_kv_cache_mixin.py; "Not enough memory" when that is <= 0).
-# The planned fraction assumes an empty GPU, as at the stack's first start (the trainer waits for inference to be
-# healthy). A restart beside a running trainer would lose the trainer's whole share from the KV pool, or not start at
-# all on a tight split, so each launch adds what other processes hold now. The allowance covers the CUDA context of
-# the probe (and of SGLang itself) and the driver's reserve, which an empty GPU shows too.
+# SGLang sizes its static share (weights and KV pool) from the memory free when it starts, not from the card:
+# model_executor/model_runner.py reads the free memory before loading (`min_per_gpu_memory = init_torch_distributed()`,
+# torch.cuda.mem_get_info) and passes it to init_memory_pool as `total_gpu_memory`, and the KV pool gets `available -
+# total_gpu_memory * (1 - mem_fraction_static)` after the weights ("Not enough memory" when that is <= 0). So the
+# static share is `free at start x fraction`. The planned fraction assumes an empty card, as at the stack's first start
+# (the trainer waits for inference to be healthy). A restart beside a running trainer would shrink the share by the
+# trainer's memory times the fraction, or not start on a tight split, so each launch scales the fraction by
+# card / free. The allowance covers the probe's CUDA context and the driver's reserve, which an empty card shows too
+# (so the first start keeps the planned fraction exactly).
 CONTEXT_ALLOWANCE_BYTES = 1 << 30
 MAX_FRACTION = 0.99
 GPU_MEMORY_PROBE = ("import json, sys, torch\n"
@@ -80,13 +82,13 @@ GPU_MEMORY_PROBE = ("import json, sys, torch\n"
 
 
 def launch_fraction(planned: float, free: int, total: int) -> float:
-    """The --mem-fraction-static that leaves SGLang's KV pool its planned size when other processes hold
-    `total - free` bytes of the card (beyond the allowance): the planned fraction plus their share, rounded down to
-    0.001, at most MAX_FRACTION."""
-    if total <= 0:
+    """The --mem-fraction-static that gives SGLang its planned static share (`planned x total`) when only `free` bytes
+    of the card are free at its start: planned x total / free (free counted with the allowance, at most the card),
+    rounded down to 0.001, at most MAX_FRACTION."""
+    if total <= 0 or free <= 0:
         return planned
-    others = max(0, total - free - CONTEXT_ALLOWANCE_BYTES)
-    return min(MAX_FRACTION, max(planned, math.floor((planned + others / total) * 1000) / 1000))
+    seen_free = min(total, free + CONTEXT_ALLOWANCE_BYTES)
+    return min(MAX_FRACTION, max(planned, math.floor(planned * total / seen_free * 1000) / 1000))
 
 
 def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
@@ -273,8 +275,8 @@ class SGLangBackend:
         if fraction != planned:
             held = (total - free) / 2**30
             log.info("SGLang starts beside %.1f GiB held by other processes (a running trainer): "
-                     "--mem-fraction-static %.3f instead of the planned %.2f, which SGLang would apply to the memory "
-                     "free now, so its KV cache keeps its planned size", held, fraction, planned)
+                     "--mem-fraction-static %.3f instead of the planned %.2f: SGLang applies it to the memory free "
+                     "at its start, and its weights and KV cache keep their planned size", held, fraction, planned)
             if fraction >= MAX_FRACTION:
                 log.warning("the planned split no longer fits beside what other processes hold: SGLang's KV cache "
                             "will be smaller than planned, or SGLang will not start. Hint: `make down` and `make up` "

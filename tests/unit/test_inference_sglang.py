@@ -357,19 +357,20 @@ def test_a_crashed_child_is_restarted_and_loads_the_newest_weights_before_it_cou
     assert backend.models() == ["ok", "step-2"]  # step-1 of the crashed child is not named to the new one
 
 
-def test_launch_fraction_adds_what_other_processes_hold_beyond_the_allowance():
+def test_launch_fraction_keeps_sglangs_static_share_whatever_is_free_at_its_start():
+    """SGLang's static share (weights and KV pool) is `free at its start x fraction` (model_runner passes the free
+    memory it read before loading to init_memory_pool as total_gpu_memory)."""
     from hermes_stack.inference.sglang import launch_fraction
 
     gib = 2**30
     assert launch_fraction(0.55, 80 * gib - gib // 2, 80 * gib) == 0.55  # an empty card: its context and reserve
-    # a trainer holding 30 GiB: SGLang's pool is `free - total * (1 - fraction)`, so the fraction takes its share
+    # a trainer holding 30 GiB: free 50 GiB at SGLang's start
     raised = launch_fraction(0.55, 50 * gib, 80 * gib)
-    assert raised == 0.912  # 0.55 + 29/80, rounded down
-    kv_planned = 80 * gib - 80 * gib * (1 - 0.55)  # available on an empty card less the reserve, weights aside
-    kv_restart = 50 * gib - 80 * gib * (1 - raised)
-    # within the allowance and the rounding (0.001 of the card) of the plan; with the planned 0.55, 30 GiB less
-    assert kv_planned - gib - 0.001 * 80 * gib <= kv_restart <= kv_planned
-    assert 50 * gib - 80 * gib * (1 - 0.55) == kv_planned - 30 * gib
+    assert raised == 0.862  # 0.55 x 80 / 51, rounded down
+    planned_static, restart_static = 0.55 * 80 * gib, 50 * gib * raised
+    # within the allowance's share and the rounding of the plan, never above it; the planned 0.55 would give 27.5 GiB
+    assert planned_static - gib <= restart_static <= planned_static
+    assert 50 * gib * 0.55 == pytest.approx(planned_static - 16.5 * gib)
     assert launch_fraction(0.55, 10 * gib, 80 * gib) == 0.99  # more than the card: at most MAX_FRACTION
     assert launch_fraction(0.55, 0, 0) == 0.55
 
@@ -406,7 +407,7 @@ def test_a_restart_beside_a_running_trainer_raises_the_fraction_by_what_it_holds
 
     first_out, second_out = asyncio.run(run())
     assert "mem-fraction-static 0.55" in first_out
-    assert "mem-fraction-static 0.912" in second_out
+    assert "mem-fraction-static 0.862" in second_out
     assert backend.spec.mem_fraction_static == 0.55  # the plan itself is kept for the next launch
 
 
