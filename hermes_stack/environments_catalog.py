@@ -145,9 +145,22 @@ BASE_ENV_ONE_OF = ("collect_trajectories", "collect_trajectory")
 
 
 def _defined(node: ast.ClassDef) -> set[str]:
-    """Names a class body binds: its methods and plain assignments."""
-    methods = {stmt.name for stmt in node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    return methods | {name for name, _ in _assigned(node.body)}
+    """Names a class body binds: its methods and assignments (tuple targets too), in nested if/try/with blocks as
+    well, not inside its methods."""
+    names: set[str] = set()
+    todo = list(node.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+            continue
+        targets = (stmt.targets if isinstance(stmt, ast.Assign)
+                   else [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else [])
+        for target in targets:
+            names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo += [child for child in getattr(stmt, field, []) if isinstance(child, (ast.stmt, ast.excepthandler))]
+    return names
 
 
 def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[str]) -> tuple[str, ...]:
@@ -160,7 +173,12 @@ def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[st
         if current in seen:
             continue
         seen.add(current)
-        defined |= _defined(classes[current])
+        node = classes[current]
+        # A decorator, a metaclass or a base written as an expression (Mixin[str], make_base()) may supply the
+        # methods: not judged, as a base from elsewhere is not (a refused valid file is worse than a late error).
+        if node.decorator_list or node.keywords or len(_base_names(node)) != len(node.bases):
+            return ()
+        defined |= _defined(node)
         for base in _base_names(classes[current]):
             if base in base_env:
                 continue

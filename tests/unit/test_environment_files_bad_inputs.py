@@ -545,3 +545,27 @@ def test_a_class_on_basenv_without_its_import_is_one_line(project, capsys, compo
     select(project, "starred", "orphan")
     code, errors, _ = validate(project, capsys, compose_calls)
     assert (code, errors) == (0, []), errors
+
+
+@pytest.mark.parametrize("body", [
+    "class E(ToolMixin[str], BaseEnv):\n    name = 'e'\n",  # a base written as an expression may supply them
+    ("def _s(self): ...\n\n\ndef _c(self, item): ...\n\n\nclass E(BaseEnv):\n    name = 'e'\n"
+     "    setup, collect_trajectory = _s, _c\n"),  # bound by a tuple assignment
+    "def deco(cls):\n    return cls\n\n\n@deco\nclass E(BaseEnv):\n    name = 'e'\n",  # a decorator may add them
+    "class E(BaseEnv, metaclass=type):\n    name = 'e'\n",
+    ("class E(BaseEnv):\n    name = 'e'\n    if True:\n        async def setup(self): ...\n    try:\n"
+     "        async def collect_trajectories(self, item): ...\n    except Exception:\n        pass\n"),
+])
+def test_setup_and_collect_supplied_out_of_plain_sight_are_not_refused(body):
+    """A review found valid files the new setup / collect_trajectories rule refused: a wrongly refused file is worse
+    than a late error, so what the class's text cannot show is not judged."""
+    from hermes_stack.environments_catalog import scan_source
+
+    source = ("from atroposlib.envs.base import BaseEnv\nfrom mixins import ToolMixin\n\n\n" + body
+              + "\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n")
+    (env,) = scan_source(source, "environments/e.py").environments
+    assert env.abstract == ()
+    missing = source.replace("    setup, collect_trajectory = _s, _c\n", "")
+    if missing != source:  # the same class without the assignment is judged, and lacks both
+        (env,) = scan_source(missing, "environments/e.py").environments
+        assert env.abstract == ("setup", "collect_trajectories")
