@@ -547,6 +547,8 @@ def check_url(where: str, key: str, url: str, expected: str, fix: str, example: 
     (TAOTOKEN_BASE_URL, through check_base_url; TINKER_BASE_URL, WANDB_BASE_URL)."""
     odd = next(((n, c) for n, c in enumerate(url, 1) if not c.isascii() or (not c.isprintable() and not c.isspace())),
                None)
+    if odd is not None and _idna_host(url):
+        odd = None  # an internationalised host name (bücher.example), which clients send IDNA-encoded
     if odd is not None:
         n, c = odd
         return Problem(where, key, f"U+{ord(c):04X} ({unicodedata.name(c, 'a control character')}) at position {n}",
@@ -565,6 +567,22 @@ def check_url(where: str, key: str, url: str, expected: str, fix: str, example: 
         return Problem(where, key, f"{_redact_url(url)} (port 0)", "a port from 1 to 65535, or none for the "
                        "scheme's own", f"write the port the service listens on, or leave :0 out; {fix}")
     return None
+
+
+def _idna_host(url: str) -> bool:
+    """Every non-ASCII character of `url` lies in its host, which is printable letters and encodes as IDNA (as httpx
+    sends it); an invisible character (U+200B, U+00A0) never does."""
+    match = re.match(r"^https?://(?:[^@/\s]*@)?([^/:?#\s]+)", url)
+    if match is None or any(not c.isascii() for c in url[match.end(1):] + url[:match.start(1)]):
+        return False
+    host = match.group(1)
+    if any(not c.isascii() and (not c.isprintable() or unicodedata.category(c)[0] not in "LMN") for c in host):
+        return False
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
 
 
 def openai_base_url(root: str) -> str:

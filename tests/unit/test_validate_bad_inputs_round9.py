@@ -341,3 +341,14 @@ def test_rl_edit_config_on_a_config_that_is_a_named_pipe_is_refused_at_once(tmp_
     answer = json.loads(tools.call(Tools(ServerConfig(root=root, device="cpu")), None, "rl_edit_config",
                                    field="wandb.name", value="run-1"))
     assert answer.get("changed") is not True and "a named pipe" in json.dumps(answer), answer
+
+
+@pytest.mark.parametrize(("url", "refused"), [("https://wandb.bücher.example", False), ("https://münchen.example:8443/api", False),
+                                             ("https://tao\u200btoken.example/api", True),
+                                             ("https://\u00a0x.example", True), ("https://x.example/p\u00e4th", True)])
+def test_an_internationalised_host_passes_and_an_invisible_character_does_not(url, refused):
+    """A review: any non-ASCII character was refused, an IDN host too, which httpx sends IDNA-encoded."""
+    from hermes_stack.keyfile import check_url
+
+    problem = check_url("kf", "WANDB_BASE_URL", url, "a URL", "fix it", "https://api.wandb.example")
+    assert (problem is not None) is refused, problem
