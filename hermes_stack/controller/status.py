@@ -212,7 +212,10 @@ def replica_line(service: str, counters: dict | None) -> str:
         return f"  replica {service:<12} weights unknown (not answering)"
     version = counters.get("weights_version", "?")
     under = (counters.get("served_by_version") or {}).get(version, 0)
-    return (f"  replica {service:<12} weights {version}, {counters.get('requests_served', 0)} requests served "
+    # Only the trainer's pushes are named step-<N>; before the first, the name is the model's ("base") or the folder
+    # the dry-run pushed ("policy"), which read as a run's state.
+    shown = version if str(version).startswith("step-") else f"{version} (no training step pushed yet)"
+    return (f"  replica {service:<12} weights {shown}, {counters.get('requests_served', 0)} requests served "
             f"({under} on these weights)")
 
 
@@ -323,7 +326,7 @@ def stopped_line(states: list[ServiceState], algo: str) -> str | None:
         return None
     running = any(s.state == "running" for s in states)
     # The stack's replica count again (inference, inference-2, ...): a `make up` without it would not match the run.
-    replicas = 1 + sum(1 for s in states if re.fullmatch(r"inference-\d+", s.service))
+    replicas = sum(1 for s in states if is_replica(s.service))
     up = f"make up ALGO={algo}" + (f" REPLICAS={replicas}" if replicas > 1 else "")
     if running and "trainer" not in stopped:  # the run goes on (or waits for them): nothing resumes
         what, it = (f"{stopped[0]} was", "it") if len(stopped) == 1 else (f"{', '.join(stopped)} were", "them")

@@ -120,6 +120,9 @@ def test_status_prints_each_replica_with_its_weights_version():
                                         "served_by_version": {"step-11": 30, "step-12": 10}})
     assert line == "  replica inference-2  weights step-12, 40 requests served (10 on these weights)"
     assert "not answering" in replica_line("inference", None)
+    # before the trainer's first push: the dry-run's folder name is not a run's state (a review read "weights policy")
+    assert replica_line("inference", {"weights_version": "policy", "requests_served": 3}) == (
+        "  replica inference    weights policy (no training step pushed yet), 3 requests served (0 on these weights)")
 
 
 CASES = [
