@@ -130,6 +130,11 @@ def test_a_cpu_run_started_followed_stopped_and_reported_through_mcp(tmp_path):
             records = _trained_records()
             assert len(records) >= 3, records
             assert all(r.get("reward_min") == -1.0 and r.get("reward_max") == 1.0 for r in records[:3]), records[:3]
+            # Its groups carry the weights step they were sampled with (the stack tags them), so the trainer's
+            # staleness bound applies to them (untagged, every step line said staleness=nan and nothing was bounded);
+            # and no built-in held-out evaluation runs beside it (status showed the built-in task's "0.000").
+            assert all(r.get("untagged_groups") == 0 and 0 <= r.get("staleness_max") <= 1 for r in records), records[:3]
+            assert not any("eval_accuracy" in r for r in records), records[:3]
             logs = _controller(project, "logs", "--algo", "grpo", "environment").stdout
             assert "environment upstream-sums (UpstreamSumsEnv, environments/upstream_sums.py)" in logs, logs[-3000:]
             for line in REPLACED:
