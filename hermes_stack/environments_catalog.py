@@ -145,25 +145,41 @@ BASE_ENV_ONE_OF = ("collect_trajectories", "collect_trajectory")
 
 
 def _defined(node: ast.ClassDef) -> set[str]:
-    """Names a class body binds: its methods and assignments (tuple targets too), in nested if/try/with blocks as
-    well, not inside its methods."""
+    """Names a class body binds, however: methods, assignments (tuple targets, walrus), imports, loop targets, match
+    captures, in nested blocks too; not inside its methods. Binding more than it does only judges less."""
     names: set[str] = set()
-    todo = list(node.body)
+    todo: list[ast.AST] = list(node.body)
     while todo:
-        stmt = todo.pop()
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(stmt.name)
+        item = todo.pop()
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(item.name)
             continue
-        targets = (stmt.targets if isinstance(stmt, ast.Assign)
-                   else [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else [])
-        for target in targets:
-            names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            todo += [child for child in getattr(stmt, field, []) if isinstance(child, (ast.stmt, ast.excepthandler))]
+        if isinstance(item, ast.Lambda):
+            continue
+        if isinstance(item, ast.Name) and isinstance(item.ctx, ast.Store):
+            names.add(item.id)
+        elif isinstance(item, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in item.names}
+        elif isinstance(item, (ast.MatchAs, ast.MatchStar)) and item.name:
+            names.add(item.name)
+        todo += ast.iter_child_nodes(item)
     return names
 
 
-def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[str]) -> tuple[str, ...]:
+def _patched_classes(tree: ast.Module) -> set[str]:
+    """Names whose attributes the file sets from outside the class (`E.setup = f`, `setattr(E, ...)`)."""
+    out = set()
+    for item in ast.walk(tree):
+        if isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store) and isinstance(item.value, ast.Name):
+            out.add(item.value.id)
+        elif (isinstance(item, ast.Call) and isinstance(item.func, ast.Name) and item.func.id == "setattr"
+              and item.args and isinstance(item.args[0], ast.Name)):
+            out.add(item.args[0].id)
+    return out
+
+
+def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[str],
+                   patched: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """BASE_ENV_ABSTRACT left undefined by class `name` and its bases, when every base is atroposlib's BaseEnv or a
     class of this file; () when one is not (an import, a sibling's class: it may define them)."""
     defined: set[str] = set()
@@ -174,11 +190,13 @@ def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[st
             continue
         seen.add(current)
         node = classes[current]
-        # A decorator, a metaclass or a base written as an expression (Mixin[str], make_base()) may supply the
-        # methods: not judged, as a base from elsewhere is not (a refused valid file is worse than a late error).
-        if node.decorator_list or node.keywords or len(_base_names(node)) != len(node.bases):
-            return ()
+        # A decorator, a metaclass, a base written as an expression (Mixin[str], make_base()), an attribute set
+        # from outside (E.setup = f) or a base's __init_subclass__ may supply the methods: not judged, as a base from
+        # elsewhere is not (a refused valid file is worse than a late error).
         defined |= _defined(node)
+        if (node.decorator_list or node.keywords or len(_base_names(node)) != len(node.bases) or current in patched
+                or "__init_subclass__" in defined):
+            return ()
         for base in _base_names(classes[current]):
             if base in base_env:
                 continue
@@ -319,10 +337,11 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
             if name not in envs and any(b in bases or b in envs for b in _base_names(node)):
                 envs.add(name)
                 changed = True
+    patched = frozenset(_patched_classes(tree))
     found = tuple(
         EnvironmentInfo(_name_attribute(node, constants) or name, name, file,
                         (ast.get_docstring(node) or "").strip(), line=node.lineno,
-                        abstract=_unimplemented(name, classes, base_env))
+                        abstract=_unimplemented(name, classes, base_env, patched))
         for name, node in classes.items() if name in envs)
     guarded = _guarded(tree)
     return FileScan(file, found, imports=_imports(tree, guarded),

@@ -570,8 +570,8 @@ def check_url(where: str, key: str, url: str, expected: str, fix: str, example: 
 
 
 def _idna_host(url: str) -> bool:
-    """Every non-ASCII character of `url` lies in its host, which is printable letters and encodes as IDNA (as httpx
-    sends it); an invisible character (U+200B, U+00A0) never does."""
+    """Every non-ASCII character of `url` lies in its host, which is printable letters and encodes as IDNA 2008 (as
+    httpx sends it); an invisible character (U+200B, U+00A0) never does."""
     match = re.match(r"^https?://(?:[^@/\s]*@)?([^/:?#\s]+)", url)
     if match is None or any(not c.isascii() for c in url[match.end(1):] + url[:match.start(1)]):
         return False
@@ -579,8 +579,10 @@ def _idna_host(url: str) -> bool:
     if any(not c.isascii() and (not c.isprintable() or unicodedata.category(c)[0] not in "LMN") for c in host):
         return False
     try:
-        host.encode("idna")
-    except UnicodeError:
+        import idna  # the IDNA 2008 rules httpx encodes a host with (Python's own codec is IDNA 2003, laxer)
+
+        idna.encode(host.lower())
+    except (ImportError, UnicodeError, ValueError):  # idna.IDNAError is a UnicodeError
         return False
     return True
 

@@ -214,7 +214,7 @@ def replica_line(service: str, counters: dict | None) -> str:
     under = (counters.get("served_by_version") or {}).get(version, 0)
     # Only the trainer's pushes are named step-<N>; before the first, the name is the model's ("base") or the folder
     # the dry-run pushed ("policy"), which read as a run's state.
-    shown = version if str(version).startswith("step-") else f"{version} (no training step pushed yet)"
+    shown = f"{version} (no training step pushed yet)" if version in ("base", "policy") else version
     return (f"  replica {service:<12} weights {shown}, {counters.get('requests_served', 0)} requests served "
             f"({under} on these weights)")
 
@@ -390,17 +390,17 @@ def explain_up_failure(compose: Compose, exc: CommandFailed) -> StackError:
 
 def _log_tail(compose: Compose, service: str, lines: int = 80) -> list[str]:
     """The service's last log lines (stdout and stderr); [] when compose cannot give them."""
-    from hermes_stack.controller.compose import CommandFailed, logs_argv
+    from hermes_stack.controller.compose import CommandFailed, CommandTimedOut, logs_argv
 
     try:
         return list(compose.stream(logs_argv(compose.params, service, tail=lines)))
-    except (CommandFailed, OSError):
+    except (CommandFailed, CommandTimedOut, OSError):  # the failure itself is the message; its log is extra
         return []
 
 
 # A Python exception's own line ("NotImplementedError: Setup method must ...", "ValueError: ..."), or a service's
 # "error: ..." line; compose prefixes each line with "<container> | ".
-_ERROR_LINE = re.compile(r"(?:^|\|\s)((?:[A-Za-z_][\w.]*(?:Error|Exception|Exit)|error)\b:?\s.*)$")
+_ERROR_LINE = re.compile(r"(?:^|\|\s)((?:[A-Za-z_][\w.]*(?:Error|Exception|Exit)|error)\b(?::?\s.*)?)$")
 
 
 def last_error(log_lines: list[str], width: int = 240) -> str:

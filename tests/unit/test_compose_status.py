@@ -279,3 +279,22 @@ def test_up_beside_a_training_run_says_when_its_containers_hold_older_keys():
     assert told[:-1] == quiet and told[-1] == (
         "the key file's keys changed since this run started (or .hermes/ was deleted): its containers keep the old "
         "ones until make down ALGO=ppo, then make up ALGO=ppo")
+
+
+def test_last_error_reads_a_bare_exception_line_and_a_timed_out_log_read_keeps_the_failure():
+    """A review: an exception line without a message was skipped for an older one, and a `logs` read that timed out
+    replaced the whole failure with its own message."""
+    from hermes_stack.controller.compose import CommandTimedOut
+    from hermes_stack.controller.status import last_error
+
+    assert last_error(["env-1  | ValueError: old", "env-1  | RuntimeError"]) == "RuntimeError"
+    assert last_error(["env-1  | asyncio.exceptions.CancelledError"]) == "asyncio.exceptions.CancelledError"
+    assert last_error(["env-1  | INFO errors=0, all fine"]) == ""
+    ps = "\n".join(json.dumps(r) for r in [_row("environment", state="restarting", health="")])
+
+    def slow(argv, env):
+        raise CommandTimedOut(argv, 10)
+
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: ps, streamer=slow)
+    err = explain_up_failure(compose, CommandFailed(["docker", "compose", "up"], 1, "environment is restarting"))
+    assert err.lines() == ["service environment is restarting"]

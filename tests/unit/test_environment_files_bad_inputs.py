@@ -555,6 +555,12 @@ def test_a_class_on_basenv_without_its_import_is_one_line(project, capsys, compo
     "class E(BaseEnv, metaclass=type):\n    name = 'e'\n",
     ("class E(BaseEnv):\n    name = 'e'\n    if True:\n        async def setup(self): ...\n    try:\n"
      "        async def collect_trajectories(self, item): ...\n    except Exception:\n        pass\n"),
+    ("class E(BaseEnv):\n    name = 'e'\n    match 1:\n        case 1:\n            async def setup(self): ...\n"
+     "            async def collect_trajectory(self, item): ...\n"),
+    "class E(BaseEnv):\n    name = 'e'\n    from mixins import setup, collect_trajectory\n",
+    "class E(BaseEnv):\n    name = 'e'\n    x = [(setup := 1), (collect_trajectories := 2)]\n",
+    ("class B(BaseEnv):\n    def __init_subclass__(cls, **kwargs):\n        cls.setup = None\n\n\n"
+     "class E(B):\n    name = 'e'\n"),
 ])
 def test_setup_and_collect_supplied_out_of_plain_sight_are_not_refused(body):
     """A review found valid files the new setup / collect_trajectories rule refused: a wrongly refused file is worse
@@ -563,8 +569,12 @@ def test_setup_and_collect_supplied_out_of_plain_sight_are_not_refused(body):
 
     source = ("from atroposlib.envs.base import BaseEnv\nfrom mixins import ToolMixin\n\n\n" + body
               + "\n    async def get_next_item(self): ...\n\n    async def evaluate(self, *args, **kwargs): ...\n")
-    (env,) = scan_source(source, "environments/e.py").environments
+    env = next(e for e in scan_source(source, "environments/e.py").environments if e.class_name == "E")
     assert env.abstract == ()
+    patched = source.replace("    setup, collect_trajectory = _s, _c\n", "") + "\n\nE.setup = E.collect_trajectory = _s\n"
+    if patched != source + "\n\nE.setup = E.collect_trajectory = _s\n":  # set from outside the class: not judged
+        (env,) = scan_source(patched, "environments/e.py").environments
+        assert env.abstract == ()
     missing = source.replace("    setup, collect_trajectory = _s, _c\n", "")
     if missing != source:  # the same class without the assignment is judged, and lacks both
         (env,) = scan_source(missing, "environments/e.py").environments

@@ -123,6 +123,7 @@ def test_status_prints_each_replica_with_its_weights_version():
     # before the trainer's first push: the dry-run's folder name is not a run's state (a review read "weights policy")
     assert replica_line("inference", {"weights_version": "policy", "requests_served": 3}) == (
         "  replica inference    weights policy (no training step pushed yet), 3 requests served (0 on these weights)")
+    assert "(no training step" not in replica_line("inference", {"requests_served": 3})  # a version nobody reported
 
 
 CASES = [
