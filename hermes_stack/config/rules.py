@@ -505,11 +505,8 @@ def dataset_file(i: Inputs) -> list[Problem]:
     dataset = i.config.environment.dataset
     if i.profile != "gpu" or dataset in datasets.BUILT_IN:
         return []
-    # Relative to the config directory, then to the working directory: what the environment does.
     base = Path(i.config_file).parent
-    path = Path(dataset)
-    unusable = next((u for c in ((path,) if path.is_absolute() else (base / path, path)) if (u := path_unusable(c))),
-                    None)
+    unusable = next((u for c in _dataset_candidates(dataset, base) if (u := path_unusable(c))), None)
     if unusable:
         return [Problem(i.config_file, datasets.KEY, f"{unusable}: {dataset!r}",
                         "a JSONL file inside the configs folder, or a built-in dataset",
@@ -526,11 +523,17 @@ def dataset_file(i: Inputs) -> list[Problem]:
     return _dataset_as_the_environment_loads_it(i, dataset, counts)
 
 
+def _dataset_candidates(dataset: str, base: Path) -> tuple[Path, ...]:
+    """Where a dataset path may be: relative to the config directory, then to the working directory (what the
+    environment does); an absolute path as it is."""
+    path = Path(dataset)
+    return (path,) if path.is_absolute() else (base / path, path)
+
+
 def _json_document(dataset: str, base: Path) -> Path | None:
     """The dataset's path when it is a pretty-printed JSON document (a lone `[` or `{` first): one line says so
     instead of one per physical line."""
-    path = Path(dataset)
-    found = next((c for c in ((path,) if path.is_absolute() else (base / path, path)) if c.is_file()), None)
+    found = next((c for c in _dataset_candidates(dataset, base) if c.is_file()), None)
     if found is None:
         return None
     try:
@@ -570,7 +573,7 @@ def dataset_in_configs(i: Inputs) -> list[Problem]:
         return []  # dataset_file names a missing or malformed file first (its read of the file is reused: cheap)
     base = Path(i.config_file).parent
     path = Path(dataset)
-    found = path if path.is_absolute() else next((c for c in (base / path, path) if c.is_file()), base / path)
+    found = next((c for c in _dataset_candidates(dataset, base) if c.is_file()), base / path)
     try:
         inside = found.resolve().is_relative_to(base.resolve())
     except OSError:
