@@ -489,8 +489,9 @@ def _clip(text: str, width: int = 40) -> str:
     # The line could not be parsed, so its value was never registered as a secret: show only the names of the key
     # file's table (keyfile_vars) and redact every other piece whatever characters it holds (/, +, = included). Any
     # upper-case word is not enough: a key of capitals and digits, or a piece of one cut at a blank, is one.
-    pieces = re.split(r"([\s=]+)", text)
-    text = "".join(p if not p or p in _SHOWN_NAMES or re.fullmatch(r"[\s=]+", p) else redact(p) for p in pieces)
+    # Quotes, colons and commas split pieces too, so a name typed YAML- or JSON-style ("NAME": value) is still shown.
+    pieces = re.split(r"([\s=:,'\"]+)", text)
+    text = "".join(p if not p or p in _SHOWN_NAMES or re.fullmatch(r"[\s=:,'\"]+", p) else redact(p) for p in pieces)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

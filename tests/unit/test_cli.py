@@ -82,15 +82,15 @@ def test_validate_help_exits_0(capsys):
 
 
 def test_secret_in_an_error_line_is_redacted(monkeypatch, capsys):
-    redaction.register_secrets({"TAOTOKEN_API_KEY": "sk-leaky0123456789"})
+    redaction.register_secrets({"TAOTOKEN_API_KEY": "sk-leaky0123456789abc"})
 
     def leak(*args, **kwargs):
-        raise RuntimeError("bad key sk-leaky0123456789")
+        raise RuntimeError("bad key sk-leaky0123456789abc")
 
     monkeypatch.setattr(validate_cmd, "evaluate", leak)
     assert main(ARGS) == 1
     err = capsys.readouterr().err
-    assert "sk-leaky0123456789" not in err and "sk-…6789" in err
+    assert "sk-leaky0123456789abc" not in err and "sk-…9abc" in err
 
 
 def test_a_usage_hint_names_the_program_as_it_was_typed(tmp_path, monkeypatch):

@@ -160,14 +160,17 @@ def test_placeholder_key_is_refused_naming_its_line(tmp_path, placeholder):
 
 
 def test_every_key_file_value_is_secret_except_urls_and_models(tmp_path):
-    extra = "MY_APIKEY=tinkerapikey-000111\nMY_THING=plainvalue-222333\nTINKER_BASE_URL=https://tinker.example\n"
+    extra = ("MY_APIKEY=tinkerapikey-000111-444555\nMY_THING=plainvalue-222333-666777\nMY_PIN=pin-12345678\n"
+             "TINKER_BASE_URL=https://tinker.example\n")
     k = kf.load_keyfile(write(tmp_path, good(extra)))
     shown = k.redacted()
-    assert shown["MY_APIKEY"] == "tin…0111" and shown["MY_THING"] == "pla…2333"
+    assert shown["MY_APIKEY"] == "tin…4555" and shown["MY_THING"] == "pla…6777"
+    assert shown["MY_PIN"] == "…"  # under 20 characters: seven of them would be most of it
     assert shown["TAOTOKEN_BASE_URL"] == "https://taotoken.net/api" and shown["TAOTOKEN_MODEL"] == "m1"
     assert shown["TINKER_BASE_URL"] == "https://tinker.example"
-    out = redaction.redact_known_secrets("a tinkerapikey-000111 b plainvalue-222333 c https://tinker.example")
-    assert out == "a tin…0111 b pla…2333 c https://tinker.example"
+    out = redaction.redact_known_secrets(
+        "a tinkerapikey-000111-444555 b plainvalue-222333-666777 c pin-12345678 d https://tinker.example")
+    assert out == "a tin…4555 b pla…6777 c … d https://tinker.example"
 
 
 def test_redaction_works_whatever_characters_the_value_holds(tmp_path):
@@ -177,11 +180,11 @@ def test_redaction_works_whatever_characters_the_value_holds(tmp_path):
 
 
 def test_unreadable_line_hides_values_with_slashes_and_pluses(tmp_path):
-    path = write(tmp_path, good("SOME_TOKEN abc/def+ghi/jkl+mno\n"))
+    path = write(tmp_path, good("SOME_TOKEN abc/def+ghi/jkl+mno/pqr+stu\n"))
     with pytest.raises(InputError) as info:
         kf.load_keyfile(path)
     (line,) = lines_of(info.value)
-    assert "abc/def+ghi/jkl+mno"[:8] not in line and "(… abc…+mno)" in line
+    assert "abc/def+" not in line and "(… abc…+stu)" in line
 
 
 def test_environment_names_with_key_anywhere_are_secret():
@@ -200,7 +203,8 @@ def test_all_problems_reported_together(tmp_path):
 
 
 def test_redact_keeps_prefix_and_last_four():
-    assert redaction.redact("sk-abcdefghijkl1234") == "sk-…1234"
+    assert redaction.redact("sk-abcdefghijklmn1234") == "sk-…1234"
+    assert redaction.redact("sk-abcdefghijkl123") == "…"  # 18 characters: 7 shown would be most of it
     assert redaction.redact("short") == "…"
 
 

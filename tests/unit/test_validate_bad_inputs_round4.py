@@ -302,7 +302,7 @@ ROUND6_KEYFILE = [
          "\uff1d (U+FF1D, a full-width equals sign an input method types)")],
         keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY\uff1d{KEY}")),
     Case("keyfile-yaml-style", [
-        ("{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (TAO…KEY: sk-…cdef), expected NAME=value. "
+        ("{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (TAOTOKEN_API_KEY: sk-…cdef), expected NAME=value. "
          "Hint: write NAME=value: `NAME: value` is YAML, and this is a dotenv file")],
         keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY: {KEY}")),
 ]

@@ -117,7 +117,7 @@ CASES = [
          "NAME=value. Hint: write NAME=value without the leading `- ` (compose's list form of environment:)")],
         keyfile="- " + GOOD_KEYFILE),
     Case("keyfile-json-member", [
-        ('{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read ("TA…EY": "sk…ef",), expected NAME=value. '
+        ('{kf}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read ("TAOTOKEN_API_KEY": "sk-…cdef",), expected NAME=value. '
          "Hint: write NAME=value: this is a dotenv file, not JSON (no quotes around the name, no : and no trailing "
          "comma)")],
         keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f'"TAOTOKEN_API_KEY": "{KEY}",')),

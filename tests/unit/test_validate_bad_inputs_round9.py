@@ -86,7 +86,7 @@ KEYFILE_CASES = [
          "NAME=value. Hint: write NAME=value: a space where the = should be")],
         keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", f"TAOTOKEN_API_KEY {CAPITALS}")),
     Case("keyfile-unclosed-quote-with-capital-pieces", [
-        (f"{{kf}}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (TAOTOKEN_API_KEY=… … …), expected "
+        (f"{{kf}}:1: TAOTOKEN_API_KEY: found a line python-dotenv cannot read (TAOTOKEN_API_KEY=\"… … …), expected "
         f"NAME=value. {H_SYNTAX}")],
         keyfile=GOOD_KEYFILE.replace(f"TAOTOKEN_API_KEY={KEY}", 'TAOTOKEN_API_KEY="ABCD STUV WXYZ123456')),
     Case("keyfile-unknown-capital-words", [
