@@ -133,6 +133,11 @@ class HermesMathEnv(StackBehaviour, PooledAtroposCalls, BaseEnv):
         self.gateway_client = gateway_client  # test-inference online: rollouts from the gateway model
         self.judge = None
 
+    @property
+    def tags_policy_step(self) -> bool:
+        # Inference rollouts are tagged in _collect_many / _collect_from_inference; gateway ones by the mixin.
+        return self.config.rollout_source == "inference"
+
     # ------------------------------------------------------------ atroposlib hooks
 
     @classmethod

@@ -30,6 +30,12 @@ class StackBehaviour:
     none_groups: int = 0
     trainer_steps: int | None = None  # [trainer] num_steps, kept when config.total_steps is lifted (get_status)
 
+    @property
+    def tags_policy_step(self) -> bool:
+        """True where the environment tags its groups itself, right before it samples (the built-in one's inference
+        rollouts): the served step is then not read a second time for each chunk here."""
+        return False
+
     async def register_env(self):
         await super().register_env()
         if data_dir := self._data_dir():
@@ -75,7 +81,7 @@ class StackBehaviour:
         # The weights step served when this generation begins, for groups the environment does not tag itself (a
         # user's file): the trainer bounds staleness by it; untagged groups passed unbounded ("staleness=nan").
         data_dir = self._data_dir()
-        served = read_served_step(Path(data_dir) / "weights") if data_dir else None
+        served = read_served_step(Path(data_dir) / "weights") if data_dir and not self.tags_policy_step else None
         result = await super().collect_trajectories(item)
         group = result[0] if isinstance(result, tuple) else result
         if served is not None:

@@ -197,6 +197,13 @@ def _event(sink: MetricsSink, kind: str, message: str, fields: dict[str, Any]) -
         event(kind, message, fields)
 
 
+def _save_on_stop(engine: Engine, settings: LoopSettings, sink: MetricsSink, step: int) -> Path:
+    """A stop or a failure between save intervals is a checkpoint too, and its `saved` event names it."""
+    saved = save(engine, settings, step)
+    _event(sink, "saved", f"step {step} saved on stop as {saved.name}", {"checkpoint": saved.name, "at_step": step})
+    return saved
+
+
 def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceClient | None,
                  settings: LoopSettings, sink: MetricsSink, stop: StopFlag | None = None,
                  evaluate: Callable[[], dict[str, float]] | None = None) -> int:
@@ -318,10 +325,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             sink.log(step, metrics, checkpoint=saved.name if saved else None)
             unlogged = None
         if stop and unsaved:
-            saved = save(engine, settings, step)
+            saved = _save_on_stop(engine, settings, sink, step)
             log(f"stopped by {stop.signal_name or 'request'} after step {step}; saved {saved.name}")
-            _event(sink, "saved", f"step {step} saved on stop as {saved.name}",
-                   {"checkpoint": saved.name, "at_step": step})
         elif stop:
             log(f"stopped by {stop.signal_name or 'request'} after step {step}")
         else:
@@ -340,10 +345,8 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             except Exception as log_exc:  # noqa: BLE001 - the original failure is the one to raise
                 log(f"step {step}'s metrics could not be written ({type(log_exc).__name__}: {log_exc})")
         if unsaved:
-            saved = save(engine, settings, step)
+            saved = _save_on_stop(engine, settings, sink, step)
             log(f"stopping after step {step} ({type(exc).__name__}); saved {saved.name} first")
-            _event(sink, "saved", f"step {step} saved on stop as {saved.name}",
-                   {"checkpoint": saved.name, "at_step": step})
         raise
     finally:
         remove_ready(settings.data_dir)

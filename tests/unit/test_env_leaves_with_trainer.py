@@ -193,3 +193,33 @@ def test_a_user_environments_groups_carry_the_step_served_when_their_generation_
     untagged = SamplingEnv(SimpleNamespace(data_dir=None), tmp_path / "weights")
     groups, _ = asyncio.run(untagged.collect_trajectories({}))  # no data volume: nothing to read, nothing tagged
     assert "generation_params" not in groups[1]
+
+
+class SelfTagging(StackBehaviour, Sampling):
+    tags_policy_step = True  # as the built-in environment's inference rollouts: it tags right before it samples
+
+
+def test_an_environment_that_tags_its_own_groups_is_not_read_for_again(tmp_path, monkeypatch):
+    """The built-in environment reads the served step right before each chunk samples; the mixin read the same file
+    again for every chunk, on the chunk's path."""
+    import hermes_stack.environment.stack_behaviour as behaviour
+
+    write_served_step(tmp_path / "weights", 5)
+    reads = []
+    monkeypatch.setattr(behaviour, "read_served_step", lambda path: reads.append(path) or 5)
+    groups, _ = asyncio.run(SelfTagging(SimpleNamespace(data_dir=str(tmp_path)), tmp_path / "weights")
+                            .collect_trajectories({}))
+    assert reads == [] and "generation_params" not in groups[1]
+    groups, _ = asyncio.run(SamplingEnv(SimpleNamespace(data_dir=str(tmp_path)), tmp_path / "weights")
+                            .collect_trajectories({}))
+    assert len(reads) == 1 and groups[1]["generation_params"] == {"policy_step": 5}
+
+
+def test_the_built_in_environment_tags_its_inference_rollouts_itself_and_leaves_gateway_ones_to_the_mixin():
+    from hermes_stack.environment.env import HermesMathEnv
+
+    env = object.__new__(HermesMathEnv)
+    env.config = SimpleNamespace(rollout_source="inference")
+    assert env.tags_policy_step
+    env.config = SimpleNamespace(rollout_source="gateway")
+    assert not env.tags_policy_step
