@@ -12,6 +12,7 @@ each replica directly (HERMES_INFERENCE_REPLICA_URLS, hermes_stack/trainer/weigh
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hermes_stack.service_env import replica_service
@@ -38,6 +39,28 @@ STATE = ".hermes"  # hermes_stack.controller.stack_state.STATE_DIR, relative to 
 
 def override_name(algo: str) -> str:
     return f"{STATE}/replicas-{algo}.yml"
+
+
+def render_override_name(algo: str) -> str:
+    """Where `render` writes its override: up's own file belongs to the stack `up` started, and a `render REPLICAS=1`
+    that removed it left `status`, `logs` and `down` naming a file that was gone."""
+    return f"{STATE}/render/replicas-{algo}.yml"
+
+
+_HEADER = re.compile(r"^# Written by `hermes-stack up` for (\d+) inference replicas")
+
+
+def replicas_in(root: Path, files: list[str] | tuple[str, ...], algo: str) -> int:
+    """The replica count of the stack whose compose files are `files` (the last `up`'s plan): 1 unless up's
+    override is among them and still says its count in its first line."""
+    if override_name(algo) not in files:
+        return 1
+    try:
+        with (root / override_name(algo)).open() as f:
+            found = _HEADER.match(f.readline())
+    except OSError:
+        return 1
+    return int(found.group(1)) if found else 1
 
 
 def gpu_pin(i: int) -> str:
@@ -89,12 +112,14 @@ def serving_services(replicas: int) -> list[str]:
     return [replica_service(i) for i in range(1, replicas + 1)] + (["router"] if replicas > 1 else [])
 
 
-def write_override(root: Path, algo: str, device: str, replicas: int) -> str | None:
-    """Write (replicas > 1) or remove (1) the override; its path relative to the project directory, or None."""
-    path = root / override_name(algo)
+def write_override(root: Path, algo: str, device: str, replicas: int, name: str | None = None) -> str | None:
+    """Write (replicas > 1) or remove (1) the override at `name` (up's own by default); its path relative to the
+    project directory, or None."""
+    name = name or override_name(algo)
+    path = root / name
     if replicas <= 1:
         path.unlink(missing_ok=True)
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(override_text(algo, device, replicas, f"compose.{algo}.yml"))
-    return override_name(algo)
+    return name

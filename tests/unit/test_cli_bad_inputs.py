@@ -281,3 +281,43 @@ def test_logs_status_and_down_with_no_stack_say_so(project, capsys, compose_call
     assert capsys.readouterr().out.strip() == (
         "hermes-grpo: no containers; its run is on the kept volume (make report ALGO=grpo draws it; make up ALGO=grpo "
         "resumes it)")
+
+
+def test_render_leaves_the_override_of_the_stack_up_started(project, capsys, compose_calls, monkeypatch):
+    """`render REPLICAS=1` removed .hermes/replicas-grpo.yml, which the last up's plan still named: `status`, `logs`
+    and `down` of that 2-replica stack then failed on a file that was gone. Render writes its own copy, and prints
+    the command with the name up writes."""
+    from hermes_stack.controller import compose
+    from hermes_stack.controller.replicas import write_override
+
+    monkeypatch.setattr(compose.Compose, "config", lambda self: "services: {}\n")
+    ups = write_override(project, "grpo", "cpu", 2)
+    before = (project / ups).read_text()
+    assert main(["render", "--device", "cpu", "--replicas", "1"]) == 0
+    assert (project / ups).read_text() == before and ".hermes/replicas-grpo.yml" not in capsys.readouterr().out
+    assert main(["render", "--device", "cpu", "--replicas", "3"]) == 0
+    out = capsys.readouterr().out
+    assert (project / ups).read_text() == before
+    assert out.count(f"-f {project}/.hermes/replicas-grpo.yml ") == 2 and "render/" not in out
+
+
+def test_status_and_logs_after_down_name_the_replica_count_to_resume_with(project, capsys, compose_calls,
+                                                                          monkeypatch):
+    """After `make down` of a REPLICAS=2 run, status said `make up ALGO=grpo resumes it`: one replica, another
+    stack than the one stopped."""
+    from hermes_stack.controller import compose
+    from hermes_stack.controller.compose import stack_files
+    from hermes_stack.controller.replicas import write_override
+    from hermes_stack.controller.stack_state import Plan, save_plan
+
+    monkeypatch.setattr(compose.Compose, "ps", lambda self: [])
+    monkeypatch.setattr(compose.Compose, "docker", lambda self, args: "")  # the volume is there
+    save_plan(project / ".hermes", Plan("grpo", "cpu", stack_files("grpo", "cpu", [write_override(project, "grpo",
+                                                                                                   "cpu", 2)])))
+    assert main(["status", "--algo", "grpo"]) == 0
+    assert capsys.readouterr().out.strip().endswith("make up ALGO=grpo REPLICAS=2 resumes it)")
+    assert main(["logs", "--algo", "grpo"]) == 0
+    assert capsys.readouterr().out.strip().endswith("(start with: make up ALGO=grpo REPLICAS=2)")
+    write_override(project, "grpo", "cpu", 1)  # a later one-replica up removed it: one replica, no REPLICAS
+    assert main(["status", "--algo", "grpo"]) == 0
+    assert capsys.readouterr().out.strip().endswith("make up ALGO=grpo resumes it)")

@@ -133,6 +133,15 @@ def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
     build_images(plan_compose(plan, {"HERMES_BASE_IMAGE": build_inputs()}))
 
 
+def _up_again(plan: Plan) -> str:
+    """The `make up` that starts the last up's stack again, its replica count included: a resume without it would
+    not be the run that was stopped."""
+    from hermes_stack.controller.replicas import replicas_in
+
+    replicas = replicas_in(project_root(), plan.files, plan.algo)
+    return f"make up ALGO={plan.algo}" + (f" REPLICAS={replicas}" if replicas > 1 else "")
+
+
 @app.command()
 def status(algo: str | None = STACK_ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
@@ -156,9 +165,9 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     project = project_of(compose.params)
     if not states:
         kept = compose.has_data_volume()  # after `make down` the run is still there
+        up = _up_again(plan)
         console.info(f"{project}: no containers" + (f"; its run is on the kept volume (make report ALGO={algo} draws "
-                                                    f"it; make up ALGO={algo} resumes it)" if kept else
-                                                    f" (start with: make up ALGO={algo})"))
+                                                    f"it; {up} resumes it)" if kept else f" (start with: {up})"))
         return
     console.info(f"{project} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
     text = read_metrics(compose)
@@ -195,7 +204,7 @@ def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, 
         _check_service(service, plan)
     compose = plan_compose(plan, echo=False)
     if not compose.ps():  # compose prints nothing then, and exits 0: an empty screen says nothing
-        console.info(f"{project_of(compose.params)}: no containers, so no logs (start with: make up ALGO={algo})")
+        console.info(f"{project_of(compose.params)}: no containers, so no logs (start with: {_up_again(plan)})")
         return
     for line in compose.stream(logs_argv(compose.params, service, follow, tail)):
         console.info(line)
@@ -243,7 +252,7 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     from hermes_stack.controller.compose_env import compose_env
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe
-    from hermes_stack.controller.replicas import serving_services, write_override
+    from hermes_stack.controller.replicas import override_name, render_override_name, serving_services, write_override
     from hermes_stack.redaction import redact_config
 
     _check_algo(algo)
@@ -253,12 +262,17 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     resolved = resolve_device(device, SystemProbe())
     # The same validation, key and compose environment as `up`, so what is printed is what `up` runs.
     stack, key = validated_with_key(algo, resolved, unlock, keyfile, model, replicas)
-    replica_file = write_override(project_root(), algo, resolved, replica_count(stack))
+    # Its own copy of the override: up's file belongs to the stack up started (status, logs and down read it).
+    replica_file = write_override(project_root(), algo, resolved, replica_count(stack), render_override_name(algo))
     plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []), *(file or ())]))
     compose = plan_compose(plan, compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR)),
                            echo=False)
+
+    def as_up_runs_it(argv: list[str]) -> str:  # the override under the name up writes it to
+        return printable(argv).replace(render_override_name(algo), override_name(algo))
+
     # With up's own --wait-timeout (its default, 900, not compose.up's): the exact commands.
-    console.info("# " + printable(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))],
-                                          wait_timeout)))
-    console.info("# " + printable(up_argv(compose.params, TRAINING, wait_timeout)))
+    console.info("# " + as_up_runs_it(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))],
+                                              wait_timeout)))
+    console.info("# " + as_up_runs_it(up_argv(compose.params, TRAINING, wait_timeout)))
     console.info(redact_config(compose.config()))
