@@ -23,6 +23,7 @@ from hermes_stack.controller.stack_state import (
     STATE_DIR,
     Plan,
     inference_key,
+    load_plan,
     plan_compose,
     project_root,
     save_plan,
@@ -189,6 +190,22 @@ def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> tu
     return now
 
 
+def _check_replicas_of_the_run(algo: str, project: str, step: int, count: int) -> None:
+    """A second `up` beside a run that trains asks for the replica count that run has: another count removed or
+    rewrote the override the run's `status`, `logs` and `down` read it with (and its replicas became orphans)."""
+    from hermes_stack.controller.replicas import replicas_in
+    from hermes_stack.errors import InputError, Problem
+
+    running = replicas_in(project_root(), load_plan(project_root() / STATE_DIR, algo).files, algo)
+    if running == count:
+        return
+    again = f"make up ALGO={algo}" + (f" REPLICAS={running}" if running > 1 else "")
+    raise InputError(Problem("command line", "REPLICAS", str(count),
+                             f"{running}, the replica count of the {project} run training now (step {step})",
+                             f"{again} starts its stopped services again; to change the count, make down ALGO={algo} "
+                             "first (the stop saves a checkpoint)"))
+
+
 def _start_beside_the_run(compose: Compose, wait_timeout: int, services: set[str]) -> list[str]:
     """Start the services stopped by hand beside a run that trains (status told the user `make up` does): as their
     containers are, the trainer untouched. Before, `up` said "training already" and left them stopped, and the
@@ -243,15 +260,19 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
 
     t = _stage(2, total, "preflight: Docker engine, Compose v2" + (", NVIDIA toolkit" if resolved == "gpu" else ""))
     findings = preflight(resolved, probe)
+    project_name = os.environ.get("HERMES_PROJECT_NAME") or None
+    project = project_name or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
+    _check_owner(stack, algo, project)
+    _check_ports(stack, project)
+    # Asked before the override is written: a run that trains is read with the override its own `up` wrote.
+    now = _training_now(Plan(algo, resolved, stack_files(algo, resolved, list(extra_files or ())), project_name),
+                        algo, project, stop_after_dry_run)
+    if now is not None:
+        _check_replicas_of_the_run(algo, project, now[0], count)
     # REPLICAS=N: the generated override goes right after the stack's own files, before the user's -f files.
     replica_file = write_override(project_root(), algo, resolved, count)
     plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []),
-                                                              *(extra_files or ())]),
-                os.environ.get("HERMES_PROJECT_NAME") or None)
-    project = plan.project or f"hermes-{algo}"  # the `name:` in compose.<algo>.yml
-    _check_owner(stack, algo, project)
-    _check_ports(stack, project)
-    now = _training_now(plan, algo, project, stop_after_dry_run)
+                                                              *(extra_files or ())]), project_name)
     if now is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
         _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
         console.info("")

@@ -332,3 +332,26 @@ def test_up_of_a_run_that_trains_starts_nothing_and_a_dry_run_beside_it_is_refus
         assert "hermes-grpo is training already (step 7): nothing to start." in out
         assert "make down ALGO=grpo, then make up ALGO=grpo" in out
     assert fakes.events == []  # no build, no up, no dry-run
+
+
+def test_up_beside_a_training_run_with_another_replica_count_is_refused_and_its_override_kept(monkeypatch, tmp_path):
+    """`make up ALGO=grpo` (one replica) beside a REPLICAS=2 run removed .hermes/replicas-grpo.yml, which the run's
+    status, logs and down are read with: down then left inference-2 and the router running."""
+    from hermes_stack.controller import bring_up
+    from hermes_stack.controller.compose import stack_files
+    from hermes_stack.controller.replicas import write_override
+    from hermes_stack.controller.stack_state import STATE_DIR, Plan, save_plan
+    from hermes_stack.errors import InputError
+
+    fakes = TrainingFakes()
+    _stub_bring_up(monkeypatch, tmp_path, fakes, device="cpu")
+    override = write_override(tmp_path, "grpo", "cpu", 2)
+    before = (tmp_path / override).read_text()
+    save_plan(tmp_path / STATE_DIR, Plan("grpo", "cpu", stack_files("grpo", "cpu", [override])))
+    with pytest.raises(InputError) as refused:
+        bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=True)
+    assert refused.value.lines() == [
+        ("command line: REPLICAS: found 1, expected 2, the replica count of the hermes-grpo run training now (step "
+         "7). Hint: make up ALGO=grpo REPLICAS=2 starts its stopped services again; to change the count, make down "
+         "ALGO=grpo first (the stop saves a checkpoint)")]
+    assert (tmp_path / override).read_text() == before and fakes.events == []
