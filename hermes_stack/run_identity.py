@@ -17,7 +17,7 @@ Stdlib only: imported by the controller and by the trainer image.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,11 +65,37 @@ def decide(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Decision:
     return Decision(not blocking, blocking, _diff(old, new, TUNABLE_KEYS))
 
 
-def refusal(project: str, algo: str, decision: Decision, where: str | None = None) -> Problem:
-    """The one line when a configuration cannot resume the old run (`where`: what holds it, default its volume)."""
+def make_for(project: str, algo: str, target: str) -> str:
+    """`make <target> ALGO=<algo>` aimed at `project` (pure): a project other than the default one is named, or the
+    command acts on the last `up`'s stack of that algorithm (a hint's `make down VOLUMES=1` deleted another run)."""
+    named = f"HERMES_PROJECT_NAME={project} " if project != f"hermes-{algo}" else ""
+    return f"{named}make {target} ALGO={algo}"
+
+
+def resume_command(project: str, algo: str, decision: Decision, old: Mapping[str, Any], configured_model: str,
+                   is_catalog_name: Callable[[str], bool]) -> str | None:
+    """The `make up` that resumes the old run when only its model (and the LoRA rank a catalog model brings) stand in
+    the way (pure): without MODEL= when it trained the configs' own model, with MODEL=<it> when it trained a catalog
+    model. After `make up MODEL=smollm2-135m` and `make down`, the `make up` that status suggests was refused, and
+    the refusal named only the commands that delete the run or start another."""
+    if not decision.blocking or {b.split(" ", 1)[0] for b in decision.blocking} - {"model", "lora_rank"}:
+        return None
+    model = old.get("model")
+    if model == configured_model:
+        return make_for(project, algo, "up")
+    if isinstance(model, str) and is_catalog_name(model):
+        return f"{make_for(project, algo, 'up')} MODEL={model}"
+    return None
+
+
+def refusal(project: str, algo: str, decision: Decision, where: str | None = None,
+            resume: str | None = None) -> Problem:
+    """The one line when a configuration cannot resume the old run (`where`: what holds it, default its volume;
+    `resume`: the command that resumes it, when one is known: resume_command)."""
     return Problem(where or f"{project} (data volume {project}_hermes-data)", "checkpoints", f"a run trained with {', '.join(decision.blocking)}",
                    "the same model, engine, LoRA rank and algorithm to resume it",
-                   f"`make down ALGO={algo} VOLUMES=1` deletes that run's checkpoints and starts over; "
+                   (f"`{resume}` resumes it; " if resume else "")
+                   + f"`{make_for(project, algo, 'down')} VOLUMES=1` deletes that run's checkpoints and starts over; "
                    f"`HERMES_PROJECT_NAME={project}-2 make up ALGO={algo}`, with this command's MODEL= or REPLICAS=, "
                    "starts a new run beside it")
 

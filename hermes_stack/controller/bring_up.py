@@ -22,15 +22,16 @@ from hermes_stack.controller.dry_run_alongside import DryRunAlongside
 from hermes_stack.controller.stack_state import (
     STATE_DIR,
     Plan,
+    dotenv_names,
     inference_key,
-    load_plan,
     plan_compose,
     project_root,
     save_plan,
+    saved_plan,
     secrets_salt,
     write_dotenv,
 )
-from hermes_stack.errors import StackError
+from hermes_stack.errors import HermesError, StackError
 
 if TYPE_CHECKING:
     from hermes_stack.controller.compose import Compose, ComposeParams
@@ -150,12 +151,35 @@ def volume_exists(name: str) -> bool:
     return rc == 0 and name in out.split()
 
 
+def _model_without_override(stack) -> str | None:
+    """The model a `make up` without MODEL= trains (the configs' own, after the profile): read again only on the way
+    to a refusal. None when the configs alone do not validate (the hint then names no resuming command)."""
+    if not getattr(stack, "model", None):
+        return stack.settings.inference.model_path
+    from hermes_stack.config.loader import evaluate_stack
+
+    try:
+        plain, errors = evaluate_stack(stack.algo, stack.config_path.parent, stack.profile)
+    except HermesError:
+        return None
+    return None if errors else plain.settings.inference.model_path
+
+
 def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
     """A configuration that cannot resume the run whose checkpoints the project's volume holds (another model,
     engine, LoRA rank) is refused before anything starts, with the two commands that choose; one that can resumes
     and says what changed. The identity is then recorded for the next `up`."""
     from hermes_stack.errors import InputError
-    from hermes_stack.run_identity import decide, forget_record, identity_of, read_record, refusal, write_record
+    from hermes_stack.modelcore.catalog import is_catalog_name
+    from hermes_stack.run_identity import (
+        decide,
+        forget_record,
+        identity_of,
+        read_record,
+        refusal,
+        resume_command,
+        write_record,
+    )
 
     if stack is None or not hasattr(stack, "config"):
         return  # tests that stub validation
@@ -167,7 +191,9 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
     new = identity_of(stack)
     decision = decide(old, new)
     if not decision.resume:
-        raise InputError(refusal(project, algo, decision))
+        resume = resume_command(project, algo, decision, old or {}, _model_without_override(stack),
+                                is_catalog_name)
+        raise InputError(refusal(project, algo, decision, resume=resume))
     if decision.notice():
         console.notice(decision.notice())
     write_record(state, project, new)
@@ -190,16 +216,23 @@ def _training_now(plan: Plan, algo: str, project: str, dry_run_only: bool) -> tu
     return now
 
 
-def _check_replicas_of_the_run(algo: str, project: str, step: int, count: int) -> None:
+def _running_plan(algo: str, project: str, asked: Plan) -> Plan:
+    """The plan a run that trains was started with (its own `up` recorded it, its replica override among its files);
+    `asked` when none of this project is recorded."""
+    saved = saved_plan(project_root() / STATE_DIR, algo)
+    return saved if saved is not None and (saved.project or f"hermes-{algo}") == project else asked
+
+
+def _check_replicas_of_the_run(algo: str, project: str, step: int, count: int, running_plan: Plan) -> None:
     """A second `up` beside a run that trains asks for the replica count that run has: another count removed or
     rewrote the override the run's `status`, `logs` and `down` read it with (and its replicas became orphans)."""
-    from hermes_stack.controller.replicas import replicas_in
+    from hermes_stack.controller.replicas import replicas_in, up_command
     from hermes_stack.errors import InputError, Problem
 
-    running = replicas_in(project_root(), load_plan(project_root() / STATE_DIR, algo).files, algo)
+    running = replicas_in(project_root(), running_plan.files, algo)
     if running == count:
         return
-    again = f"make up ALGO={algo}" + (f" REPLICAS={running}" if running > 1 else "")
+    again = up_command(algo, running)
     raise InputError(Problem("command line", "REPLICAS", str(count),
                              f"{running}, the replica count of the {project} run training now (step {step})",
                              f"{again} starts its stopped services again; to change the count, make down ALGO={algo} "
@@ -221,21 +254,36 @@ def _start_beside_the_run(compose: Compose, wait_timeout: int, services: set[str
     return stopped
 
 
+def _logs_command(params: ComposeParams, project: str) -> str:
+    """The trainer's log as typed here: plain `docker compose` where our .env names this stack (a later `up` of the
+    other algorithm's stack rewrote it, and the plain form then showed that stack's trainer), else the -f form."""
+    from hermes_stack.controller.compose import logs_argv, printable
+
+    if dotenv_names(project_root(), project):
+        return "docker compose logs --follow trainer"
+    return printable(logs_argv(params, "trainer", follow=True, user=True))
+
+
 def already_training(algo: str, project: str, step: int, secrets_changed: bool = False,
-                     started: Sequence[str] = ()) -> list[str]:
+                     started: Sequence[str] = (), replicas: int = 1,
+                     logs: str = "docker compose logs --follow trainer") -> list[str]:
     """What `up` says of a run that trains already (pure; commands as typed). Its containers keep the settings and
     the code they started with: the build and the dry-run are not run again beside it. `secrets_changed`: the
     running containers hold other secrets than the key file gives now (status.ServiceState.holds_other_secrets).
-    `started`: the services stopped by hand that `up` started again beside it."""
+    `started`: the services stopped by hand that `up` started again beside it. `replicas`: the run's count, which the
+    `make up` to type again keeps. `logs`: the trainer's log command (_logs_command)."""
+    from hermes_stack.controller.replicas import up_command
+
     done = f"started {', '.join(started)} again, the rest untouched" if started else "nothing to start"
+    up = up_command(algo, replicas)
     lines = [f"{project} is training already (step {step}): {done}.",
-             "trainer step lines: docker compose logs --follow trainer",
+             f"trainer step lines: {logs}",
              f"health and reward:  make status ALGO={algo}",
-             (f"changed settings or code: make down ALGO={algo}, then make up ALGO={algo} (the stop saves a "
+             (f"changed settings or code: make down ALGO={algo}, then {up} (the stop saves a "
               "checkpoint; the run resumes there with them)")]
     if secrets_changed:
         lines.append(f"the key file's keys changed since this run started (or .hermes/ was deleted): its containers "
-                     f"keep the old ones until make down ALGO={algo}, then make up ALGO={algo}")
+                     f"keep the old ones until make down ALGO={algo}, then {up}")
     return lines
 
 
@@ -265,28 +313,31 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     _check_owner(stack, algo, project)
     _check_ports(stack, project)
     # Asked before the override is written: a run that trains is read with the override its own `up` wrote.
-    now = _training_now(Plan(algo, resolved, stack_files(algo, resolved, list(extra_files or ())), project_name),
-                        algo, project, stop_after_dry_run)
-    if now is not None:
-        _check_replicas_of_the_run(algo, project, now[0], count)
-    # REPLICAS=N: the generated override goes right after the stack's own files, before the user's -f files.
-    replica_file = write_override(project_root(), algo, resolved, count)
-    plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []),
-                                                              *(extra_files or ())]), project_name)
+    asked = Plan(algo, resolved, stack_files(algo, resolved, list(extra_files or ())), project_name)
+    now = _training_now(asked, algo, project, stop_after_dry_run)
     if now is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
+        plan = _running_plan(algo, project, asked)
+        _check_replicas_of_the_run(algo, project, now[0], count, plan)
         _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
         console.info("")
         from hermes_stack.controller.compose_env import SECRETS_DIGEST
 
         step, trainer = now
         env = compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR))
-        started = _start_beside_the_run(plan_compose(plan, env), wait_timeout,
-                                        {"atropos", "environment", *serving_services(count)})
+        compose = plan_compose(plan, env)
+        started = _start_beside_the_run(compose, wait_timeout, {"atropos", "environment", *serving_services(count)})
         for line in already_training(algo, project, step, trainer.holds_other_secrets(env[SECRETS_DIGEST]),
-                                     started):
+                                     started, count, _logs_command(compose.params, project)):
             console.info("  " + line)
         return plan
     _check_resume(stack, algo, project)
+    # Every refusal has passed: the override, the plan that names it and its record now, together (a refusal or a
+    # failed build in between left the record naming an override that was gone, and status, logs and down failed).
+    # REPLICAS=N: the generated override goes right after the stack's own files, before the user's -f files.
+    replica_file = write_override(project_root(), algo, resolved, count)
+    plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []),
+                                                              *(extra_files or ())]), project_name)
+    save_plan(project_root() / STATE_DIR, plan)
     if stack is not None and hasattr(stack, "config"):
         from hermes_stack.controller.checkout_owner import claim
 
@@ -301,7 +352,6 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     if build:
         build_images(compose)
     _done(t)
-    save_plan(project_root() / STATE_DIR, plan)
 
     # On CPU the dry-run loads its model while the services start. Not on GPU: SGLang sizes its KV cache from the GPU
     # memory free when it starts, so the trainer's model must not be loaded before it (as in the steady state).
@@ -351,14 +401,14 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
             _done(t, f"nothing to train: the run is complete (checkpoint step {complete[0]} >= num_steps "
                      f"{complete[1]})")
             console.info("")
-            for line in after_a_complete_run(algo, complete[0]):
+            for line in after_a_complete_run(algo, complete[0], count):
                 console.info("  " + line)
             return plan
         _done(t, "trainer and environment healthy; training runs")
 
     console.info("")
     if stop_after_dry_run:  # no trainer runs: its step lines would be an empty log
-        for line in after_a_dry_run(algo):
+        for line in after_a_dry_run(algo, count):
             console.info("  " + line)
         return plan
     console.info("Where to look (in this directory):")
@@ -367,20 +417,26 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     return plan
 
 
-def after_a_dry_run(algo: str) -> list[str]:
-    """What `dry-run` leaves and what comes next (pure; commands as typed): Atropos and inference run, no trainer."""
+def after_a_dry_run(algo: str, replicas: int = 1) -> list[str]:
+    """What `dry-run` leaves and what comes next (pure; commands as typed): Atropos and inference run, no trainer.
+    `replicas`: the `make up` keeps the count (with another, `up` starts another stack beside the running one)."""
+    from hermes_stack.controller.replicas import up_command
+
     return ["the dry-run passed; nothing trains (Atropos and inference are up).",
-            f"start training:     make up ALGO={algo}",
+            f"start training:     {up_command(algo, replicas)}",
             f"stop the services:  make down ALGO={algo}"]
 
 
-def after_a_complete_run(algo: str, step: int) -> list[str]:
+def after_a_complete_run(algo: str, step: int, replicas: int = 1) -> list[str]:
     """What a user can do when `up` finds the volume's run already at num_steps (pure; commands as typed). The
     trainer exited 0 and compose's `up --wait` of the environment behind it failed: not an error of the stack."""
+    from hermes_stack.controller.replicas import up_command
+
+    up = up_command(algo, replicas)
     return [f"the run:            make report ALGO={algo}   (its curve and figures)",
-            (f"train on:           set trainer.num_steps above {step} in configs/settings_{algo}.json, then make up "
-            f"ALGO={algo} (it resumes from step {step})"),
-            f"start afresh:       make down ALGO={algo} VOLUMES=1 (deletes the checkpoints), then make up ALGO={algo}",
+            (f"train on:           set trainer.num_steps above {step} in configs/settings_{algo}.json, then {up} "
+            f"(it resumes from step {step})"),
+            f"start afresh:       make down ALGO={algo} VOLUMES=1 (deletes the checkpoints), then {up}",
             f"stop the services:  make down ALGO={algo}"]
 
 

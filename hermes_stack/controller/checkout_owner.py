@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hermes_stack import run_identity as ri
 from hermes_stack.errors import Problem
 
 CHECKOUT_LABEL = "io.hermes-stack.checkout"
@@ -48,15 +49,16 @@ def owner_problem(project: str, algo: str, ours: str, volume_owner: str | None, 
     if action == "stop":  # `down` without --volumes: the other checkout's running stack is not this one's to stop
         return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
                        f"a stack of this checkout ({ours}) to stop",
-                       f"run `make down ALGO={algo}` in {other} to stop that one; {beside} (its own volume)")
+                       f"run `{ri.make_for(project, algo, 'down')}` in {other} to stop that one; {beside} (its own "
+                       "volume)")
     if action == "down":
         return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
                        f"a volume of this checkout ({ours}) to delete",
-                       f"`make down ALGO={algo} VOLUMES=1` deletes only this checkout's run; run it in {other} to "
-                       "delete that one")
+                       f"`{ri.make_for(project, algo, 'down')} VOLUMES=1` deletes only this checkout's run; run it "
+                       f"in {other} to delete that one")
     return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
                    f"a run of this checkout ({ours})",
-                   f"{beside} (its own volume); `make down ALGO={algo}` in {other} stops that one")
+                   f"{beside} (its own volume); `{ri.make_for(project, algo, 'down')}` in {other} stops that one")
 
 
 def probe_owners(project: str, run: Callable[[Sequence[str]], tuple[int, str, str]] | None = None

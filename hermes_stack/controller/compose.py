@@ -191,11 +191,12 @@ def build_argv(p: ComposeParams, services: Sequence[str] = ()) -> list[str]:
 def up_argv(p: ComposeParams, services: Sequence[str] = (), wait_timeout: int = 600, build: bool = False,
             keep: bool = False) -> list[str]:
     """`keep`: start `services` as their containers are, nothing else (--no-recreate --no-deps): beside a training
-    run, whose trainer must keep its container and the secrets it started with."""
+    run, whose trainer must keep its container and the secrets it started with. Otherwise --remove-orphans: an
+    `inference-3` or a router left by an `up` with more replicas kept running (and holding its GPU) outside the
+    router. A one-off container that runs (the dry-run beside the first `up`) is no orphan to compose."""
     argv = [*p.base_argv(), "up", "--detach", "--wait", "--wait-timeout", str(wait_timeout)]
     argv.append("--build" if build else "--no-build")
-    if keep:
-        argv += ["--no-recreate", "--no-deps"]
+    argv += ["--no-recreate", "--no-deps"] if keep else ["--remove-orphans"]
     return [*argv, *services]
 
 

@@ -41,6 +41,12 @@ def override_name(algo: str) -> str:
     return f"{STATE}/replicas-{algo}.yml"
 
 
+def up_command(algo: str, replicas: int) -> str:
+    """The `make up` that starts (or resumes) a stack of `replicas` inference replicas (pure): every hint that sends
+    a user back to `up` names the count, or the stack it starts is another one."""
+    return f"make up ALGO={algo}" + (f" REPLICAS={replicas}" if replicas > 1 else "")
+
+
 def render_override_name(algo: str) -> str:
     """Where `render` writes its override: up's own file belongs to the stack `up` started, and a `render REPLICAS=1`
     that removed it left `status`, `logs` and `down` naming a file that was gone."""

@@ -102,10 +102,17 @@ def stored_inference_key(state_dir: Path) -> str | None:
     return _kept(state_dir / KEY_FILE) or None
 
 
+def plan_file(algo: str) -> str:
+    """Each algorithm's own record: a GRPO and a PPO stack can run side by side, and one record (the last up's) sent
+    `status`, `logs` and `down` of the other to a default plan without its replicas, device or -f files."""
+    return f"plan-{algo}.json"
+
+
 def save_plan(state_dir: Path, plan: Plan) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / LAST_UP).write_text(json.dumps({"algo": plan.algo, "device": plan.device, "files": plan.files,
-                                                 "project": plan.project}))
+    text = json.dumps({"algo": plan.algo, "device": plan.device, "files": plan.files, "project": plan.project})
+    (state_dir / plan_file(plan.algo)).write_text(text)
+    (state_dir / LAST_UP).write_text(text)
 
 
 def last_up_algo(state_dir: Path) -> str | None:
@@ -124,19 +131,26 @@ def stack_algo(state_dir: Path, algo: str | None) -> str:
     return algo or last_up_algo(state_dir) or "grpo"
 
 
+def saved_plan(state_dir: Path, algo: str) -> Plan | None:
+    """The files (and project) the last `up` of this algo used; None when none is recorded. Its own record first,
+    then the last up's (the one record a checkout kept before)."""
+    for name in (plan_file(algo), LAST_UP):
+        try:
+            data = json.loads((state_dir / name).read_text())
+        except (OSError, ValueError):
+            continue
+        # Only a record `up` could have written: a string for files would be split into one -f per character.
+        if isinstance(data, dict) and data.get("algo") == algo and data.get("device") in ("cpu", "gpu") \
+                and isinstance(data.get("files"), list) and data["files"] and all(
+                    isinstance(f, str) and f for f in data["files"]) \
+                and isinstance(data.get("project") or "", str):
+            return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
+    return None
+
+
 def load_plan(state_dir: Path, algo: str) -> Plan:
-    """The files (and project) the last `up` of this algo used, so `logs`/`status`/`down` talk to the same stack."""
-    try:
-        data = json.loads((state_dir / LAST_UP).read_text())
-    except (OSError, ValueError):
-        data = None
-    # Only a record `up` could have written: a string for files would be split into one -f per character.
-    if isinstance(data, dict) and data.get("algo") == algo and data.get("device") in ("cpu", "gpu") \
-            and isinstance(data.get("files"), list) and data["files"] and all(
-                isinstance(f, str) and f for f in data["files"]) \
-            and isinstance(data.get("project") or "", str):
-        return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
-    return Plan(algo, "gpu", (f"compose.{algo}.yml",))
+    """The plan of the last `up` of this algo, so `logs`/`status`/`down` talk to the same stack; else the default."""
+    return saved_plan(state_dir, algo) or Plan(algo, "gpu", (f"compose.{algo}.yml",))
 
 
 # ---- .env -------------------------------------------------------------------------------------------------------------
@@ -148,16 +162,20 @@ DOTENV_MARK = "# hermes-stack: written by `hermes-stack up` for the running stac
 DOTENV_PASSTHROUGH = ("HERMES_IMAGE_REPO",)  # non-secret selectors of the controller's own environment
 
 
-def remove_dotenv(root: Path, project: str) -> bool:
-    """After `down`: remove our .env when it names the stack just stopped (a user's own .env is never touched)."""
-    path = root / DOTENV
+def dotenv_names(root: Path, project: str) -> bool:
+    """Our .env is there and names `project`: a plain `docker compose logs` typed here reaches that stack."""
     try:
-        text = path.read_text(errors="replace")
+        text = (root / DOTENV).read_text(errors="replace")
     except OSError:
         return False
-    if not text.startswith(DOTENV_MARK) or f"\nCOMPOSE_PROJECT_NAME={project}\n" not in text:
+    return text.startswith(DOTENV_MARK) and f"\nCOMPOSE_PROJECT_NAME={project}\n" in text
+
+
+def remove_dotenv(root: Path, project: str) -> bool:
+    """After `down`: remove our .env when it names the stack just stopped (a user's own .env is never touched)."""
+    if not dotenv_names(root, project):
         return False
-    path.unlink()
+    (root / DOTENV).unlink()
     return True
 
 

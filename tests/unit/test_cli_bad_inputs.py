@@ -286,7 +286,7 @@ def test_logs_status_and_down_with_no_stack_say_so(project, capsys, compose_call
 def test_render_leaves_the_override_of_the_stack_up_started(project, capsys, compose_calls, monkeypatch):
     """`render REPLICAS=1` removed .hermes/replicas-grpo.yml, which the last up's plan still named: `status`, `logs`
     and `down` of that 2-replica stack then failed on a file that was gone. Render writes its own copy, and prints
-    the command with the name up writes."""
+    the commands with it (they work as typed) and the name up writes it to."""
     from hermes_stack.controller import compose
     from hermes_stack.controller.replicas import write_override
 
@@ -298,7 +298,9 @@ def test_render_leaves_the_override_of_the_stack_up_started(project, capsys, com
     assert main(["render", "--device", "cpu", "--replicas", "3"]) == 0
     out = capsys.readouterr().out
     assert (project / ups).read_text() == before
-    assert out.count(f"-f {project}/.hermes/replicas-grpo.yml ") == 2 and "render/" not in out
+    assert out.count(f"-f {project}/.hermes/render/replicas-grpo.yml ") == 2
+    assert (project / ".hermes/render/replicas-grpo.yml").is_file()
+    assert "# (up writes the same override to .hermes/replicas-grpo.yml)" in out
 
 
 def test_status_and_logs_after_down_name_the_replica_count_to_resume_with(project, capsys, compose_calls,
@@ -321,3 +323,27 @@ def test_status_and_logs_after_down_name_the_replica_count_to_resume_with(projec
     write_override(project, "grpo", "cpu", 1)  # a later one-replica up removed it: one replica, no REPLICAS
     assert main(["status", "--algo", "grpo"]) == 0
     assert capsys.readouterr().out.strip().endswith("make up ALGO=grpo resumes it)")
+
+
+def test_a_second_down_says_nothing_was_stopped_and_names_the_other_stack_still_running(project, capsys,
+                                                                                       compose_calls, monkeypatch):
+    """up grpo, up ppo, then `make down` twice: both said "hermes-ppo stopped; volumes kept" (the volume was there),
+    and hermes-grpo ran on unmentioned, with .env gone."""
+    from hermes_stack.controller import compose
+    from hermes_stack.controller.compose import project_of
+    from hermes_stack.controller.stack_state import Plan, save_plan
+
+    save_plan(project / ".hermes", Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
+    save_plan(project / ".hermes", Plan("ppo", "cpu", ("compose.ppo.yml", "compose.cpu.yml")))
+    running = {"hermes-grpo"}
+    monkeypatch.setattr(compose.Compose, "ps", lambda self: [{"Service": "trainer"}]
+                        if project_of(self.params) in running else [])
+    monkeypatch.setattr(compose.Compose, "docker", lambda self, args: "")  # every volume is there
+    monkeypatch.setattr(compose.Compose, "down", lambda self, volumes=False: "")
+    assert main(["down"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-2:] == [
+        "hermes-ppo: nothing to stop (no containers); its run stays on the kept volume",
+        "hermes-grpo still runs: make down ALGO=grpo stops it"]
+    running.clear()
+    assert main(["down", "--algo", "grpo", "--volumes"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "hermes-grpo: no containers; volumes removed"

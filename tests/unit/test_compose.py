@@ -52,7 +52,16 @@ def test_unknown_algo_or_device_is_refused(algo, device):
 
 def test_up_waits_with_a_bounded_timeout_and_never_builds_implicitly():
     argv = up_argv(stack_params("grpo", "cpu", ROOT), ["atropos"], wait_timeout=90)
-    assert argv[-7:] == ["up", "--detach", "--wait", "--wait-timeout", "90", "--no-build", "atropos"]
+    assert argv[-8:] == ["up", "--detach", "--wait", "--wait-timeout", "90", "--no-build", "--remove-orphans",
+                         "atropos"]
+
+
+def test_an_up_removes_what_a_bigger_replica_count_left_and_one_beside_a_run_touches_nothing_else():
+    """`make up REPLICAS=2` after a dry-run with 3 left inference-3 running outside the router, holding GPU 2."""
+    params = stack_params("grpo", "cpu", ROOT)
+    assert "--remove-orphans" in up_argv(params, ["atropos"])
+    kept = up_argv(params, ["inference"], keep=True)
+    assert "--remove-orphans" not in kept and kept[-3:] == ["--no-recreate", "--no-deps", "inference"]
 
 
 def test_run_is_one_shot_without_tty_or_dependencies():

@@ -72,16 +72,31 @@ def test_plan_round_trips_per_algo_and_defaults_to_the_algo_file(tmp_path):
     assert load_plan(tmp_path, "ppo") == Plan("ppo", "gpu", ("compose.ppo.yml",))
 
 
+def test_each_algorithms_plan_outlives_the_other_algorithms_up(tmp_path):
+    """One record (the last up's) sent `status`, `logs` and `down` of a GRPO stack still running beside a later PPO
+    one to a default plan: the GPU files on a CPU stack, no replica override, another project."""
+    from hermes_stack.controller.stack_state import LAST_UP, last_up_algo
+
+    grpo = Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml", ".hermes/replicas-grpo.yml"), "mine")
+    save_plan(tmp_path, grpo)
+    save_plan(tmp_path, Plan("ppo", "cpu", ("compose.ppo.yml", "compose.cpu.yml")))
+    assert load_plan(tmp_path, "grpo") == grpo and last_up_algo(tmp_path) == "ppo"
+    (tmp_path / "plan-grpo.json").unlink()  # a checkout's state from before: the last up's record alone
+    (tmp_path / LAST_UP).write_text('{"algo": "grpo", "device": "cpu", "files": ["compose.grpo.yml"]}')
+    assert load_plan(tmp_path, "grpo") == Plan("grpo", "cpu", ("compose.grpo.yml",))
+
+
 @pytest.mark.parametrize("record", ["[]", '"compose.grpo.yml"', ('{"algo": "grpo", "device": "cpu", "files": '
                                     '"compose.grpo.yml"}'), '{"algo": "grpo", "device": 3, "files": ["a.yml"]}',
                                     '{"algo": "grpo", "device": "cpu", "files": [null]}'])
 def test_a_corrupted_last_up_record_is_ignored(record, tmp_path):
     """A hand-edited .hermes/last-up.json ended in "unexpected error: AttributeError", or a files string split into
     one -f per character."""
-    from hermes_stack.controller.stack_state import LAST_UP, last_up_algo
+    from hermes_stack.controller.stack_state import LAST_UP, last_up_algo, plan_file
 
     save_plan(tmp_path, Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
     (tmp_path / LAST_UP).write_text(record)
+    (tmp_path / plan_file("grpo")).write_text(record)
     assert load_plan(tmp_path, "grpo") == Plan("grpo", "gpu", ("compose.grpo.yml",))
     assert last_up_algo(tmp_path) == ("grpo" if record.startswith("{") else None)
 

@@ -355,3 +355,63 @@ def test_up_beside_a_training_run_with_another_replica_count_is_refused_and_its_
          "7). Hint: make up ALGO=grpo REPLICAS=2 starts its stopped services again; to change the count, make down "
          "ALGO=grpo first (the stop saves a checkpoint)")]
     assert (tmp_path / override).read_text() == before and fakes.events == []
+
+
+def test_a_refusal_after_the_checks_began_leaves_the_override_and_the_plan_as_they_were(monkeypatch, tmp_path):
+    """The override was written before the resume check: `make up MODEL=other` refused by it (after `make up
+    REPLICAS=2`, `make down`) had removed .hermes/replicas-grpo.yml while the record still named it, and the printed
+    `make down ALGO=grpo VOLUMES=1` then failed on the missing file."""
+    from hermes_stack.controller import bring_up
+    from hermes_stack.controller.compose import stack_files
+    from hermes_stack.controller.replicas import write_override
+    from hermes_stack.controller.stack_state import STATE_DIR, Plan, load_plan, save_plan
+    from hermes_stack.errors import InputError, Problem
+
+    _stub_bring_up(monkeypatch, tmp_path, StackFakes(require_run_during_up=False), device="cpu")
+    override = write_override(tmp_path, "grpo", "cpu", 2)
+    before = (tmp_path / override).read_text()
+    saved = Plan("grpo", "cpu", stack_files("grpo", "cpu", [override]))
+    save_plan(tmp_path / STATE_DIR, saved)
+
+    def refuse(*args, **kwargs):
+        raise InputError(Problem("volume", "checkpoints", "another model", "the same"))
+
+    monkeypatch.setattr(bring_up, "_check_resume", refuse)
+    with pytest.raises(InputError):
+        bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=True)
+    assert (tmp_path / override).read_text() == before and load_plan(tmp_path / STATE_DIR, "grpo") == saved
+
+
+def test_a_dry_run_with_replicas_names_them_in_the_up_it_suggests_and_records_its_plan(monkeypatch, tmp_path,
+                                                                                       capsys):
+    """`make dry-run REPLICAS=2` printed `start training: make up ALGO=grpo`: one replica, so the up removed the
+    override while the router still held the inference port."""
+    from hermes_stack.controller import bring_up
+    from hermes_stack.controller.stack_state import STATE_DIR, load_plan
+
+    _stub_bring_up(monkeypatch, tmp_path, StackFakes(require_run_during_up=True), device="cpu")
+    monkeypatch.setattr(bring_up, "replica_count", lambda stack: 2)
+    bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=True, build=False)
+    assert "start training:     make up ALGO=grpo REPLICAS=2" in capsys.readouterr().out
+    assert ".hermes/replicas-grpo.yml" in load_plan(tmp_path / STATE_DIR, "grpo").files
+    assert bring_up.after_a_complete_run("ppo", 400, 3)[1].endswith("then make up ALGO=ppo REPLICAS=3 (it resumes "
+                                                                     "from step 400)")
+
+
+def test_up_beside_a_run_names_its_replicas_and_a_log_command_that_reaches_it(monkeypatch, tmp_path, capsys):
+    """Beside a REPLICAS=2 run, `up` said `make down ALGO=grpo, then make up ALGO=grpo` (one replica) and `docker
+    compose logs --follow trainer`, which reads .env: a later `make up ALGO=ppo` had pointed it at the PPO stack."""
+    from hermes_stack.controller import bring_up
+    from hermes_stack.controller.compose import stack_files
+    from hermes_stack.controller.replicas import write_override
+    from hermes_stack.controller.stack_state import STATE_DIR, Plan, save_plan
+
+    fakes = TrainingFakes()
+    _stub_bring_up(monkeypatch, tmp_path, fakes, device="cpu")
+    monkeypatch.setattr(bring_up, "replica_count", lambda stack: 2)
+    save_plan(tmp_path / STATE_DIR, Plan("grpo", "cpu", stack_files("grpo", "cpu", [write_override(tmp_path, "grpo",
+                                                                                                    "cpu", 2)])))
+    bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=True)
+    out = capsys.readouterr().out
+    assert "make down ALGO=grpo, then make up ALGO=grpo REPLICAS=2 (the stop saves" in out
+    assert "trainer step lines: docker compose --project-name hermes-grpo" in out and fakes.events == []

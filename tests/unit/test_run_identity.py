@@ -75,7 +75,9 @@ def test_up_refuses_before_anything_starts_and_forgets_a_run_whose_volume_is_gon
     other = load_stack("grpo", "configs", "embedded", model="smollm2-135m")
     with pytest.raises(InputError) as info:
         _check_resume(other, "grpo", "hermes-grpo", has_volume=lambda _name: True)
-    assert info.value.exit_code == 2 and info.value.lines() == [REFUSAL]
+    # the configs' own model trained the old run: `make up` without MODEL= resumes it
+    assert info.value.exit_code == 2 and info.value.lines() == [
+        REFUSAL.replace("Hint: ", "Hint: `make up ALGO=grpo` resumes it; ")]
     assert ri.read_record(project / ".hermes", "hermes-grpo") == tiny()  # the old run's record stays
     # A new run beside it: its own project name, its own volume, its own record.
     _check_resume(other, "grpo", "hermes-grpo-2", has_volume=lambda _name: False)
@@ -115,3 +117,36 @@ def test_the_trainer_refuses_a_checkpoint_of_another_identity_with_one_line(proj
     (line,) = info.value.lines()
     assert line.startswith(f"{tmp_path / 'ckpt' / 'step-5'}: checkpoints: found a run trained with model embedded -> "
                            "smollm2-135m, lora_rank 32 -> 8")
+
+
+def test_a_refusal_for_a_named_project_names_it_in_the_command_that_deletes_its_run():
+    """`HERMES_PROJECT_NAME=foo make up MODEL=b` was refused with "`make down ALGO=grpo VOLUMES=1` deletes that run's
+    checkpoints": typed as printed, that reached the last up's stack (hermes-grpo) and deleted its run, not foo's."""
+    decision = ri.decide(tiny(), catalog())
+    hint = ri.refusal("foo", "grpo", decision).hint
+    assert "`HERMES_PROJECT_NAME=foo make down ALGO=grpo VOLUMES=1` deletes that run's checkpoints" in hint
+    assert "`make down ALGO=grpo VOLUMES=1`" in ri.refusal("hermes-grpo", "grpo", decision).hint
+    assert ri.make_for("hermes-ppo", "ppo", "down") == "make down ALGO=ppo"
+    assert ri.make_for("hermes-ppo", "grpo", "down") == "HERMES_PROJECT_NAME=hermes-ppo make down ALGO=grpo"
+
+
+def test_a_refusal_names_the_up_that_resumes_a_run_of_another_model(project):
+    """After `make up MODEL=smollm2-135m` and `make down`, status's `make up ALGO=grpo` was refused, and the refusal
+    named only the commands that delete the run or start another: not the MODEL= that resumes it."""
+    from hermes_stack.controller.bring_up import _check_resume
+
+    tiny_stack = load_stack("grpo", "configs", "embedded")
+    real = load_stack("grpo", "configs", "embedded", model="smollm2-135m")
+    _check_resume(real, "grpo", "hermes-grpo", has_volume=lambda _name: True)
+    with pytest.raises(InputError) as info:
+        _check_resume(tiny_stack, "grpo", "hermes-grpo", has_volume=lambda _name: True)
+    assert "Hint: `make up ALGO=grpo MODEL=smollm2-135m` resumes it; `make down ALGO=grpo VOLUMES=1`" in \
+        info.value.lines()[0]
+    ri.forget_record(project / ".hermes", "hermes-grpo")
+    _check_resume(tiny_stack, "grpo", "hermes-grpo", has_volume=lambda _name: True)  # the configs' own model
+    with pytest.raises(InputError) as info:
+        _check_resume(real, "grpo", "hermes-grpo", has_volume=lambda _name: True)
+    assert "Hint: `make up ALGO=grpo` resumes it; `make down ALGO=grpo VOLUMES=1`" in info.value.lines()[0]
+    engine = ri.decide(ri.identity_of(tiny_stack), {**ri.identity_of(tiny_stack), "engine": "tinker"})
+    assert ri.resume_command("hermes-grpo", "grpo", engine, ri.identity_of(tiny_stack), "embedded",
+                             lambda name: False) is None  # another engine: no MODEL= resumes it

@@ -20,10 +20,11 @@ from hermes_stack.controller.stack_state import (
     plan_compose,
     project_root,
     remove_dotenv,
+    saved_plan,
     secrets_salt,
     stack_algo,
 )
-from hermes_stack.errors import InputError, Problem
+from hermes_stack.errors import HermesError, InputError, Problem
 
 ALGO_OPT = typer.Option("grpo", "--algo", help="ppo or grpo: picks compose.<algo>.yml and configs/*_<algo>.*")
 # The commands that talk to a running stack: without --algo, the one the last `up` here started.
@@ -136,10 +137,9 @@ def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
 def _up_again(plan: Plan) -> str:
     """The `make up` that starts the last up's stack again, its replica count included: a resume without it would
     not be the run that was stopped."""
-    from hermes_stack.controller.replicas import replicas_in
+    from hermes_stack.controller.replicas import replicas_in, up_command
 
-    replicas = replicas_in(project_root(), plan.files, plan.algo)
-    return f"make up ALGO={plan.algo}" + (f" REPLICAS={replicas}" if replicas > 1 else "")
+    return up_command(plan.algo, replicas_in(project_root(), plan.files, plan.algo))
 
 
 @app.command()
@@ -155,6 +155,7 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
         stopped_at,
         stopped_line,
         summary_of,
+        up_again,
     )
 
     algo = stack_algo(project_root() / STATE_DIR, algo)
@@ -177,8 +178,8 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     if (stopped := stopped_line(states, algo)) is not None:
         console.info("  " + stopped)
     elif stopped_step is not None and any(s.service == "trainer" and s.state == "exited" for s in states):
-        console.info(f"  the trainer was stopped after step {stopped_step} (docker compose stop): make up "
-                     f"ALGO={algo} resumes from that checkpoint")
+        console.info(f"  the trainer was stopped after step {stopped_step} (docker compose stop): "
+                     f"{up_again(states, algo)} resumes from that checkpoint")
     for line in replica_lines(compose, states):
         console.info(line)
     for line in summary_of(text).lines():
@@ -226,7 +227,8 @@ def down(algo: str | None = STACK_ALGO_OPT,
     problem = check_owner(project, algo, project_root(), "down" if volumes else "stop")
     if problem is not None:
         raise InputError(problem)
-    had = bool(compose.ps()) or compose.has_data_volume()
+    containers = bool(compose.ps())
+    volume = compose.has_data_volume()
     compose.down(volumes=volumes)
     remove_dotenv(project_root(), project)
     if volumes:  # the run's checkpoints are gone: the next `up` starts a fresh run, whatever its configuration
@@ -235,10 +237,31 @@ def down(algo: str | None = STACK_ALGO_OPT,
 
         forget_record(project_root() / STATE_DIR, project)
         release(project)
-    if not had:
+    if containers:
+        console.info(f"{project} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
+    elif volume and volumes:
+        console.info(f"{project}: no containers; volumes removed")
+    elif volume:  # a second `down`: "stopped" again read as if a stack had still been running
+        console.info(f"{project}: nothing to stop (no containers); its run stays on the kept volume")
+    else:
         console.info(f"{project}: nothing to stop (no containers{', no volume' if volumes else ''})")
+    _other_stack_running(algo)
+
+
+def _other_stack_running(algo: str) -> None:
+    """After a `down` without ALGO= stopped the last up's stack, the other algorithm's may still run (its ports, its
+    GPU): say so, with the command that stops it."""
+    other = "ppo" if algo == "grpo" else "grpo"
+    plan = saved_plan(project_root() / STATE_DIR, other)
+    if plan is None:
         return
-    console.info(f"{project} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
+    compose = plan_compose(plan, echo=False)
+    try:
+        running = compose.ps()
+    except HermesError:  # its files moved or compose cannot say: nothing to add
+        return
+    if running:
+        console.info(f"{project_of(compose.params)} still runs: make down ALGO={other} stops it")
 
 
 
@@ -267,12 +290,11 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     plan = Plan(algo, resolved, stack_files(algo, resolved, [*([replica_file] if replica_file else []), *(file or ())]))
     compose = plan_compose(plan, compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR)),
                            echo=False)
-
-    def as_up_runs_it(argv: list[str]) -> str:  # the override under the name up writes it to
-        return printable(argv).replace(render_override_name(algo), override_name(algo))
-
-    # With up's own --wait-timeout (its default, 900, not compose.up's): the exact commands.
-    console.info("# " + as_up_runs_it(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))],
-                                              wait_timeout)))
-    console.info("# " + as_up_runs_it(up_argv(compose.params, TRAINING, wait_timeout)))
+    # With up's own --wait-timeout (its default, 900, not compose.up's): the exact commands, with render's copy of
+    # the override, which is there to type them with (up's own is written by up, for its count).
+    console.info("# " + printable(up_argv(compose.params, ["atropos", *serving_services(replica_count(stack))],
+                                          wait_timeout)))
+    console.info("# " + printable(up_argv(compose.params, TRAINING, wait_timeout)))
+    if replica_file:
+        console.info(f"# (up writes the same override to {override_name(algo)})")
     console.info(redact_config(compose.config()))
