@@ -106,3 +106,43 @@ def test_unlock_1_is_the_controllers_unlock_for_the_targets_that_validate():
     for target in ("validate", "up", "dry-run", "render"):
         assert dispatched(target, "UNLOCK=1")[-1] == "--unlock"
         assert "--unlock" not in dispatched(target, "UNLOCK=0")
+
+
+VARS = "ALGO, DEVICE, MODEL, SERVICE, VOLUMES, PYTHON, REPLICAS, UNLOCK"
+
+
+@pytest.mark.parametrize("arg,hint", [("VOLUME=1", "did you mean VOLUMES?"), ("MODLE=smollm2-135m", "did you mean MODEL?"),
+                                      ("REPLICA=2", "did you mean REPLICAS?"),
+                                      ("SERVICES=trainer", "did you mean SERVICE?"),
+                                      ("FOO=1", "make help lists the targets; the README names each variable")])
+def test_a_variable_make_does_not_know_is_refused_before_anything_runs(arg, hint):
+    """`make down VOLUME=1` stopped the stack and kept the volumes; `make up REPLICA=2` started one replica."""
+    done = subprocess.run(["make", "-n", "-s", "down", arg], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 2 and "hermes_stack" not in done.stdout
+    assert stop_line(done) == (f"{arg}: found a variable make does not know, expected one of {VARS}. Hint: {hint}"
+                               .removesuffix("."))
+
+
+@pytest.mark.parametrize("goals,word,hint", [(["up", "ppo"], "ppo", "did you mean ALGO=ppo?"),
+                                             (["logs", "trainer"], "trainer", "did you mean SERVICE=trainer?"),
+                                             (["down", "grpo"], "grpo", "did you mean ALGO=grpo?"),
+                                             (["up", "gpu"], "gpu", "did you mean DEVICE=gpu?"),
+                                             (["stauts"], "stauts", "make help lists the targets")])
+def test_a_word_where_a_setting_belongs_runs_no_target(goals, word, hint):
+    """`make up ppo` ran `up` in full with ALGO=grpo (a training run), then said there was no rule for `ppo`."""
+    done = subprocess.run(["make", "-n", "-s", *goals], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 2 and "hermes_stack" not in done.stdout
+    line = stop_line(done)
+    assert line.startswith(f"{word}: found a word make does not know as a target, expected a target (help, venv, ")
+    assert line.endswith(f"and VAR=value settings. Hint: {hint}".removesuffix("."))
+
+
+def test_the_known_goals_are_the_makefiles_targets():
+    import re
+
+    text = (ROOT / "Makefile").read_text()
+    targets = re.findall(r"^([a-z][a-z-]*):.*## ", text, flags=re.MULTILINE)
+    (goals,) = re.findall(r"^MAKE_GOALS := (.*)$", text, flags=re.MULTILINE)
+    assert sorted(goals.split()) == sorted(targets)
