@@ -41,7 +41,12 @@ if ! docker info >/dev/null 2>&1; then
     rm -f /var/run/docker.pid
   fi
   say "starting dockerd (log: /var/log/dockerd.log)"
-  setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+  # Only stdin, stdout and stderr go to the daemon: an fd the caller holds (the lock of `flock LOCK make test`) stayed
+  # open in dockerd and containerd for their whole life, and the lock was never free again.
+  (
+    for fd in /proc/self/fd/*; do fd=${fd##*/}; if [ "$fd" -gt 2 ]; then eval "exec ${fd}>&-" 2>/dev/null || true; fi; done
+    exec setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null
+  ) &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && break
     sleep 0.5
