@@ -412,7 +412,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
             console.info("  " + line)
         return plan
     console.info("Where to look (in this directory):")
-    for line in where_to_look(algo, compose.params, dotenv):
+    for line in where_to_look(algo, compose.params, dotenv, count):
         console.info("  " + line)
     return plan
 
@@ -440,13 +440,15 @@ def after_a_complete_run(algo: str, step: int, replicas: int = 1) -> list[str]:
             f"stop the services:  make down ALGO={algo}"]
 
 
-def where_to_look(algo: str, params: ComposeParams, dotenv: bool) -> list[str]:
+def where_to_look(algo: str, params: ComposeParams, dotenv: bool, replicas: int = 1) -> list[str]:
     """Commands that work as typed after `make up` (pure): make targets, which need no PATH entry, and plain
-    `docker compose` when .env names the stack (else the -f form)."""
+    `docker compose` when .env names the stack (else the -f form). The `make up` that resumes names the algorithm
+    and the replica count: a bare `make up` after a PPO run started GRPO."""
     from hermes_stack.controller.compose import logs_argv, printable
+    from hermes_stack.controller.replicas import up_command
 
     logs = "docker compose logs --follow trainer" if dotenv else printable(
         logs_argv(params, "trainer", follow=True, user=True))
-    stop = (f"stop:               make down ALGO={algo}   (checkpoints kept; the next `make up` resumes; "
+    stop = (f"stop:               make down ALGO={algo}   (checkpoints kept; {up_command(algo, replicas)} resumes; "
             "VOLUMES=1 deletes them)")
     return [f"trainer step lines: {logs}", f"health and reward:  make status ALGO={algo}", stop]

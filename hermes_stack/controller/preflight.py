@@ -138,7 +138,7 @@ def check_gpu(probe: Probe, image: str | None = None) -> list[Finding]:
         if probe.which("nvidia-smi") else (127, "", "nvidia-smi not found")
     if rc != 0 or not out:
         found.append(Finding("NVIDIA driver", False, f"no GPU visible ({(err or 'nvidia-smi printed nothing')})",
-                             "install the NVIDIA driver, or use --device cpu"))
+                             "install the NVIDIA driver, or run on the CPU: DEVICE=cpu (--device cpu)"))
     else:
         first = out.splitlines()[0]
         fields = [f.strip() for f in first.split(",")]
@@ -152,7 +152,7 @@ def check_gpu(probe: Probe, image: str | None = None) -> list[Finding]:
         found.append(Finding("NVIDIA Container Toolkit", False,
                              "not installed (no nvidia runtime in `docker info`, no nvidia-container-runtime-hook)",
                              "install nvidia-container-toolkit and run `nvidia-ctk runtime configure --runtime=docker`,"
-                             " then restart dockerd; or use --device cpu"))
+                             " then restart dockerd; or run on the CPU: DEVICE=cpu (--device cpu)"))
     else:
         found.append(Finding("NVIDIA Container Toolkit", True, "nvidia runtime" if runtime else "runtime hook found"))
     return found

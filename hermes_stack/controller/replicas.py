@@ -41,10 +41,13 @@ def override_name(algo: str) -> str:
     return f"{STATE}/replicas-{algo}.yml"
 
 
-def up_command(algo: str, replicas: int) -> str:
+def up_command(algo: str, replicas: int, project: str | None = None) -> str:
     """The `make up` that starts (or resumes) a stack of `replicas` inference replicas (pure): every hint that sends
-    a user back to `up` names the count, or the stack it starts is another one."""
-    return f"make up ALGO={algo}" + (f" REPLICAS={replicas}" if replicas > 1 else "")
+    a user back to `up` names the count, or the stack it starts is another one. `project`: named when it is not the
+    algorithm's default (run_identity.make_for)."""
+    from hermes_stack.run_identity import make_for
+
+    return make_for(project or f"hermes-{algo}", algo, "up") + (f" REPLICAS={replicas}" if replicas > 1 else "")
 
 
 def render_override_name(algo: str) -> str:

@@ -135,17 +135,34 @@ def saved_plan(state_dir: Path, algo: str) -> Plan | None:
     """The files (and project) the last `up` of this algo used; None when none is recorded. Its own record first,
     then the last up's (the one record a checkout kept before)."""
     for name in (plan_file(algo), LAST_UP):
-        try:
-            data = json.loads((state_dir / name).read_text())
-        except (OSError, ValueError):
-            continue
-        # Only a record `up` could have written: a string for files would be split into one -f per character.
-        if isinstance(data, dict) and data.get("algo") == algo and data.get("device") in ("cpu", "gpu") \
-                and isinstance(data.get("files"), list) and data["files"] and all(
-                    isinstance(f, str) and f for f in data["files"]) \
-                and isinstance(data.get("project") or "", str):
-            return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
+        if (plan := saved_plan_in(state_dir / name, algo)) is not None:
+            return plan
     return None
+
+
+def saved_plan_in(path: Path, algo: str) -> Plan | None:
+    """The plan of `algo` recorded in `path`, or None (no file, another algorithm, a record `up` could not write)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    # Only a record `up` could have written: a string for files would be split into one -f per character.
+    if isinstance(data, dict) and data.get("algo") == algo and data.get("device") in ("cpu", "gpu") \
+            and isinstance(data.get("files"), list) and data["files"] and all(
+                isinstance(f, str) and f for f in data["files"]) \
+            and isinstance(data.get("project") or "", str):
+        return Plan(algo, data["device"], tuple(data["files"]), data.get("project") or None)
+    return None
+
+
+def forget_plan(state_dir: Path, algo: str, project: str) -> None:
+    """After `down --volumes` of `project`: its run is gone, so this algorithm's commands go back to the default
+    stack. The plan of a `HERMES_PROJECT_NAME=hermes-grpo-2` run kept sending `make status ALGO=grpo` to that
+    deleted stack, not to the hermes-grpo run on its kept volume."""
+    for name in (plan_file(algo), LAST_UP):
+        saved = saved_plan_in(state_dir / name, algo)
+        if saved is not None and (saved.project or f"hermes-{algo}") == project:
+            (state_dir / name).unlink(missing_ok=True)
 
 
 def load_plan(state_dir: Path, algo: str) -> Plan:

@@ -429,7 +429,7 @@ def run(args: argparse.Namespace, env: ServiceEnv,
             print(f"dry-run check {line}", flush=True)
         log.info(f"trainer dry-run ok: config {stack.config_path.name} (profile {stack.profile}), model loaded, "
                  f"inference serves {served} and generated a token, atropos at step {status.get('current_step')}; "
-                 f"would train {settings.num_steps} steps of {settings.batch_size_sequences} sequences")
+                 f"{would_train(settings)}")
         return 0
     atropos = AtroposClient(atropos_url(stack, env))
     sink = MetricsSink(settings.data_dir / "metrics.jsonl", settings.num_steps, wandb_project=settings.wandb_project,
@@ -449,6 +449,19 @@ def run(args: argparse.Namespace, env: ServiceEnv,
             except Exception as exc:  # noqa: BLE001 - a failed close must not hide why training stopped
                 log.error(f"closing the engine failed: {exc}")
     return 0
+
+
+def would_train(settings) -> str:
+    """What the run will train: from the newest checkpoint's step when the volume holds one (a resumed `make up`
+    said "would train 400 steps" at step 146). Its name alone: the full check (hashes) is the loop's, at its start."""
+    from hermes_stack.trainer.checkpoint import list_checkpoints
+
+    found = list_checkpoints(settings.checkpoint_dir)
+    per_step = f"of {settings.batch_size_sequences} sequences"
+    if found and found[-1].step > 0:
+        return (f"would resume after checkpoint step {found[-1].step} and train to step {settings.num_steps}, "
+                f"steps {per_step}")
+    return f"would train {settings.num_steps} steps {per_step}"
 
 
 def main(argv: list[str] | None = None, engine_factory: Callable[[StackConfig], Engine] | None = None) -> int:

@@ -347,3 +347,30 @@ def test_a_second_down_says_nothing_was_stopped_and_names_the_other_stack_still_
     running.clear()
     assert main(["down", "--algo", "grpo", "--volumes"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "hermes-grpo: no containers; volumes removed"
+
+
+def test_down_with_volumes_of_a_named_run_sends_the_algorithms_commands_back_to_the_default_stack(
+        project, capsys, compose_calls, monkeypatch):
+    """After `HERMES_PROJECT_NAME=hermes-grpo-2 make up` (the refusal's hint) and `make down ALGO=grpo VOLUMES=1`,
+    `make status ALGO=grpo` kept reading the deleted hermes-grpo-2, not the hermes-grpo run on its kept volume; and
+    with HERMES_PROJECT_NAME given for one command, the printed make commands reached the last up's project."""
+    from hermes_stack.controller import compose
+    from hermes_stack.controller.stack_state import Plan, load_plan, save_plan
+
+    save_plan(project / ".hermes", Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml"), "hermes-grpo-2"))
+    monkeypatch.setattr(compose.Compose, "ps", lambda self: [])
+    monkeypatch.setattr(compose.Compose, "docker", lambda self, args: "")  # every volume is there
+    monkeypatch.setattr(compose.Compose, "down", lambda self, volumes=False: "")
+    assert main(["down", "--algo", "grpo", "--volumes"]) == 0
+    assert load_plan(project / ".hermes", "grpo").project is None  # the default stack's again
+    save_plan(project / ".hermes", Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml"), "hermes-grpo-2"))
+    monkeypatch.setenv("HERMES_PROJECT_NAME", "hermes-grpo")
+    capsys.readouterr()
+    assert main(["status", "--algo", "grpo"]) == 0
+    assert capsys.readouterr().out.strip() == ("hermes-grpo: no containers; its run is on the kept volume (make report "
+                                               "ALGO=grpo draws it; make up ALGO=grpo resumes it)")
+    monkeypatch.delenv("HERMES_PROJECT_NAME")
+    assert main(["status", "--algo", "grpo"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "hermes-grpo-2: no containers; its run is on the kept volume (HERMES_PROJECT_NAME=hermes-grpo-2 make report "
+        "ALGO=grpo draws it; HERMES_PROJECT_NAME=hermes-grpo-2 make up ALGO=grpo resumes it)")

@@ -84,6 +84,13 @@ def test_where_to_look_prints_make_targets_and_plain_compose_that_exist():
     assert "docker compose --project-name p -f compose.grpo.yml -f compose.cpu.yml logs --follow trainer" in without[0]
 
 
+def test_the_stop_line_names_the_up_that_resumes_this_stack():
+    """After `make up ALGO=ppo` it said "the next `make up` resumes": typed as said, `make up` starts GRPO."""
+    ppo = where_to_look("ppo", stack_params("ppo", "cpu", ROOT, project_name="hermes-ppo"), dotenv=True, replicas=2)
+    assert ppo[-1] == ("stop:               make down ALGO=ppo   (checkpoints kept; make up ALGO=ppo REPLICAS=2 "
+                       "resumes; VOLUMES=1 deletes them)")
+
+
 def test_the_plan_remembers_the_project_so_make_status_finds_a_renamed_stack(tmp_path, monkeypatch):
     monkeypatch.delenv("HERMES_PROJECT_NAME", raising=False)
     st.save_plan(tmp_path, plan("hermes-test-grpo"))

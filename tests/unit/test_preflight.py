@@ -74,6 +74,8 @@ def test_gpu_without_driver_and_toolkit_lists_both():
     with pytest.raises(PreflightError) as err:
         preflight("gpu", FakeProbe(answers=ENGINE))
     assert [line.split(":")[1].strip() for line in err.value.lines()] == ["NVIDIA driver", "NVIDIA Container Toolkit"]
+    # make's variable, as typed after `make up ALGO=grpo DEVICE=gpu` (the CLI's flag was all it said)
+    assert all(line.endswith("or run on the CPU: DEVICE=cpu (--device cpu)") for line in err.value.lines())
 
 
 def test_auto_picks_gpu_only_when_driver_and_runtime_are_usable():

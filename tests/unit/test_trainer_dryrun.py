@@ -294,3 +294,17 @@ def test_engine_is_closed_when_training_stops(env, capsys, monkeypatch) -> None:
     assert main(argv, engine_factory=lambda stack: ClosingEngine()) == 1
     assert closed == ["closed"]
     assert "atropos" in _one_line(capsys)
+
+
+def test_the_dry_run_says_where_a_resumed_run_goes_on(tmp_path) -> None:
+    """A resumed `make up` said "atropos at step 0; would train 400 steps" at checkpoint step 146."""
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.__main__ import would_train
+
+    settings = SimpleNamespace(checkpoint_dir=tmp_path / "checkpoints", num_steps=400, batch_size_sequences=256)
+    assert would_train(settings) == "would train 400 steps of 256 sequences"
+    for step in (120, 146):
+        (tmp_path / "checkpoints" / f"step-{step}").mkdir(parents=True)
+    assert would_train(settings) == ("would resume after checkpoint step 146 and train to step 400, steps of 256 "
+                                     "sequences")

@@ -16,6 +16,7 @@ from hermes_stack.controller.compose import project_of
 from hermes_stack.controller.stack_state import (
     STATE_DIR,
     Plan,
+    forget_plan,
     load_plan,
     plan_compose,
     project_root,
@@ -134,12 +135,13 @@ def build(algo: str = ALGO_OPT, device: str = DEVICE_OPT) -> None:
     build_images(plan_compose(plan, {"HERMES_BASE_IMAGE": build_inputs()}))
 
 
-def _up_again(plan: Plan) -> str:
+def _up_again(plan: Plan, project: str) -> str:
     """The `make up` that starts the last up's stack again, its replica count included: a resume without it would
-    not be the run that was stopped."""
+    not be the run that was stopped. A project other than the default is named: with HERMES_PROJECT_NAME given for
+    this command only, a bare `make up` would reach the last up's project."""
     from hermes_stack.controller.replicas import replicas_in, up_command
 
-    return up_command(plan.algo, replicas_in(project_root(), plan.files, plan.algo))
+    return up_command(plan.algo, replicas_in(project_root(), plan.files, plan.algo), project)
 
 
 @app.command()
@@ -165,10 +167,12 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     states = service_states(compose.ps())
     project = project_of(compose.params)
     if not states:
+        from hermes_stack.run_identity import make_for
+
         kept = compose.has_data_volume()  # after `make down` the run is still there
-        up = _up_again(plan)
-        console.info(f"{project}: no containers" + (f"; its run is on the kept volume (make report ALGO={algo} draws "
-                                                    f"it; {up} resumes it)" if kept else f" (start with: {up})"))
+        up = _up_again(plan, project)
+        console.info(f"{project}: no containers" + (f"; its run is on the kept volume ({make_for(project, algo, 'report')}"
+                                                    f" draws it; {up} resumes it)" if kept else f" (start with: {up})"))
         return
     console.info(f"{project} ({plan.device}; {' '.join('-f ' + f for f in plan.files)})")
     text = read_metrics(compose)
@@ -205,7 +209,8 @@ def logs(service: str = typer.Argument(None, help="atropos, inference, trainer, 
         _check_service(service, plan)
     compose = plan_compose(plan, echo=False)
     if not compose.ps():  # compose prints nothing then, and exits 0: an empty screen says nothing
-        console.info(f"{project_of(compose.params)}: no containers, so no logs (start with: {_up_again(plan)})")
+        project = project_of(compose.params)
+        console.info(f"{project}: no containers, so no logs (start with: {_up_again(plan, project)})")
         return
     for line in compose.stream(logs_argv(compose.params, service, follow, tail)):
         console.info(line)
@@ -236,6 +241,7 @@ def down(algo: str | None = STACK_ALGO_OPT,
         from hermes_stack.run_identity import forget_record
 
         forget_record(project_root() / STATE_DIR, project)
+        forget_plan(project_root() / STATE_DIR, algo, project)
         release(project)
     if containers:
         console.info(f"{project} stopped" + ("; volumes removed" if volumes else "; volumes kept"))
