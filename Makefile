@@ -38,15 +38,18 @@ $(foreach v,$(filter-out $(MAKE_VARS),$(foreach w,$(.VARIABLES),$(if $(filter co
     $(error $(v)=$($(v)): found a variable in the wrong case, expected $(shell echo '$(v)' | tr a-z A-Z)=$($(v)). Hint: make variables are case-sensitive; $(v) would be ignored and the default used)))
 # A variable make does not know (VOLUME=1, MODLE=..., SERVICES=trainer) was ignored too: `make down VOLUME=1` kept
 # the volumes, `make up REPLICA=2` started one replica. The hint: the known name that starts with the same 3 letters.
-$(foreach v,$(filter-out $(MAKE_VARS),$(foreach w,$(.VARIABLES),$(if $(filter command line,$(origin $(w))),$(w)))),\
+# Passed through as before: the controller's own HERMES_* and pytest's PYTEST_*, and anything from a parent make.
+ifeq ($(MAKELEVEL),0)
+$(foreach v,$(filter-out $(MAKE_VARS) HERMES_% PYTEST_%,$(foreach w,$(.VARIABLES),$(if $(filter command line,$(origin $(w))),$(w)))),\
   $(if $(filter $(shell echo '$(v)' | tr a-z A-Z),$(MAKE_VARS)),,\
-    $(error $(v)=$($(v)): found a variable make does not know, expected one of $(subst $(space),$(comma) ,$(MAKE_VARS)). Hint: $(or $(addprefix did you mean ,$(addsuffix ?,$(firstword $(filter $(shell echo '$(v)' | cut -c1-3 | tr a-z A-Z)%,$(MAKE_VARS))))),make help lists the targets; the README names each variable))))
+    $(error $(v)=$($(v)): found a variable make does not know, expected one of $(subst $(space),$(comma) ,$(MAKE_VARS)). Hint: $(or $(addprefix did you mean ,$(addsuffix ?,$(firstword $(filter $(shell echo '$(v)' | cut -c1-3 | tr a-z A-Z)%,$(MAKE_VARS))))),an environment variable goes before make: $(v)=... make <target>))))
+endif
 # A word where a VAR=value belongs (`make up ppo`, `make logs trainer`) is a goal make runs after the first one: `up`
 # ran in full (with ALGO=grpo) before make said there was no rule for `ppo`.
 MAKE_GOALS := help venv docker images validate up dry-run status report logs down render bench-stack test test-unit lint bench
 WORD_HINT = $(if $(filter ppo grpo,$(1)),did you mean ALGO=$(1)?,$(if $(filter atropos inference trainer environment router gateway-check inference-%,$(1)),did you mean SERVICE=$(1)?,$(if $(filter cpu gpu auto,$(1)),did you mean DEVICE=$(1)?,make help lists the targets)))
-ifneq ($(filter-out $(MAKE_GOALS),$(MAKECMDGOALS)),)
-$(error $(firstword $(filter-out $(MAKE_GOALS),$(MAKECMDGOALS))): found a word make does not know as a target, expected a target ($(subst $(space),$(comma) ,$(MAKE_GOALS))) and VAR=value settings. Hint: $(call WORD_HINT,$(firstword $(filter-out $(MAKE_GOALS),$(MAKECMDGOALS)))))
+ifneq ($(filter-out $(MAKE_GOALS) $(STAMP),$(MAKECMDGOALS)),)
+$(error $(firstword $(filter-out $(MAKE_GOALS) $(STAMP),$(MAKECMDGOALS))): found a word make does not know as a target, expected a target ($(subst $(space),$(comma) ,$(MAKE_GOALS))) and VAR=value settings. Hint: $(call WORD_HINT,$(firstword $(filter-out $(MAKE_GOALS) $(STAMP),$(MAKECMDGOALS)))))
 endif
 ifeq ($(strip $(ALGO)),)
 $(error ALGO: found an empty value, expected ALGO=ppo or ALGO=grpo. Hint: leave ALGO out for the default, grpo)

@@ -73,18 +73,21 @@ def make_for(project: str, algo: str, target: str) -> str:
 
 
 def resume_command(project: str, algo: str, decision: Decision, old: Mapping[str, Any], configured_model: str,
-                   is_catalog_name: Callable[[str], bool]) -> str | None:
-    """The `make up` that resumes the old run when only its model (and the LoRA rank a catalog model brings) stand in
-    the way (pure): without MODEL= when it trained the configs' own model, with MODEL=<it> when it trained a catalog
-    model. After `make up MODEL=smollm2-135m` and `make down`, the `make up` that status suggests was refused, and
-    the refusal named only the commands that delete the run or start another."""
-    if not decision.blocking or {b.split(" ", 1)[0] for b in decision.blocking} - {"model", "lora_rank"}:
+                   is_catalog_name: Callable[[str], bool], up: str | None = None) -> str | None:
+    """The `make up` that resumes the old run when its model (and the LoRA rank a catalog model brings) is what
+    stands in the way (pure): without MODEL= when it trained the configs' own model, with MODEL=<it> when it trained
+    a catalog model. After `make up MODEL=smollm2-135m` and `make down`, the `make up` that status suggests was
+    refused, and the refusal named only the commands that delete the run or start another. `up`: the `make up` of
+    this stack (its project and REPLICAS=), to which MODEL= is added."""
+    keys = {b.split(" ", 1)[0] for b in decision.blocking}
+    if "model" not in keys or keys - {"model", "lora_rank"}:  # a rank edited in the configs: no MODEL= helps
         return None
+    up = up or make_for(project, algo, "up")
     model = old.get("model")
     if model == configured_model:
-        return make_for(project, algo, "up")
+        return up
     if isinstance(model, str) and is_catalog_name(model):
-        return f"{make_for(project, algo, 'up')} MODEL={model}"
+        return f"{up} MODEL={model}"
     return None
 
 

@@ -88,6 +88,12 @@ def replica_count(stack) -> int:
     return int(getattr(inference, "replicas", 1))
 
 
+def configured_replicas(stack) -> int:
+    """inference.replicas as the settings file says it: what a `make up` without REPLICAS= starts."""
+    inference = getattr(getattr(stack, "settings_as_written", None), "inference", None)
+    return int(getattr(inference, "replicas", 1) or 1)
+
+
 def _stream(compose: Compose, argv: list[str], prefix: str = "      ") -> None:
     for line in compose.stream(argv):
         if line.strip():  # BuildKit's plain progress separates its steps with blank lines: 100+ of them per build
@@ -191,8 +197,11 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
     new = identity_of(stack)
     decision = decide(old, new)
     if not decision.resume:
+        from hermes_stack.controller.replicas import up_command
+
+        up = up_command(algo, replica_count(stack), project, configured_replicas(stack))
         resume = resume_command(project, algo, decision, old or {}, _model_without_override(stack),
-                                is_catalog_name)
+                                is_catalog_name, up)
         raise InputError(refusal(project, algo, decision, resume=resume))
     if decision.notice():
         console.notice(decision.notice())
@@ -223,7 +232,8 @@ def _running_plan(algo: str, project: str, asked: Plan) -> Plan:
     return saved if saved is not None and (saved.project or f"hermes-{algo}") == project else asked
 
 
-def _check_replicas_of_the_run(algo: str, project: str, step: int, count: int, running_plan: Plan) -> None:
+def _check_replicas_of_the_run(algo: str, project: str, step: int, count: int, running_plan: Plan,
+                               configured: int = 1) -> None:
     """A second `up` beside a run that trains asks for the replica count that run has: another count removed or
     rewrote the override the run's `status`, `logs` and `down` read it with (and its replicas became orphans)."""
     from hermes_stack.controller.replicas import replicas_in, up_command
@@ -232,7 +242,7 @@ def _check_replicas_of_the_run(algo: str, project: str, step: int, count: int, r
     running = replicas_in(project_root(), running_plan.files, algo)
     if running == count:
         return
-    again = up_command(algo, running)
+    again = up_command(algo, running, project, configured)
     raise InputError(Problem("command line", "REPLICAS", str(count),
                              f"{running}, the replica count of the {project} run training now (step {step})",
                              f"{again} starts its stopped services again; to change the count, make down ALGO={algo} "
@@ -265,17 +275,15 @@ def _logs_command(params: ComposeParams, project: str) -> str:
 
 
 def already_training(algo: str, project: str, step: int, secrets_changed: bool = False,
-                     started: Sequence[str] = (), replicas: int = 1,
+                     started: Sequence[str] = (), up: str | None = None,
                      logs: str = "docker compose logs --follow trainer") -> list[str]:
     """What `up` says of a run that trains already (pure; commands as typed). Its containers keep the settings and
     the code they started with: the build and the dry-run are not run again beside it. `secrets_changed`: the
     running containers hold other secrets than the key file gives now (status.ServiceState.holds_other_secrets).
-    `started`: the services stopped by hand that `up` started again beside it. `replicas`: the run's count, which the
-    `make up` to type again keeps. `logs`: the trainer's log command (_logs_command)."""
-    from hermes_stack.controller.replicas import up_command
-
+    `started`: the services stopped by hand that `up` started again beside it. `up`: the `make up` that starts this
+    stack again (replicas.up_command: its count and project). `logs`: the trainer's log command (_logs_command)."""
     done = f"started {', '.join(started)} again, the rest untouched" if started else "nothing to start"
-    up = up_command(algo, replicas)
+    up = up or f"make up ALGO={algo}"
     lines = [f"{project} is training already (step {step}): {done}.",
              f"trainer step lines: {logs}",
              f"health and reward:  make status ALGO={algo}",
@@ -293,7 +301,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     from hermes_stack.controller.compose import stack_files
     from hermes_stack.controller.device import resolve_device
     from hermes_stack.controller.preflight import SystemProbe, preflight
-    from hermes_stack.controller.replicas import serving_services, write_override
+    from hermes_stack.controller.replicas import serving_services, up_command, write_override
 
     total = 5 if stop_after_dry_run else 6
     probe = SystemProbe()
@@ -315,9 +323,11 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     # Asked before the override is written: a run that trains is read with the override its own `up` wrote.
     asked = Plan(algo, resolved, stack_files(algo, resolved, list(extra_files or ())), project_name)
     now = _training_now(asked, algo, project, stop_after_dry_run)
+    # The `make up` every hint below names: this stack's count (where the settings' differs) and project.
+    again = up_command(algo, count, project, configured_replicas(stack))
     if now is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
         plan = _running_plan(algo, project, asked)
-        _check_replicas_of_the_run(algo, project, now[0], count, plan)
+        _check_replicas_of_the_run(algo, project, now[0], count, plan, configured_replicas(stack))
         _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
         console.info("")
         from hermes_stack.controller.compose_env import SECRETS_DIGEST
@@ -327,7 +337,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         compose = plan_compose(plan, env)
         started = _start_beside_the_run(compose, wait_timeout, {"atropos", "environment", *serving_services(count)})
         for line in already_training(algo, project, step, trainer.holds_other_secrets(env[SECRETS_DIGEST]),
-                                     started, count, _logs_command(compose.params, project)):
+                                     started, again, _logs_command(compose.params, project)):
             console.info("  " + line)
         return plan
     _check_resume(stack, algo, project)
@@ -401,38 +411,35 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
             _done(t, f"nothing to train: the run is complete (checkpoint step {complete[0]} >= num_steps "
                      f"{complete[1]})")
             console.info("")
-            for line in after_a_complete_run(algo, complete[0], count):
+            for line in after_a_complete_run(algo, complete[0], again):
                 console.info("  " + line)
             return plan
         _done(t, "trainer and environment healthy; training runs")
 
     console.info("")
     if stop_after_dry_run:  # no trainer runs: its step lines would be an empty log
-        for line in after_a_dry_run(algo, count):
+        for line in after_a_dry_run(algo, again):
             console.info("  " + line)
         return plan
     console.info("Where to look (in this directory):")
-    for line in where_to_look(algo, compose.params, dotenv, count):
+    for line in where_to_look(algo, compose.params, dotenv, again):
         console.info("  " + line)
     return plan
 
 
-def after_a_dry_run(algo: str, replicas: int = 1) -> list[str]:
+def after_a_dry_run(algo: str, up: str | None = None) -> list[str]:
     """What `dry-run` leaves and what comes next (pure; commands as typed): Atropos and inference run, no trainer.
-    `replicas`: the `make up` keeps the count (with another, `up` starts another stack beside the running one)."""
-    from hermes_stack.controller.replicas import up_command
-
+    `up`: the `make up` of this stack (replicas.up_command: with another count `up` replaces the running one)."""
     return ["the dry-run passed; nothing trains (Atropos and inference are up).",
-            f"start training:     {up_command(algo, replicas)}",
+            f"start training:     {up or f'make up ALGO={algo}'}",
             f"stop the services:  make down ALGO={algo}"]
 
 
-def after_a_complete_run(algo: str, step: int, replicas: int = 1) -> list[str]:
+def after_a_complete_run(algo: str, step: int, up: str | None = None) -> list[str]:
     """What a user can do when `up` finds the volume's run already at num_steps (pure; commands as typed). The
-    trainer exited 0 and compose's `up --wait` of the environment behind it failed: not an error of the stack."""
-    from hermes_stack.controller.replicas import up_command
-
-    up = up_command(algo, replicas)
+    trainer exited 0 and compose's `up --wait` of the environment behind it failed: not an error of the stack.
+    `up`: the `make up` of this stack (replicas.up_command)."""
+    up = up or f"make up ALGO={algo}"
     return [f"the run:            make report ALGO={algo}   (its curve and figures)",
             (f"train on:           set trainer.num_steps above {step} in configs/settings_{algo}.json, then {up} "
             f"(it resumes from step {step})"),
@@ -440,15 +447,14 @@ def after_a_complete_run(algo: str, step: int, replicas: int = 1) -> list[str]:
             f"stop the services:  make down ALGO={algo}"]
 
 
-def where_to_look(algo: str, params: ComposeParams, dotenv: bool, replicas: int = 1) -> list[str]:
+def where_to_look(algo: str, params: ComposeParams, dotenv: bool, up: str | None = None) -> list[str]:
     """Commands that work as typed after `make up` (pure): make targets, which need no PATH entry, and plain
     `docker compose` when .env names the stack (else the -f form). The `make up` that resumes names the algorithm
-    and the replica count: a bare `make up` after a PPO run started GRPO."""
+    and the replica count (`up`, replicas.up_command): a bare `make up` after a PPO run started GRPO."""
     from hermes_stack.controller.compose import logs_argv, printable
-    from hermes_stack.controller.replicas import up_command
 
     logs = "docker compose logs --follow trainer" if dotenv else printable(
         logs_argv(params, "trainer", follow=True, user=True))
-    stop = (f"stop:               make down ALGO={algo}   (checkpoints kept; {up_command(algo, replicas)} resumes; "
+    stop = (f"stop:               make down ALGO={algo}   (checkpoints kept; {up or f'make up ALGO={algo}'} resumes; "
             "VOLUMES=1 deletes them)")
     return [f"trainer step lines: {logs}", f"health and reward:  make status ALGO={algo}", stop]

@@ -41,13 +41,15 @@ def override_name(algo: str) -> str:
     return f"{STATE}/replicas-{algo}.yml"
 
 
-def up_command(algo: str, replicas: int, project: str | None = None) -> str:
+def up_command(algo: str, replicas: int, project: str | None = None, configured: int = 1) -> str:
     """The `make up` that starts (or resumes) a stack of `replicas` inference replicas (pure): every hint that sends
-    a user back to `up` names the count, or the stack it starts is another one. `project`: named when it is not the
-    algorithm's default (run_identity.make_for)."""
+    a user back to `up` names the count, or the stack it starts is another one. `configured`: what a `make up`
+    without REPLICAS= starts (settings inference.replicas); the count is named wherever it differs. `project`:
+    named when it is not the algorithm's default (run_identity.make_for)."""
     from hermes_stack.run_identity import make_for
 
-    return make_for(project or f"hermes-{algo}", algo, "up") + (f" REPLICAS={replicas}" if replicas > 1 else "")
+    named = replicas > 1 or (replicas == 1 and configured != 1)  # 0: no replica known (none in `ps`)
+    return make_for(project or f"hermes-{algo}", algo, "up") + (f" REPLICAS={replicas}" if named else "")
 
 
 def render_override_name(algo: str) -> str:

@@ -319,21 +319,21 @@ def training_now(compose: Compose) -> tuple[int, ServiceState] | None:
 STOPPED_BY_HAND = (137, 143)
 
 
-def up_again(states: list[ServiceState], algo: str) -> str:
-    """The `make up` that starts this stack again: its replica count again (inference, inference-2, ...), or the
-    `make up` would not match the run."""
+def up_again(states: list[ServiceState], algo: str, project: str | None = None) -> str:
+    """The `make up` that starts this stack again: its replica count again (inference, inference-2, ...) and its
+    project when not the default, or the `make up` would not match the run."""
     from hermes_stack.controller.replicas import up_command
 
-    return up_command(algo, sum(1 for s in states if is_replica(s.service)))
+    return up_command(algo, sum(1 for s in states if is_replica(s.service)), project)
 
 
-def stopped_line(states: list[ServiceState], algo: str) -> str | None:
+def stopped_line(states: list[ServiceState], algo: str, project: str | None = None) -> str | None:
     """What `status` adds when services were stopped by hand: how to start them again (the stop was a checkpoint)."""
     stopped = [s.service for s in states if s.state == "exited" and s.exit_code in STOPPED_BY_HAND]
     if not stopped:
         return None
     running = any(s.state == "running" for s in states)
-    up = up_again(states, algo)
+    up = up_again(states, algo, project)
     if running and "trainer" not in stopped:  # the run goes on (or waits for them): nothing resumes
         what, it = (f"{stopped[0]} was", "it") if len(stopped) == 1 else (f"{', '.join(stopped)} were", "them")
         return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): {up} "

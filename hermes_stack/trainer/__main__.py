@@ -454,10 +454,12 @@ def run(args: argparse.Namespace, env: ServiceEnv,
 def would_train(settings) -> str:
     """What the run will train: from the newest checkpoint's step when the volume holds one (a resumed `make up`
     said "would train 400 steps" at step 146). Its name alone: the full check (hashes) is the loop's, at its start."""
-    from hermes_stack.trainer.checkpoint import list_checkpoints
+    from hermes_stack.trainer.checkpoint import is_complete, list_checkpoints
 
-    found = list_checkpoints(settings.checkpoint_dir)
+    found = [c for c in list_checkpoints(settings.checkpoint_dir) if is_complete(c.path, verify_hashes=False)]
     per_step = f"of {settings.batch_size_sequences} sequences"
+    if found and found[-1].step >= settings.num_steps:
+        return f"nothing to train: checkpoint step {found[-1].step} >= num_steps {settings.num_steps}"
     if found and found[-1].step > 0:
         return (f"would resume after checkpoint step {found[-1].step} and train to step {settings.num_steps}, "
                 f"steps {per_step}")

@@ -197,10 +197,17 @@ def _event(sink: MetricsSink, kind: str, message: str, fields: dict[str, Any]) -
         event(kind, message, fields)
 
 
-def _save_on_stop(engine: Engine, settings: LoopSettings, sink: MetricsSink, step: int) -> Path:
-    """A stop or a failure between save intervals is a checkpoint too, and its `saved` event names it."""
+def _save_on_stop(engine: Engine, settings: LoopSettings, sink: MetricsSink, step: int,
+                  log: Callable[[str], None]) -> Path:
+    """A stop or a failure between save intervals is a checkpoint too, and its `saved` event names it. An event that
+    cannot be written (the disk the sink writes to is full) is logged: the checkpoint stands, and on the failure
+    path the original error is the one raised."""
     saved = save(engine, settings, step)
-    _event(sink, "saved", f"step {step} saved on stop as {saved.name}", {"checkpoint": saved.name, "at_step": step})
+    try:
+        _event(sink, "saved", f"step {step} saved on stop as {saved.name}", {"checkpoint": saved.name,
+                                                                              "at_step": step})
+    except Exception as exc:  # noqa: BLE001 - any of the sink's failures
+        log(f"the `saved` event of {saved.name} could not be written ({type(exc).__name__}: {exc})")
     return saved
 
 
@@ -325,7 +332,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             sink.log(step, metrics, checkpoint=saved.name if saved else None)
             unlogged = None
         if stop and unsaved:
-            saved = _save_on_stop(engine, settings, sink, step)
+            saved = _save_on_stop(engine, settings, sink, step, log)
             log(f"stopped by {stop.signal_name or 'request'} after step {step}; saved {saved.name}")
         elif stop:
             log(f"stopped by {stop.signal_name or 'request'} after step {step}")
@@ -345,7 +352,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             except Exception as log_exc:  # noqa: BLE001 - the original failure is the one to raise
                 log(f"step {step}'s metrics could not be written ({type(log_exc).__name__}: {log_exc})")
         if unsaved:
-            saved = _save_on_stop(engine, settings, sink, step)
+            saved = _save_on_stop(engine, settings, sink, step, log)
             log(f"stopping after step {step} ({type(exc).__name__}); saved {saved.name} first")
         raise
     finally:

@@ -209,7 +209,8 @@ def test_a_new_internal_key_reaches_every_container_and_training_goes_on(stack):
     beside = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
     assert beside.returncode == 0 and "is training already" in beside.stdout, beside.stdout[-2000:]
     assert f"keys changed since this run started (or .hermes/ was deleted): its containers keep the old ones until " \
-           f"make down ALGO={ALGO}, then make up ALGO={ALGO}" in beside.stdout, beside.stdout[-2000:]
+           f"make down ALGO={ALGO}, then HERMES_PROJECT_NAME={PROJECT} make up ALGO={ALGO}" in beside.stdout, \
+        beside.stdout[-2000:]
     assert _by_service() == before  # nothing touched while it trains
     assert compose("stop", "trainer", timeout=180).returncode == 0  # the stop saves a checkpoint
     last = metrics()[-1]["step"]
@@ -238,8 +239,9 @@ def test_a_service_stopped_by_hand_beside_the_run_is_started_again_by_up(stack):
     subprocess.run(["docker", "kill", before["inference"][0]], capture_output=True, check=True)  # as a user does
     wait_until(lambda: "inference" not in _by_service(), 60, "inference stopped")
     status = hs("status", "--algo", ALGO)
-    assert (f"inference was stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO={ALGO} "
-            "starts it again beside the training run, which waits for it") in status.stdout, status.stdout
+    assert (f"inference was stopped by hand (docker kill or stop; compose restarts only crashes): HERMES_PROJECT_NAME="
+            f"{PROJECT} make up ALGO={ALGO} starts it again beside the training run, which waits for it") in status.stdout, \
+        status.stdout
     seen = len(metrics())
     up = hs("up", "--algo", ALGO, "--device", "cpu", "--no-build", "--wait-timeout", "600")
     assert up.returncode == 0 and "is training already" in up.stdout, up.stdout[-2000:] + up.stderr[-2000:]

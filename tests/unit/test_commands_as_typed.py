@@ -86,9 +86,16 @@ def test_where_to_look_prints_make_targets_and_plain_compose_that_exist():
 
 def test_the_stop_line_names_the_up_that_resumes_this_stack():
     """After `make up ALGO=ppo` it said "the next `make up` resumes": typed as said, `make up` starts GRPO."""
-    ppo = where_to_look("ppo", stack_params("ppo", "cpu", ROOT, project_name="hermes-ppo"), dotenv=True, replicas=2)
+    from hermes_stack.controller.replicas import up_command
+
+    up = up_command("ppo", 2, "hermes-ppo")
+    ppo = where_to_look("ppo", stack_params("ppo", "cpu", ROOT, project_name="hermes-ppo"), dotenv=True, up=up)
     assert ppo[-1] == ("stop:               make down ALGO=ppo   (checkpoints kept; make up ALGO=ppo REPLICAS=2 "
                        "resumes; VOLUMES=1 deletes them)")
+    # a run under another project name, and settings that ask for 2 replicas where this run has 1
+    assert up_command("grpo", 2, "hermes-grpo-2") == "HERMES_PROJECT_NAME=hermes-grpo-2 make up ALGO=grpo REPLICAS=2"
+    assert up_command("grpo", 1, "hermes-grpo", configured=2) == "make up ALGO=grpo REPLICAS=1"
+    assert up_command("grpo", 1, None) == "make up ALGO=grpo" and up_command("grpo", 0) == "make up ALGO=grpo"
 
 
 def test_the_plan_remembers_the_project_so_make_status_finds_a_renamed_stack(tmp_path, monkeypatch):

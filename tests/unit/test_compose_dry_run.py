@@ -394,8 +394,8 @@ def test_a_dry_run_with_replicas_names_them_in_the_up_it_suggests_and_records_it
     bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=True, build=False)
     assert "start training:     make up ALGO=grpo REPLICAS=2" in capsys.readouterr().out
     assert ".hermes/replicas-grpo.yml" in load_plan(tmp_path / STATE_DIR, "grpo").files
-    assert bring_up.after_a_complete_run("ppo", 400, 3)[1].endswith("then make up ALGO=ppo REPLICAS=3 (it resumes "
-                                                                     "from step 400)")
+    assert bring_up.after_a_complete_run("ppo", 400, "make up ALGO=ppo REPLICAS=3")[1].endswith(
+        "then make up ALGO=ppo REPLICAS=3 (it resumes from step 400)")
 
 
 def test_up_beside_a_run_names_its_replicas_and_a_log_command_that_reaches_it(monkeypatch, tmp_path, capsys):
@@ -415,3 +415,16 @@ def test_up_beside_a_run_names_its_replicas_and_a_log_command_that_reaches_it(mo
     out = capsys.readouterr().out
     assert "make down ALGO=grpo, then make up ALGO=grpo REPLICAS=2 (the stop saves" in out
     assert "trainer step lines: docker compose --project-name hermes-grpo" in out and fakes.events == []
+
+
+def test_the_hints_beside_a_run_of_a_named_project_name_it(monkeypatch, tmp_path, capsys):
+    """After `HERMES_PROJECT_NAME=hermes-grpo-2 make up`, the printed `make up ALGO=grpo` started or resumed
+    hermes-grpo, not the run the hint was about."""
+    from hermes_stack.controller import bring_up
+
+    fakes = TrainingFakes()
+    _stub_bring_up(monkeypatch, tmp_path, fakes, device="cpu")
+    monkeypatch.setenv("HERMES_PROJECT_NAME", "hermes-grpo-2")
+    bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=True)
+    assert ("make down ALGO=grpo, then HERMES_PROJECT_NAME=hermes-grpo-2 make up ALGO=grpo (the stop saves"
+            in capsys.readouterr().out)

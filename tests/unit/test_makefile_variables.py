@@ -114,7 +114,7 @@ VARS = "ALGO, DEVICE, MODEL, SERVICE, VOLUMES, PYTHON, REPLICAS, UNLOCK"
 @pytest.mark.parametrize("arg,hint", [("VOLUME=1", "did you mean VOLUMES?"), ("MODLE=smollm2-135m", "did you mean MODEL?"),
                                       ("REPLICA=2", "did you mean REPLICAS?"),
                                       ("SERVICES=trainer", "did you mean SERVICE?"),
-                                      ("FOO=1", "make help lists the targets; the README names each variable")])
+                                      ("FOO=1", "an environment variable goes before make: FOO=... make <target>")])
 def test_a_variable_make_does_not_know_is_refused_before_anything_runs(arg, hint):
     """`make down VOLUME=1` stopped the stack and kept the volumes; `make up REPLICA=2` started one replica."""
     done = subprocess.run(["make", "-n", "-s", "down", arg], cwd=ROOT, capture_output=True, text=True, timeout=60,
@@ -146,3 +146,13 @@ def test_the_known_goals_are_the_makefiles_targets():
     targets = re.findall(r"^([a-z][a-z-]*):.*## ", text, flags=re.MULTILINE)
     (goals,) = re.findall(r"^MAKE_GOALS := (.*)$", text, flags=re.MULTILINE)
     assert sorted(goals.split()) == sorted(targets)
+
+
+@pytest.mark.parametrize("args", [("status", "HERMES_PROJECT_NAME=x"), ("test-unit", "PYTEST_ADDOPTS=-x"),
+                                  ("test-unit", "CI=1", "MAKELEVEL=1"), (".venv/.installed",)])
+def test_what_passed_through_before_still_does(args):
+    """The controller's HERMES_* and pytest's PYTEST_* on make's command line reach the recipe's environment, a
+    parent make's variables reach a sub-make (MAKELEVEL > 0), and the venv's stamp is a file make can be asked for."""
+    done = subprocess.run(["make", "-n", "-s", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr

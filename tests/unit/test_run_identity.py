@@ -150,3 +150,14 @@ def test_a_refusal_names_the_up_that_resumes_a_run_of_another_model(project):
     engine = ri.decide(ri.identity_of(tiny_stack), {**ri.identity_of(tiny_stack), "engine": "tinker"})
     assert ri.resume_command("hermes-grpo", "grpo", engine, ri.identity_of(tiny_stack), "embedded",
                              lambda name: False) is None  # another engine: no MODEL= resumes it
+
+
+def test_a_lora_rank_edited_in_the_configs_gets_no_resume_command(project):
+    """Only the rank differed (the same model): the refusal said "`make up ALGO=grpo` resumes it", the very command
+    it had refused."""
+    old = tiny()
+    rank = ri.decide(old, {**old, "lora_rank": 16})
+    assert ri.resume_command("hermes-grpo", "grpo", rank, old, old["model"], lambda name: True) is None
+    model = ri.decide(old, {**old, "model": "smollm2-135m", "lora_rank": 8})
+    assert ri.resume_command("hermes-grpo", "grpo", model, old, old["model"], lambda name: False,
+                             "make up ALGO=grpo REPLICAS=2") == "make up ALGO=grpo REPLICAS=2"

@@ -300,11 +300,16 @@ def test_the_dry_run_says_where_a_resumed_run_goes_on(tmp_path) -> None:
     """A resumed `make up` said "atropos at step 0; would train 400 steps" at checkpoint step 146."""
     from types import SimpleNamespace
 
+    from hermes_stack.trainer import checkpoint as ckpt
     from hermes_stack.trainer.__main__ import would_train
 
-    settings = SimpleNamespace(checkpoint_dir=tmp_path / "checkpoints", num_steps=400, batch_size_sequences=256)
+    root = tmp_path / "checkpoints"
+    settings = SimpleNamespace(checkpoint_dir=root, num_steps=400, batch_size_sequences=256)
     assert would_train(settings) == "would train 400 steps of 256 sequences"
     for step in (120, 146):
-        (tmp_path / "checkpoints" / f"step-{step}").mkdir(parents=True)
+        ckpt.save_checkpoint(root, step, {"engine": {"w": step}})
+    (root / "step-150").mkdir()  # a save a crash cut short: not where the run resumes
     assert would_train(settings) == ("would resume after checkpoint step 146 and train to step 400, steps of 256 "
                                      "sequences")
+    ckpt.save_checkpoint(root, 400, {"engine": {"w": 400}})
+    assert would_train(settings) == "nothing to train: checkpoint step 400 >= num_steps 400"

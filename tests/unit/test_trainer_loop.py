@@ -382,3 +382,22 @@ def test_a_replica_down_is_said_when_it_goes_and_when_it_returns_not_every_step(
     assert len(lines) == 2, lines
     assert "step 2: weights loaded by 1 of 2 replicas; b did not answer" in lines[0]
     assert "step 5: weights loaded by all 2 replicas again" in lines[1]
+
+
+def test_a_saved_event_that_cannot_be_written_leaves_the_checkpoint_and_is_logged(tmp_path) -> None:
+    """On the failure path the event came before the log line: a sink that failed too (a full disk) replaced the
+    original error with its own, and the stop's log line was lost."""
+    from types import SimpleNamespace
+
+    from hermes_stack.trainer.loop import _save_on_stop
+
+    class FullSink:
+        def event(self, kind, message, fields):
+            raise OSError(28, "No space left on device")
+
+    engine = SimpleNamespace(state_dict=lambda: {"w": 1})
+    settings = SimpleNamespace(checkpoint_dir=tmp_path / "ckpt", keep_checkpoints=3, num_steps=10, identity={})
+    lines: list[str] = []
+    saved = _save_on_stop(engine, settings, FullSink(), 7, lines.append)
+    assert saved.name == "step-7" and (saved / "manifest.json").is_file()
+    assert lines == ["the `saved` event of step-7 could not be written (OSError: [Errno 28] No space left on device)"]

@@ -179,11 +179,11 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     stopped_step = stopped_at(text)
     for s in states:
         console.info("  " + state_line(s, stopped_step))
-    if (stopped := stopped_line(states, algo)) is not None:
+    if (stopped := stopped_line(states, algo, project)) is not None:
         console.info("  " + stopped)
     elif stopped_step is not None and any(s.service == "trainer" and s.state == "exited" for s in states):
         console.info(f"  the trainer was stopped after step {stopped_step} (docker compose stop): "
-                     f"{up_again(states, algo)} resumes from that checkpoint")
+                     f"{up_again(states, algo, project)} resumes from that checkpoint")
     for line in replica_lines(compose, states):
         console.info(line)
     for line in summary_of(text).lines():
