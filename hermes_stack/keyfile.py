@@ -417,8 +417,8 @@ def _model_problem(where: str, model: str) -> Problem | None:
     found = ("a blank" if c == " " else
              f"U+{ord(c):04X} ({unicodedata.name(c, 'a control character')})") + f" at position {n}"
     return Problem(where, "TAOTOKEN_MODEL", found, "a model name without blanks or invisible characters, e.g. "
-                   "claude-3-5-sonnet", "copy the model's id as the gateway lists it (`make gateway-check` lists "
-                   "them) and retype it on a plain keyboard")
+                   "claude-3-5-sonnet", "copy the model's id from the gateway's model list and retype it on a "
+                   "plain keyboard")
 
 
 # `$VAR`, `${VAR}`, `$(cmd)`: a shell would expand them; python-dotenv and compose do not do so the same way.

@@ -28,6 +28,10 @@ CHECKOUT_LABEL = "io.hermes-stack.checkout"
 DATA_VOLUME = "hermes-data"
 
 
+# A second stack beside a running one needs its own host ports as well (both checkouts' configs name the same).
+OWN = "its own volume; while that one runs, other host ports too: [atropos] api_port, inference.port"
+
+
 def marker(project: str) -> str:
     return f"{project}_checkout"
 
@@ -49,8 +53,7 @@ def owner_problem(project: str, algo: str, ours: str, volume_owner: str | None, 
     if action == "stop":  # `down` without --volumes: the other checkout's running stack is not this one's to stop
         return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
                        f"a stack of this checkout ({ours}) to stop",
-                       f"run `{ri.make_for(project, algo, 'down')}` in {other} to stop that one; {beside} (its own "
-                       "volume)")
+                       f"run `{ri.make_for(project, algo, 'down')}` in {other} to stop that one; {beside} ({OWN})")
     if action == "down":
         return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
                        f"a volume of this checkout ({ours}) to delete",
@@ -58,7 +61,7 @@ def owner_problem(project: str, algo: str, ours: str, volume_owner: str | None, 
                        f"in {other} to delete that one")
     return Problem(f"{project} (data volume {project}_{DATA_VOLUME})", "checkout", f"the run of {other}",
                    f"a run of this checkout ({ours})",
-                   f"{beside} (its own volume); `{ri.make_for(project, algo, 'down')}` in {other} stops that one")
+                   f"{beside} ({OWN}); `{ri.make_for(project, algo, 'down')}` in {other} stops that one")
 
 
 def probe_owners(project: str, run: Callable[[Sequence[str]], tuple[int, str, str]] | None = None

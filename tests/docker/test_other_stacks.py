@@ -92,8 +92,9 @@ def test_another_checkouts_run_is_neither_adopted_nor_deleted(checkout, tmp_path
         assert errors(up) == [
             (f"error: {project} (data volume {volume}): checkout: found the run of {first}, expected a run of "
             f"this checkout ({checkout.resolve()}). Hint: `HERMES_PROJECT_NAME={project}-{checkout.name.lower()} "
-            f"make up ALGO=grpo` runs this checkout's own stack beside it (its own volume); `HERMES_PROJECT_NAME={project} "
-            f"make down ALGO=grpo` in {first} stops that one")]
+            "make up ALGO=grpo` runs this checkout's own stack beside it (its own volume; while that one runs, other "
+            f"host ports too: [atropos] api_port, inference.port); `HERMES_PROJECT_NAME={project} make down "
+            f"ALGO=grpo` in {first} stops that one")]
         down = hermes(checkout, "down", "--algo", "grpo", "--volumes", HERMES_PROJECT_NAME=project)
         assert down.returncode == 2 and len(errors(down)) == 1 and str(first) in errors(down)[0]
         assert docker("volume", "inspect", volume, check=False).returncode == 0  # the other run's data is intact

@@ -40,7 +40,7 @@ def test_a_volume_made_by_another_checkout_refuses_up_naming_it():
     assert problem.line() == (
         "hermes-grpo (data volume hermes-grpo_hermes-data): checkout: found the run of /home/u/hermes, expected a run "
         "of this checkout (/home/u/hermes-copy). Hint: `HERMES_PROJECT_NAME=hermes-grpo-hermes-copy make up "
-        "ALGO=grpo` runs this checkout's own stack beside it (its own volume); `make down ALGO=grpo` in "
+        "ALGO=grpo` runs this checkout's own stack beside it (its own volume; while that one runs, other host ports too: [atropos] api_port, inference.port); `make down ALGO=grpo` in "
         "/home/u/hermes stops that one")
 
 

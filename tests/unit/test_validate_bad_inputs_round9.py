@@ -76,7 +76,7 @@ H_GATEWAY = "set TAOTOKEN_BASE_URL=https://taotoken.net/api"
 TINKER_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
 H_TINKER_URL = f"Hint: set TINKER_BASE_URL={TINKER_URL}, or remove the line for the default"
 H_MODEL = ("expected a model name without blanks or invisible characters, e.g. claude-3-5-sonnet. Hint: copy the "
-           "model's id as the gateway lists it (`make gateway-check` lists them) and retype it on a plain keyboard")
+           "model's id from the gateway's model list and retype it on a plain keyboard")
 CAPITALS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ123456"
 
 KEYFILE_CASES = [
