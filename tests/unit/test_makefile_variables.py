@@ -4,6 +4,7 @@ the default. `make -n` parses the Makefile (where the checks live) without runni
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -13,10 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+# As a user's shell runs make: under `make test` the tests inherit MAKELEVEL and MAKEFLAGS, and a make started from
+# another make (MAKELEVEL > 0) lets its parent's variables through unchecked.
+USER_ENV = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
 
 
 def make(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-n", "-s", "help", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    return subprocess.run(["make", "-n", "-s", "help", *args], cwd=ROOT, env=USER_ENV, capture_output=True, text=True, timeout=60,
                           check=False)
 
 
@@ -71,7 +75,7 @@ def test_good_make_variables_pass(args):
 
 
 def dispatched(*args: str) -> str:
-    done = subprocess.run(["make", "-n", "-s", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(["make", "-n", "-s", *args], cwd=ROOT, env=USER_ENV, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stderr
     (line,) = [x for x in done.stdout.splitlines() if "-m hermes_stack" in x]
@@ -117,7 +121,7 @@ VARS = "ALGO, DEVICE, MODEL, SERVICE, VOLUMES, PYTHON, REPLICAS, UNLOCK"
                                       ("FOO=1", "an environment variable goes before make: FOO=... make <target>")])
 def test_a_variable_make_does_not_know_is_refused_before_anything_runs(arg, hint):
     """`make down VOLUME=1` stopped the stack and kept the volumes; `make up REPLICA=2` started one replica."""
-    done = subprocess.run(["make", "-n", "-s", "down", arg], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(["make", "-n", "-s", "down", arg], cwd=ROOT, env=USER_ENV, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 2 and "hermes_stack" not in done.stdout
     assert stop_line(done) == (f"{arg}: found a variable make does not know, expected one of {VARS}. Hint: {hint}"
@@ -131,7 +135,7 @@ def test_a_variable_make_does_not_know_is_refused_before_anything_runs(arg, hint
                                              (["stauts"], "stauts", "make help lists the targets")])
 def test_a_word_where_a_setting_belongs_runs_no_target(goals, word, hint):
     """`make up ppo` ran `up` in full with ALGO=grpo (a training run), then said there was no rule for `ppo`."""
-    done = subprocess.run(["make", "-n", "-s", *goals], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(["make", "-n", "-s", *goals], cwd=ROOT, env=USER_ENV, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 2 and "hermes_stack" not in done.stdout
     line = stop_line(done)
@@ -153,6 +157,6 @@ def test_the_known_goals_are_the_makefiles_targets():
 def test_what_passed_through_before_still_does(args):
     """The controller's HERMES_* and pytest's PYTEST_* on make's command line reach the recipe's environment, a
     parent make's variables reach a sub-make (MAKELEVEL > 0), and the venv's stamp is a file make can be asked for."""
-    done = subprocess.run(["make", "-n", "-s", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(["make", "-n", "-s", *args], cwd=ROOT, env=USER_ENV, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stderr
