@@ -374,3 +374,20 @@ def test_down_with_volumes_of_a_named_run_sends_the_algorithms_commands_back_to_
     assert capsys.readouterr().out.strip() == (
         "hermes-grpo-2: no containers; its run is on the kept volume (HERMES_PROJECT_NAME=hermes-grpo-2 make report "
         "ALGO=grpo draws it; HERMES_PROJECT_NAME=hermes-grpo-2 make up ALGO=grpo resumes it)")
+
+
+def test_status_after_down_names_one_replica_where_the_settings_ask_for_more(project, capsys, compose_calls,
+                                                                            monkeypatch):
+    """A run of REPLICAS=1 under settings that say 2: the `make up ALGO=grpo` status printed would start 2."""
+    from hermes_stack.controller import compose
+    from hermes_stack.controller.stack_state import Plan, save_plan
+
+    settings = project / "configs" / "settings_grpo.json"
+    data = json.loads(settings.read_text())
+    data["inference"]["replicas"] = 2
+    settings.write_text(json.dumps(data))
+    save_plan(project / ".hermes", Plan("grpo", "cpu", ("compose.grpo.yml", "compose.cpu.yml")))
+    monkeypatch.setattr(compose.Compose, "ps", lambda self: [])
+    monkeypatch.setattr(compose.Compose, "docker", lambda self, args: "")  # the volume is there
+    assert main(["status", "--algo", "grpo"]) == 0
+    assert capsys.readouterr().out.strip().endswith("make up ALGO=grpo REPLICAS=1 resumes it)")

@@ -141,7 +141,19 @@ def _up_again(plan: Plan, project: str) -> str:
     this command only, a bare `make up` would reach the last up's project."""
     from hermes_stack.controller.replicas import replicas_in, up_command
 
-    return up_command(plan.algo, replicas_in(project_root(), plan.files, plan.algo), project)
+    return up_command(plan.algo, replicas_in(project_root(), plan.files, plan.algo), project,
+                      _configured_replicas(plan.algo))
+
+
+def _configured_replicas(algo: str) -> int:
+    """settings inference.replicas as written (what a `make up` without REPLICAS= starts); 1 when the files cannot
+    be read (status still answers: the hint then names the count whenever it is above 1)."""
+    from hermes_stack.config.loader import load_files
+
+    try:
+        return int(load_files(algo, project_root() / "configs")[1].inference.replicas or 1)
+    except HermesError:
+        return 1
 
 
 @app.command()
