@@ -35,8 +35,8 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact(value: str) -> str:
-    """`sk-abcdefgh1234abcdefgh` -> `sk-…efgh`, enough to tell which key it is. A value under 20 characters shows
-    nothing: seven characters of a 12-character password would be most of it (keys are longer)."""
+    """A value of 20 characters or more shows its first three and last four (`sk-…wxyz`), enough to tell which key
+    it is. A shorter one shows nothing: seven characters of a 12-character password would be most of it."""
     if len(value) < 20:
         return "…"
     return f"{value[:3]}…{value[-4:]}"

@@ -171,7 +171,7 @@ def _model_without_override(stack) -> str | None:
     return None if errors else plain.settings.inference.model_path
 
 
-def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
+def _check_resume(stack, algo: str, project: str, has_volume=None, up: str | None = None) -> None:
     """A configuration that cannot resume the run whose checkpoints the project's volume holds (another model,
     engine, LoRA rank) is refused before anything starts, with the two commands that choose; one that can resumes
     and says what changed. The identity is then recorded for the next `up`."""
@@ -197,9 +197,10 @@ def _check_resume(stack, algo: str, project: str, has_volume=None) -> None:
     new = identity_of(stack)
     decision = decide(old, new)
     if not decision.resume:
-        from hermes_stack.controller.replicas import up_command
+        if up is None:  # bring_up passes the one it prints everywhere else
+            from hermes_stack.controller.replicas import up_command
 
-        up = up_command(algo, replica_count(stack), project, configured_replicas(stack))
+            up = up_command(algo, replica_count(stack), project, configured_replicas(stack))
         resume = resume_command(project, algo, decision, old or {}, _model_without_override(stack),
                                 is_catalog_name, up)
         raise InputError(refusal(project, algo, decision, resume=resume))
@@ -324,10 +325,11 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     asked = Plan(algo, resolved, stack_files(algo, resolved, list(extra_files or ())), project_name)
     now = _training_now(asked, algo, project, stop_after_dry_run)
     # The `make up` every hint below names: this stack's count (where the settings' differs) and project.
-    again = up_command(algo, count, project, configured_replicas(stack))
+    configured = configured_replicas(stack)
+    again = up_command(algo, count, project, configured)
     if now is not None:  # a second `up` of a run that trains: nothing to start, nothing to touch
         plan = _running_plan(algo, project, asked)
-        _check_replicas_of_the_run(algo, project, now[0], count, plan, configured_replicas(stack))
+        _check_replicas_of_the_run(algo, project, now[0], count, plan, configured)
         _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings))
         console.info("")
         from hermes_stack.controller.compose_env import SECRETS_DIGEST
@@ -340,7 +342,7 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
                                      started, again, _logs_command(compose.params, project)):
             console.info("  " + line)
         return plan
-    _check_resume(stack, algo, project)
+    _check_resume(stack, algo, project, up=again)
     # Every refusal has passed: the override, the plan that names it and its record now, together (a refusal or a
     # failed build in between left the record naming an override that was gone, and status, logs and down failed).
     # REPLICAS=N: the generated override goes right after the stack's own files, before the user's -f files.
