@@ -93,14 +93,7 @@ def up(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = TIMEO
        no_build: bool = typer.Option(False, "--no-build", help="Use the images already built"),
        replicas: int = REPLICAS_OPT) -> None:
     """Validate, preflight, build, start the stack, run the dry-run stage, then start training."""
-    from hermes_stack.controller.bring_up import bring_up
-
-    _check_algo(algo)
-    _check_device(device)
-    _check_wait_timeout(wait_timeout)
-    _check_files(file)
-    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=False, build=not no_build, keyfile=keyfile,
-             model=model, replicas=replicas)
+    _bring_up(algo, device, wait_timeout, unlock, file, keyfile, model, no_build, replicas, stop_after_dry_run=False)
 
 
 @app.command("dry-run")
@@ -109,14 +102,20 @@ def dry_run(algo: str = ALGO_OPT, device: str = DEVICE_OPT, wait_timeout: int = 
             no_build: bool = typer.Option(False, "--no-build", help="Use the images already built"),
             replicas: int = REPLICAS_OPT) -> None:
     """Everything `up` does up to and including the dry-run stage; no training starts."""
+    _bring_up(algo, device, wait_timeout, unlock, file, keyfile, model, no_build, replicas, stop_after_dry_run=True)
+
+
+def _bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, file: list[str], keyfile: Path, model: str,
+              no_build: bool, replicas: int, stop_after_dry_run: bool) -> None:
+    """`up` and `dry-run`: the same argument checks, then bring_up, which stops after the dry-run stage or trains."""
     from hermes_stack.controller.bring_up import bring_up
 
     _check_algo(algo)
     _check_device(device)
     _check_wait_timeout(wait_timeout)
     _check_files(file)
-    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=True, build=not no_build, keyfile=keyfile,
-             model=model, replicas=replicas)
+    bring_up(algo, device, wait_timeout, unlock, file, stop_after_dry_run=stop_after_dry_run, build=not no_build,
+             keyfile=keyfile, model=model, replicas=replicas)
 
 
 @app.command()
