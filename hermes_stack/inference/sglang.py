@@ -101,8 +101,17 @@ def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
     if spec.context_length is not None:
         argv += ["--context-length", str(spec.context_length)]
     if spec.max_lora_rank is not None:
-        argv += ["--enable-lora", "--max-lora-rank", str(spec.max_lora_rank), "--lora-target-modules", "all"]
+        argv += ["--enable-lora", "--max-lora-rank", str(spec.max_lora_rank), "--lora-target-modules",
+                 *LORA_TARGET_MODULES]
     return argv + list(spec.extra_args)
+
+
+# The modules our adapters train: peft's "all-linear" on the Llama/Qwen/Mistral layout the memory plan supports
+# (engine_torch.py), and Tinker's with train_unembed=False (engine_tinker.py). Not "all": SGLang 0.5.18 resolves it
+# to every LoRA-capable module plus embed_tokens and lm_head (lora_manager.py init_lora_shapes, EMBEDDING_NAMES),
+# and reserves vocabulary-sized LoRA buffers for both in every adapter slot out of the static memory the plan
+# gives the KV cache.
+LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 # One log-prob convention (trainer/algorithms.py): SGLang's default, log-probs of softmax(logits / temperature) that it
@@ -114,14 +123,15 @@ LOGPROB_ENV = ("SGLANG_RETURN_ORIGINAL_LOGPROB", "RETURN_ORIGINAL_LOGPROB")
 # With --tp-size > 1, SGLang refuses to start when one rank's GPU has less than 0.9 of another's free memory
 # (model_executor/model_runner.py `init_torch_distributed`, "The memory capacity is unbalanced"). Beside the trainer on
 # GPU 0 that is every restart mid-run; colocated RL frameworks (verl) switch the check off the same way. The names
-# changed across SGLang versions, so all three are set; a value the user set is kept.
+# changed across SGLang versions, so all three are set, unless the user set any of them: SGLang 0.5.18 forwards an old
+# name's value onto the new one (srt/environ.py `_DeprecatedEnv.apply`), so one of ours would override the user's.
 TP_BALANCE_ENV = {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "true", "SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK": "true",
                   "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"}
 
 
 def child_env(environ: dict[str, str]) -> dict[str, str]:
     kept = {k: v for k, v in environ.items() if k not in SECRET_ENV and k not in LOGPROB_ENV}
-    return {**TP_BALANCE_ENV, **kept}
+    return kept if any(name in kept for name in TP_BALANCE_ENV) else {**TP_BALANCE_ENV, **kept}
 
 
 # SGLang logs `server_args=ServerArgs(..., api_key='...', ...)` at start (upstream issue #37457): every key-like field

@@ -5,9 +5,9 @@ What goes where:
   clip_high_threshold: 1+eps})` (or "importance_sampling"), `optim_step(AdamParams(learning_rate))`. Nothing is
   saved for Tinker's own sampler: the inference service serves the adapter exported below, and every save without a
   TTL is a checkpoint that never expires on the account.
-- The adapter leaves the unembedding out (`train_unembed=False`; the SDK's default trains it): SGLang's LoRA target
-  modules are the attention and MLP projections, so an `lm_head` adapter would be trained but not served, and the
-  served policy would not be the trained one.
+- The adapter leaves the unembedding out (`train_unembed=False`; the SDK's default trains it): SGLang is launched with
+  the attention and MLP projections as its LoRA target modules (inference/sglang.py LORA_TARGET_MODULES), and its
+  memory pool refuses an adapter with modules beyond them (lora/mem_pool.py `can_support`).
 - Local torch (`LocalCritic`, optional): the frozen base model (= the reference policy: LoRA starts at zero) gives
   reference log-probs (of softmax(logits / T), T the rollout temperature, like the behaviour log-probs) for the KL
   and detached hidden states for a value head (PPO's critic, trained here at value_loss_coef x the learning rate).

@@ -229,7 +229,8 @@ def test_gpu_profile_rehearsal_on_cpu_risky_settings_strict_sglang_and_an_infere
         assert len(key) > 16 and key not in logs, "the inference key leaked into `docker compose logs inference`"
         assert "server_args=ServerArgs(" in logs and "api_key='<redacted>'" in logs  # printed, and masked
         assert f"mem_fraction_static={fraction}" in logs
-        assert "enable_lora=True, max_lora_rank=32, lora_target_modules=['all']" in logs
+        assert ("enable_lora=True, max_lora_rank=32, lora_target_modules=['q_proj', 'k_proj', 'v_proj', 'o_proj', "
+                "'gate_proj', 'up_proj', 'down_proj']") in logs
         assert "sglang-standin: loaded LoRA adapter step-1 (rank 32)" in logs, logs[-3000:]
         assert "sglang-standin: unloaded LoRA adapter step-" in logs, logs[-3000:]  # old adapters do go
 

@@ -89,7 +89,7 @@ def test_grpo_step_sends_ppo_loss_clip_thresholds_and_per_datum_arrays(engines, 
     assert len(fake.bodies(f"{API}/create_session")) == 1
     (create,) = fake.bodies(f"{API}/create_model")
     assert create.base_model == "Qwen/Qwen3-8B" and create.lora_config.rank == 16
-    # No adapter on lm_head: SGLang's LoRA targets are the attention and MLP projections, so it would not serve it.
+    # No adapter on lm_head: SGLang's LoRA targets are the attention and MLP projections (sglang.LORA_TARGET_MODULES).
     assert create.lora_config.train_unembed is False
     model_id = engine.training_client.model_id
     assert model_id == f"{create.session_id}:train:{create.model_seq_id}"

@@ -161,3 +161,31 @@ def test_its_start_can_be_made_slower_than_a_ride_out_bound(monkeypatch, tmp_pat
     assert slept == [150.0]
     out = capsys.readouterr().out
     assert out.index("loading for 150 s") < out.index("HF_HUB_OFFLINE=1: cannot download it")
+
+
+@pytest.mark.parametrize(("launched", "adapter", "loads"), [
+    (["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+     ["model.layers.0.self_attn.q_proj", "v_proj", "o_proj", "down_proj"], True),
+    (["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], ["q_proj", "lm_head"], False),
+    (["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], "all-linear", True),
+    (["all"], ["q_proj", "lm_head", "embed_tokens"], True),
+])
+def test_an_adapter_loads_only_when_its_modules_are_among_the_launch_target_modules(tmp_path, launched, adapter, loads):
+    """lora/mem_pool.py `can_support`: an adapter with lm_head is refused by a server launched without it."""
+    module = standin()
+    args = module.parse_args(["--model-path", "/m", "--enable-lora", "--max-lora-rank", "32",
+                              "--lora-target-modules", *launched])
+    g = module.LoraGate(Inner(), args)
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"r": 8, "target_modules": adapter}))
+    answer = asyncio.run(g.load_lora_adapter({"lora_name": "a", "lora_path": str(folder)}))
+    assert answer["success"] is loads
+    if not loads:
+        assert "--lora-target-modules" in answer["error_message"]
+
+
+def test_the_launch_refuses_a_target_module_sglang_does_not_know():
+    module = standin()
+    with pytest.raises(SystemExit):
+        module.parse_args(["--model-path", "/m", "--lora-target-modules", "all-linear"])
