@@ -41,6 +41,7 @@ import httpx
 
 from hermes_stack.errors import StackError
 from hermes_stack.inference.backend import BackendReply, exit_process
+from hermes_stack.modelcore.weights_layout import LORA_TARGET_MODULES
 from hermes_stack.secret_files import SECRETS
 
 log = logging.getLogger("hermes.inference")
@@ -101,17 +102,11 @@ def launch_argv(spec: SGLangLaunch, config_file: Path) -> list[str]:
     if spec.context_length is not None:
         argv += ["--context-length", str(spec.context_length)]
     if spec.max_lora_rank is not None:
+        # The modules our adapters train, not SGLang's "all" (weights_layout.py says why).
         argv += ["--enable-lora", "--max-lora-rank", str(spec.max_lora_rank), "--lora-target-modules",
                  *LORA_TARGET_MODULES]
     return argv + list(spec.extra_args)
 
-
-# The modules our adapters train: peft's "all-linear" on the Llama/Qwen/Mistral layout the memory plan supports
-# (engine_torch.py), and Tinker's with train_unembed=False (engine_tinker.py). Not "all": SGLang 0.5.18 resolves it
-# to every LoRA-capable module plus embed_tokens and lm_head (lora_manager.py init_lora_shapes, EMBEDDING_NAMES),
-# and reserves vocabulary-sized LoRA buffers for both in every adapter slot out of the static memory the plan
-# gives the KV cache.
-LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 # One log-prob convention (trainer/algorithms.py): SGLang's default, log-probs of softmax(logits / temperature) that it

@@ -6,6 +6,7 @@ only ever sees finished exports; temp folders a killed export left behind are re
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -28,6 +29,32 @@ def export_step_weights(engine: Any, weights_root: Path, step: int) -> Path:
         shutil.rmtree(final)
     os.rename(tmp, final)
     return final
+
+
+# The modules a served LoRA adapter may train: the inference service launches SGLang with exactly these
+# (--lora-target-modules), and SGLang's memory pool refuses an adapter with any other (0.5.18 lora/mem_pool.py
+# `can_support`). peft's "all-linear" on the Llama/Qwen/Mistral layout the memory plan supports, and Tinker's adapter
+# with train_unembed=False. Not SGLang's "all": it adds embed_tokens and lm_head, with vocabulary-sized LoRA buffers
+# in every adapter slot out of the static memory the plan gives the KV cache.
+LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def adapter_problem(directory: Path) -> str | None:
+    """Why SGLang would refuse the peft adapter in `directory`, or None: adapter_config.json and
+    adapter_model.safetensors present (what /load_lora_adapter reads), and its target modules (the last part of each
+    name) among LORA_TARGET_MODULES; peft's "all-linear" shorthand passes, as SGLang lets it."""
+    files = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    if "adapter_config.json" not in files or "adapter_model.safetensors" not in files:
+        return (f"found files {files[:8]}{' …' if len(files) > 8 else ''}, expected a peft adapter "
+                f"(adapter_config.json and adapter_model.safetensors)")
+    try:
+        modules = json.loads((directory / "adapter_config.json").read_text()).get("target_modules")
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"adapter_config.json is not a JSON object ({type(exc).__name__})"
+    if isinstance(modules, str) or modules is None:
+        return None if modules in (None, "all-linear") else f"target_modules {modules!r}, expected a list of modules"
+    extra = sorted({str(m).rsplit(".", 1)[-1] for m in modules} - set(LORA_TARGET_MODULES))
+    return f"target modules {extra} beyond the served ones {list(LORA_TARGET_MODULES)}" if extra else None
 
 
 def newest_step_dir(weights_root: Path) -> Path | None:

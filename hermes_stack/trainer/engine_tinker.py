@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 
 from hermes_stack.errors import InputError, Problem, StackError
+from hermes_stack.modelcore.weights_layout import adapter_problem
 from hermes_stack.trainer.engine import IGNORE, Sequence
 
 if TYPE_CHECKING:
@@ -534,6 +535,10 @@ class TinkerEngine:
             except httpx.HTTPError as exc:
                 raise StackError(f"tinker: downloading {relative} of {saved.path} failed: {type(exc).__name__}: "
                                  f"{exc}") from exc
+        # Refused here, named, rather than by SGLang at the push: the export's layout is Tinker's to change.
+        if problem := adapter_problem(directory):
+            raise StackError(f"tinker: the exported weights {saved.path}: {problem}; the inference server could not "
+                             "load them as a LoRA adapter")
         return directory
 
     def state_dict(self) -> dict[str, Any]:

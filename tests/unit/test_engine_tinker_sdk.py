@@ -4,6 +4,7 @@ protobuf/JSON wire types) against tests/fakes/fake_tinker.py on loopback: only t
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -459,3 +460,20 @@ def test_a_long_run_saves_no_sampler_weights_and_every_export_expires(fake, engi
     # (the local service forgets all but the newest exports itself: its own memory bound, not Tinker's behaviour)
     assert sum("/external_weights/" in p for p in kept) == KEEP_PER_KIND
     assert len(fake._exports) == KEEP_PER_KIND  # the pruned downloads' files are gone too
+
+
+@pytest.mark.parametrize(("files", "named"), [
+    ({"adapter_config.json": b'{"r": 8, "target_modules": ["q_proj", "v_proj", "lm_head"]}',
+      "adapter_model.safetensors": b"\0" * 16}, "target modules ['lm_head']"),
+    ({"model.safetensors": b"\0" * 16, "config.json": b"{}"}, "expected a peft adapter"),
+])
+def test_an_export_the_inference_server_could_not_load_is_refused_by_name(fake, engines, tmp_path, monkeypatch,
+                                                                          files, named):
+    """The export's layout is Tinker's: one SGLang would refuse (an lm_head adapter, or no adapter at all) is a named
+    error at the export, not a failed push."""
+    import tests.fakes.tinker_service as service
+
+    monkeypatch.setattr(service, "STUB_ADAPTER", files)
+    engine = make_engine(fake, engines)
+    with pytest.raises(StackError, match=r"tinker: the exported weights .*" + re.escape(named)):
+        bounded(lambda: engine.export_weights(tmp_path / "adapter"))
