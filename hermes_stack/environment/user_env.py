@@ -5,8 +5,10 @@ The file is imported here, in the environment container, and nowhere else (the h
 hermes_stack/environments_catalog.py). Its `config_init()` gives its own (env config, server configs); the stack
 then replaces, and logs one line per replaced value (found, used):
 
-- every server config: base_url, api_key, model_name -> our inference service, its internal key, the served model
-  name (server_type is kept: "openai" uses our OpenAI routes, "sglang" our /generate); health_check off (compose's
+- every server config: base_url, api_key, model_name, server_type -> our inference service, its internal key, the
+  served model name, "sglang" (the service speaks SGLang's API, built-in or real: atroposlib's SGLangServer sends
+  completion/chat_completion to the same OpenAI routes its OpenAIServer would, and managed_server, which Atropos'
+  own environments use for token ids and log-probs, refuses an "openai" server); health_check off (compose's
   healthcheck gates the inference service; atroposlib's probe would cost one generation a second);
 - tokenizer_name -> the served model's tokenizer; rollout_server_url -> our Atropos;
 - use_wandb -> the stack's [wandb] setting (and a key); wandb_name -> settings' wandb.name when set;
@@ -40,7 +42,7 @@ log = logging.getLogger("hermes_stack.environment")
 # Env config fields the stack sets, and where our value comes from (runtime.build_configs' HermesEnvConfig).
 ENV_FIELDS = ("tokenizer_name", "rollout_server_url", "use_wandb", "group_size", "batch_size", "max_token_length",
               "total_steps", "ensure_scores_are_not_same", "max_batches_offpolicy")
-SERVER_FIELDS = ("base_url", "api_key", "model_name", "tokenizer_name", "health_check")
+SERVER_FIELDS = ("base_url", "api_key", "model_name", "tokenizer_name", "health_check", "server_type")
 SECRET_FIELDS = {"api_key"}
 
 

@@ -129,3 +129,38 @@ def test_openai_routes_through_atroposlib_client_and_key_is_never_logged(service
     assert KEY not in service["log"].read_text()
     assert httpx.get(f"{service['url']}/v1/models", timeout=5).status_code == 401
     assert (service["data_dir"] / "ready" / "inference").exists()
+
+
+def test_an_upstream_style_managed_server_environment_collects_a_group_through_the_stack(service, tmp_path):
+    """Atropos' own environments collect through `managed_server`, with APIServerConfig's default server_type
+    "openai", which managed_server refuses (NotImplementedError). Prepared as the environment service prepares a
+    user's file (user_env.prepare), the file's class collects a group with token ids, masks and the service's
+    log-probs."""
+    import shutil
+
+    from hermes_stack.environment import user_env
+    from hermes_stack.environment.runtime import HermesEnvConfig
+    from hermes_stack.environments_catalog import select as choose
+
+    (tmp_path / "environments").mkdir()
+    shutil.copy(REPO / "tests" / "fixtures" / "user_environments" / "managed_sums.py", tmp_path / "environments")
+    info = choose(tmp_path, "managed-sums").environment
+    ours = HermesEnvConfig(group_size=4, batch_size=8, max_token_length=16, tokenizer_name=str(service["model_dir"]),
+                           rollout_server_url="http://127.0.0.1:9", use_wandb=False, total_steps=3,
+                           ensure_scores_are_not_same=True, max_batches_offpolicy=1, wandb_name="managed",
+                           data_dir=str(service["data_dir"]))
+    cls, config, servers = user_env.prepare(tmp_path, info, ours, sglang_config(service), served_model="embedded")
+    assert servers[0].server_type == "sglang"
+    env = cls(config, servers, slurm=False, testing=False)
+
+    async def run():
+        item = await env.get_next_item()
+        return item, await env.collect_trajectories(item)
+
+    item, (group, _) = asyncio.run(run())
+    prompt_len = len(env.tokenizer.encode(item["prompt"]))
+    assert len(group["tokens"]) == len(group["masks"]) == len(group["inference_logprobs"]) == 4
+    for tokens, masks, logprobs in zip(group["tokens"], group["masks"], group["inference_logprobs"]):
+        assert len(tokens) > prompt_len and masks[:prompt_len] == [-100] * prompt_len
+        assert masks[prompt_len:] == tokens[prompt_len:]
+        assert all(lp <= 0 for lp in logprobs[prompt_len:])  # the service's log-probs, not placeholders

@@ -180,7 +180,10 @@ def test_the_upstream_files_laptop_config_is_replaced_and_each_value_logged(proj
     (s,) = servers
     assert (s.base_url, s.api_key, s.model_name, s.health_check) == ("http://inference:8001/v1", "k" * 40,
                                                                      "served-name", False)
-    assert s.server_type == "openai" and s.num_requests_for_eval == 256  # the file's own, kept
+    assert s.num_requests_for_eval == 256  # the file's own, kept
+    # "openai" (the file's default) -> "sglang": managed_server refuses an OpenAI server, and our service is SGLang's API
+    assert s.server_type == "sglang"
+    assert "replaced server_configs[0].server_type: found 'openai', used 'sglang'" in caplog.text
     text = caplog.text
     assert "replaced tokenizer_name: found 'NousResearch/DeepHermes-3-Llama-3-3B-Preview', used '/opt/tok'" in text
     assert "replaced rollout_server_url: found 'http://localhost:8000', used 'http://atropos:8000'" in text
@@ -192,11 +195,6 @@ def test_the_upstream_files_laptop_config_is_replaced_and_each_value_logged(proj
     assert cls.__name__ == "UpstreamSumsEnv" and cls.ready_dir == "/data"
     from hermes_stack.environment.pooled_http import PooledSGLangServer
 
-    assert cls.server_cls is not PooledSGLangServer  # its server_type is "openai": atroposlib's choice stays
-    sglang_file = [server.model_copy(update={"server_type": "sglang"})]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(user_env, "apply_overrides", lambda *a: (config, sglang_file, []))
-        cls, _, _ = user_env.prepare(project, info, ours, server, served_model="served-name")
     assert cls.server_cls is PooledSGLangServer  # sglang: the same /generate over kept-alive connections
 
 
