@@ -404,9 +404,29 @@ def _log_tail(compose: Compose, service: str, lines: int = 80) -> list[str]:
         return []
 
 
+def error_lines(compose: Compose, states: list[ServiceState], algo: str, project: str) -> list[str]:
+    """`make status`'s line for each service whose recent log holds an error: the environment (it runs the user's
+    code, and a rollout that fails leaves it healthy while nothing trains), and any service crash-looping or exited
+    with an error. One compose call each, for those services only."""
+    from hermes_stack.run_identity import make_for
+
+    lines = []
+    for s in states:
+        crashed = s.state == "restarting" or (s.state == "exited" and s.exit_code != 0)
+        if not (crashed or (s.service == "environment" and s.state == "running")):
+            continue
+        if error := last_error(_log_tail(compose, s.service, lines=200)):
+            lines.append(f"  {s.service}: its last error: {error} ({make_for(project, algo, 'logs')} "
+                         f"SERVICE={s.service})")
+    return lines
+
+
 # A Python exception's own line ("NotImplementedError: Setup method must ...", "ValueError: ..."), or a service's
 # "error: ..." line; compose prefixes each line with "<container> | ".
 _ERROR_LINE = re.compile(r"(?:^|\|\s)((?:[A-Za-z_][\w.]*(?:Error|Exception|Exit)|error)\b(?::?\s.*)?)$")
+# A line of the services' own format (service_log.FORMAT: "<date> <time> ERROR <logger>: <message>"), such as the
+# environment's "environments/mine.py: importing it failed: FileNotFoundError: ..."; the message is the error.
+_LOGGED_ERROR = re.compile(r"\d\d:\d\d:\d\d[,.]\d+ (?:ERROR|CRITICAL) [\w.]+: (.+)$")
 
 
 def last_error(log_lines: list[str], width: int = 240) -> str:
@@ -414,7 +434,7 @@ def last_error(log_lines: list[str], width: int = 240) -> str:
     from hermes_stack.redaction import redact_known_secrets
 
     for line in reversed(log_lines):
-        if match := _ERROR_LINE.search(line.rstrip()):
+        if match := _ERROR_LINE.search(line.rstrip()) or _LOGGED_ERROR.search(line.rstrip()):
             text = redact_known_secrets(" ".join(match.group(1).split()))
             return text if len(text) <= width else text[: width - 1] + "…"
     return ""

@@ -1,7 +1,9 @@
 """What every environment the stack runs does the same way, the built-in one and a user's BaseEnv file alike:
 the readiness marker from registration on, registering again when Atropos forgot it, leaving once the trainer has
-trained its last step, and groups returned as None counted and logged (upstream files return None for a group
-whose scores are all equal).
+trained its last step, groups returned as None counted and logged (upstream files return None for a group
+whose scores are all equal), and an exception in collect_trajectories said once with its type and place, then
+counted (atroposlib logged only `Error in collect_trajectories: <str(exc)>`, e.g. `'expected'` for a KeyError, for
+every item, several times a second).
 
 A mixin placed before the environment's own class (`class Run(StackBehaviour, UserEnv)`), so its methods wrap the
 environment's through `super()`.
@@ -13,6 +15,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 
 from hermes_stack.modelcore.weights_layout import POLICY_STEP_KEY, read_served_step
@@ -28,6 +31,7 @@ class StackBehaviour:
     ready_marker: Path | None = None
     ready_dir: str | None = None  # $HERMES_DATA_DIR; else the config's data_dir (HermesEnvConfig has one)
     none_groups: int = 0
+    failed_items: int = 0
     trainer_steps: int | None = None  # [trainer] num_steps, kept when config.total_steps is lifted (get_status)
 
     @property
@@ -74,6 +78,14 @@ class StackBehaviour:
             raise TrainerFinished(trained)
         self.config.total_steps = sys.maxsize  # upstream's guess off: the trainer's own step decides
 
+    def _log_failure(self, exc: Exception) -> None:
+        """The first failure with its traceback; then the 10th, 100th and every 500th, each with its place and the
+        count, so `make status` and `make up` (status.last_error) quote the cause, not a bare `'expected'`."""
+        n = self.failed_items
+        if n == 1 or n in (10, 100) or n % 500 == 0:
+            log.error("collect_trajectories raised %s: %s at %s (%d item(s) so far; each is skipped)",
+                      type(exc).__name__, exc, raised_at(exc), n, exc_info=exc if n == 1 else None)
+
     def _data_dir(self) -> str | None:
         return self.ready_dir or getattr(getattr(self, "config", None), "data_dir", None)
 
@@ -82,7 +94,12 @@ class StackBehaviour:
         # user's file): the trainer bounds staleness by it; untagged groups passed unbounded ("staleness=nan").
         data_dir = self._data_dir()
         served = read_served_step(Path(data_dir) / "weights") if data_dir and not self.tags_policy_step else None
-        result = await super().collect_trajectories(item)
+        try:
+            result = await super().collect_trajectories(item)
+        except Exception as exc:  # noqa: BLE001 - atroposlib's handle_env catches it the same way and skips the item
+            self.failed_items += 1
+            self._log_failure(exc)
+            return None, []
         group = result[0] if isinstance(result, tuple) else result
         if served is not None:
             tag_policy_step(group, served)
@@ -92,6 +109,17 @@ class StackBehaviour:
                 log.info("the environment returned no group for an item (None; upstream files do so when every "
                          "score is equal): %d so far, nothing sent for them", self.none_groups)
         return result
+
+
+def raised_at(exc: BaseException) -> str:
+    """`file:line` of the deepest frame in an environments/ file (the user's code), else of the deepest frame; the
+    path from `environments/` on."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "(no traceback)"
+    frame = ([f for f in frames if "/environments/" in f.filename.replace("\\", "/")] or frames)[-1]
+    path = frame.filename.replace("\\", "/")
+    return f"{path[path.rindex('/environments/') + 1:] if '/environments/' in path else path}:{frame.lineno}"
 
 
 def tag_policy_step(groups, step: int) -> None:

@@ -98,6 +98,21 @@ def test_up_failure_of_a_crash_looping_service_quotes_its_last_error():
     assert asked[0][-3:] == ["--tail", "80", "environment"]
 
 
+def test_up_failure_quotes_an_error_the_service_logged_in_its_own_format():
+    """A user environment whose file fails at import is one logged line, no traceback: service_log.FORMAT."""
+    ps = "\n".join(json.dumps(r) for r in [_row("trainer"), _row("environment", state="restarting", health="")])
+    logs = ["environment-1  | 2026-12-07 10:00:01,512 INFO hermes_stack.environment: environment triple-sum",
+            "environment-1  | 2026-12-07 10:00:01,733 ERROR hermes_stack.environment: environments/triple_sum.py: "
+            "importing it failed: FileNotFoundError: [Errno 2] No such file or directory: 'seeds.json'",
+            "environment-1  | 2026-12-07 10:00:01,734 INFO hermes_stack.environment: exiting"]
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: ps,
+                      streamer=lambda argv, env: iter(logs))
+    err = explain_up_failure(compose, CommandFailed(["docker", "compose", "up"], 1, "environment is restarting"))
+    assert err.lines() == [("service environment is restarting: its last error: environments/triple_sum.py: importing "
+                            "it failed: FileNotFoundError: [Errno 2] No such file or directory: 'seeds.json' "
+                            "(docker compose logs environment)")]
+
+
 def test_up_failure_where_nothing_started_shows_composes_own_error():
     # e.g. the engine refused to create a container: every service is only "created", compose's stderr is the cause
     ps = "\n".join(json.dumps(r) for r in [_row("atropos", state="created", health=""),
@@ -298,3 +313,37 @@ def test_last_error_reads_a_bare_exception_line_and_a_timed_out_log_read_keeps_t
     compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: ps, streamer=slow)
     err = explain_up_failure(compose, CommandFailed(["docker", "compose", "up"], 1, "environment is restarting"))
     assert err.lines() == ["service environment is restarting"]
+
+
+def test_status_quotes_the_last_error_of_a_healthy_environment_and_of_crashed_services_only():
+    """A user environment whose every rollout fails stays `running (healthy)` while nothing trains: status said
+    `ok` for each service and `no step recorded yet`."""
+    from hermes_stack.controller.status import error_lines
+
+    states = service_states([_row("atropos"), _row("trainer", "restarting", ""), _row("inference"),
+                             _row("environment"), _row("gateway-check", "exited", "", 0)])
+    logs = {
+        "environment": ["environment-1  | 2026-12-07 10:00:00,000 INFO hermes_stack.environment: registered",
+                        "environment-1  | 2026-12-07 10:00:01,000 ERROR hermes_stack.environment: collect_trajectories "
+                        "raised KeyError: 'expected' at environments/triple_sum.py:57 (10 item(s) so far; each is "
+                        "skipped)"],
+        "trainer": ["trainer-1  | 2026-12-07 10:00:02,000 ERROR hermes_stack.trainer: no batch from atropos in 45 s"],
+        "inference": ["inference-1  | 2026-12-07 10:00:00,000 ERROR hermes.inference: not asked for"],
+    }
+    asked = []
+
+    def streamer(argv, env):
+        asked.append(argv[-1])
+        return iter(logs[argv[-1]])
+
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
+                      streamer=streamer)
+    assert error_lines(compose, states, "grpo", "hermes-grpo") == [
+        "  environment: its last error: collect_trajectories raised KeyError: 'expected' at environments/"
+        "triple_sum.py:57 (10 item(s) so far; each is skipped) (make logs ALGO=grpo SERVICE=environment)",
+        "  trainer: its last error: no batch from atropos in 45 s (make logs ALGO=grpo SERVICE=trainer)"]
+    assert asked == ["environment", "trainer"]  # a healthy inference service's log is not read
+    quiet = {"environment": ["environment-1  | 2026-12-07 10:00:00,000 INFO hermes_stack.environment: batch 3"]}
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
+                      streamer=lambda argv, env: iter(quiet[argv[-1]]))
+    assert error_lines(compose, service_states([_row("environment")]), "ppo", "mine") == []

@@ -225,6 +225,40 @@ def test_a_group_returned_as_none_is_counted_and_passed_on(caplog):
     assert env.none_groups == 1 and "returned no group for an item (None" in caplog.text
 
 
+def test_an_exception_in_collect_trajectories_is_said_once_with_its_place_then_counted(caplog):
+    """atroposlib logged `Error in collect_trajectories: 'expected'` for every item (a KeyError's str, no type, no
+    place), several times a second; `make status` quoted nothing better."""
+    pytest.importorskip("atroposlib")
+    from hermes_stack.controller.status import last_error
+    from hermes_stack.environment.user_env import with_stack_behaviour
+
+    source = (
+        "from atroposlib.envs.base import BaseEnv\n"
+        "class Broken(BaseEnv):\n"
+        "    name = 'broken'\n"
+        "    async def setup(self): pass\n"
+        "    async def get_next_item(self): return {}\n"
+        "    async def evaluate(self, *args, **kwargs): return None\n"
+        "    async def collect_trajectories(self, item):\n"
+        "        return {'tokens': []}, item['expected']\n")
+    namespace: dict = {}
+    exec(compile(source, "/app/environments/broken.py", "exec"), namespace)  # noqa: S102 - a user file's frames
+    env = object.__new__(with_stack_behaviour(namespace["Broken"]))
+    caplog.set_level("INFO", logger="hermes_stack.environment")
+    for _ in range(12):
+        assert asyncio.run(env.collect_trajectories({})) == (None, [])  # skipped, as atroposlib's handle_env does
+    assert env.failed_items == 12 and env.none_groups == 0
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in errors] == [
+        "collect_trajectories raised KeyError: 'expected' at environments/broken.py:8 (1 item(s) so far; each is "
+        "skipped)",
+        "collect_trajectories raised KeyError: 'expected' at environments/broken.py:8 (10 item(s) so far; each is "
+        "skipped)"]
+    assert errors[0].exc_info is not None and errors[1].exc_info is None  # one traceback, not one per item
+    logged = [f"environment-1  | 2026-12-07 10:00:00,000 ERROR hermes_stack.environment: {errors[1].getMessage()}"]
+    assert last_error(logged).startswith("collect_trajectories raised KeyError: 'expected' at environments/broken.py:8")
+
+
 def test_an_environment_deriving_from_an_alias_of_base_env_is_found():
     """`from atroposlib.envs.base import BaseEnv as AtroposBase` is atroposlib's BaseEnv all the same: validate said
     the file defines no BaseEnv subclass."""

@@ -159,6 +159,7 @@ def _configured_replicas(algo: str) -> int:
 def status(algo: str | None = STACK_ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
     from hermes_stack.controller.status import (
+        error_lines,
         event_lines,
         parse_events,
         read_metrics,
@@ -195,6 +196,8 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     elif stopped_step is not None and any(s.service == "trainer" and s.state == "exited" for s in states):
         console.info(f"  the trainer was stopped after step {stopped_step} (docker compose stop): "
                      f"{up_again(states, algo, project)} resumes from that checkpoint")
+    for line in error_lines(compose, states, algo, project):
+        console.info(line)
     for line in replica_lines(compose, states):
         console.info(line)
     for line in summary_of(text).lines():
