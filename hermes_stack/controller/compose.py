@@ -116,6 +116,58 @@ def read_compose_yaml(path: Path) -> list:
     return list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_compose_loader()))
 
 
+MAX_YAML_VALUES = 100_000  # a compose file has hundreds; aliases nested ten deep ("billion laughs") reach 10**10
+
+
+def yaml_shape_problem(text: str) -> str | None:
+    """What compose would refuse or choke on that PyYAML lets through, or None: a mapping key given twice (compose:
+    "mapping key ... already defined"; PyYAML keeps the last), and aliases that expand past MAX_YAML_VALUES (compose
+    expands them, and its process ran at 100 % CPU past our timeout). Counted on the node graph, so an alias costs
+    its size without being expanded. Raises yaml.YAMLError for text that is not YAML."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+
+    def size(node) -> int:
+        if id(node) not in sizes:
+            sizes[id(node)] = 0  # a recursive alias counts once
+            if isinstance(node, yaml.MappingNode):
+                total = 1 + sum(size(k) + size(v) for k, v in node.value)
+            elif isinstance(node, yaml.SequenceNode):
+                total = 1 + sum(size(v) for v in node.value)
+            else:
+                total = 1
+            sizes[id(node)] = total
+        return sizes[id(node)]
+
+    def duplicate(node, seen: set[int]) -> str | None:
+        if id(node) in seen or not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            return None
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":  # merge keys may repeat
+                    if key.value in lines:
+                        return (f"mapping key {key.value!r} given twice: lines {lines[key.value]} and "
+                                f"{key.start_mark.line + 1}")
+                    lines[key.value] = key.start_mark.line + 1
+        children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else node.value
+        return next((found for child in children if (found := duplicate(child, seen))), None)
+
+    try:
+        for document in yaml.compose_all(text, Loader=_compose_loader()):
+            if document is None:
+                continue
+            if size(document) > MAX_YAML_VALUES:
+                return f"YAML aliases that expand to more than {MAX_YAML_VALUES} values"
+            if found := duplicate(document, set()):
+                return found
+    except RecursionError:
+        return "YAML nested too deeply to read"
+    return None
+
+
 def compose_services(root: Path, files: Sequence[str]) -> list[str]:
     """The service names the stack's compose files (and the user's -f overrides) declare, in order, once each."""
     import yaml
@@ -150,10 +202,13 @@ def override_file_problem(root: Path, name: str) -> Problem | None:
     if not path.is_file():
         return Problem("command line", "-f", f"{name} (not a file)", "a compose override file", hint)
     try:
+        shape = yaml_shape_problem(path.read_text(encoding="utf-8"))
         data = read_compose_yaml(path)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
         return Problem("command line", "-f", f"{name} (not readable YAML: {reason})", "a compose override file", hint)
+    if shape is not None:
+        return Problem("command line", "-f", f"{name} ({shape})", "a compose override file", hint)
     if not data or not all(isinstance(d, dict) for d in data):
         return Problem("command line", "-f", f"{name} (YAML whose top is not a mapping)", "a compose override file "
                        "(services:, volumes:, … at its top)", hint)
@@ -319,20 +374,58 @@ def _subprocess_env(env: Mapping[str, str]) -> dict[str, str]:
     return {**os.environ, **env}  # layered over the controller's environment, for the child only
 
 
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid`, children first, from /proc (Linux; [] elsewhere)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(proc) -> None:
+    """Kill a command that ran past its timeout and what it started: `docker compose` runs the compose plugin as a
+    child of the docker CLI, and killing the CLI alone left the plugin running (a YAML alias bomb kept it at 100 %
+    CPU). Not for Ctrl-C: the terminal's SIGINT reaches the plugin itself, and compose then winds down its way."""
+    import signal
+
+    for pid in [*_descendants(proc.pid), proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def _run(argv: list[str], env: dict[str, str], capture: bool) -> str:
     import subprocess
 
     timeout = command_timeout(argv)
     out = subprocess.PIPE if capture else None
     try:
-        done = subprocess.run(argv, stdout=out, stderr=out, env=_subprocess_env(env), timeout=timeout, check=False)
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, env=_subprocess_env(env))
     except FileNotFoundError:
         raise CommandFailed(argv, 127, f"{argv[0]}: command not found", "") from None
+    try:
+        stdout_b, stderr_b = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill_tree(proc)
+        proc.communicate()
         raise CommandTimedOut(argv, timeout or 0) from None
-    stdout = (done.stdout or b"").decode(errors="replace")
-    if done.returncode != 0:
-        raise CommandFailed(argv, done.returncode, (done.stderr or b"").decode(errors="replace"), stdout)
+    except BaseException:  # Ctrl-C: the terminal's SIGINT reached the command's own children (compose winds down)
+        proc.kill()
+        proc.wait()
+        raise
+    stdout = (stdout_b or b"").decode(errors="replace")
+    if proc.returncode != 0:
+        raise CommandFailed(argv, proc.returncode, (stderr_b or b"").decode(errors="replace"), stdout)
     return stdout
 
 
@@ -353,7 +446,7 @@ def _stream(argv: list[str], env: dict[str, str]) -> Iterator[str]:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             expired.set()
-            proc.kill()
+            _kill_tree(proc)
 
     if timeout is not None:
         threading.Thread(target=watchdog, daemon=True).start()

@@ -70,10 +70,17 @@ def test_a_missing_override_file_is_refused_before_anything(command, project, ca
 @pytest.mark.parametrize(("content", "found"), [
     ("root:x:0:0:root:/root:/bin/bash\n", "YAML whose top is not a mapping"),
     ("services: [unclosed\n", "not readable YAML: ParserError"),
+    # compose refuses a key given twice ("mapping key ... already defined", exit 1); PyYAML kept the last
+    ("services:\n  trainer: {}\n  inference: {}\n  trainer:\n    image: x\n",
+     "mapping key 'trainer' given twice: lines 2 and 4"),
+    # a "billion laughs": compose expanded it at 100 % CPU past our timeout, and kept running after it
+    ("a: &a [x, x, x, x, x, x, x, x, x]\n"
+     + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9))
+     + "services: {}\n", "YAML aliases that expand to more than 100000 values"),
 ])
 def test_an_override_that_is_no_compose_file_is_refused(content, found, project, capsys, compose_calls):
     (project / "bad.yml").write_text(content)
-    expected = ("a compose override file (services:, volumes:, … at its top)" if "mapping" in found
+    expected = ("a compose override file (services:, volumes:, … at its top)" if "top is not a mapping" in found
                 else "a compose override file")
     assert refused(["dry-run", "--device", "cpu", "-f", "bad.yml"], capsys, compose_calls, project) == [
         f"command line: -f: found bad.yml ({found}), expected {expected}. {F_HINT}"]

@@ -248,3 +248,27 @@ def test_preflight_asks_docker_through_the_compose_runner(monkeypatch):
     code, _, err = probe.run(["docker", "compose", "version", "--short"])
     assert code == 124 and "did not finish within 20 s" in err
     assert [argv[:2] for argv in seen] == [["docker", "version"], ["docker", "info"], ["docker", "compose"]]
+
+
+def test_a_command_past_its_timeout_is_killed_with_what_it_started(tmp_path, monkeypatch):
+    """`docker compose` runs the compose plugin as the docker CLI's child: killing the CLI alone on a timeout left
+    the plugin running (at 100 % CPU on a YAML alias bomb)."""
+    import subprocess
+    import sys as _sys
+    import time
+
+    from hermes_stack.controller import compose as compose_module
+
+    pidfile = tmp_path / "child.pid"
+    script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+              f" open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    monkeypatch.setattr(compose_module, "command_timeout", lambda argv: 2)
+    with pytest.raises(compose_module.CommandTimedOut):
+        compose_module._run([_sys.executable, "-c", script], {}, capture=True)
+    child = int(pidfile.read_text())
+    for _ in range(50):  # SIGKILL is delivered at once; the zombie is reaped by its new parent
+        state = subprocess.run(["ps", "-o", "stat=", "-p", str(child)], capture_output=True, text=True).stdout.strip()
+        if not state or state.startswith("Z"):
+            break
+        time.sleep(0.1)
+    assert not state or state.startswith("Z"), f"the command's child {child} still runs ({state})"
