@@ -445,6 +445,9 @@ def _key_value_problem(where: str, key: str, value: str) -> Problem | None:
     if any(c.isspace() or not c.isprintable() for c in value):
         return Problem(where, key, "a value with a space or a control character inside",
                        KEY_CHARACTERS, hint)
+    if quote := next((c for c in value if c in "\"'`"), None):  # left inside after dotenv's unquoting: a paste
+        return Problem(where, key, f"a value with a {quote} inside", KEY_CHARACTERS,
+                       "quotes may surround the whole value (KEY=\"...\"), not stand inside it; " + hint)
     if "#" in value and key != "HERMES_INFERENCE_KEY":  # a provider's key has no "#"; a chosen password may
         return Problem(where, key, "a value with # inside (a comment typed right after the key?)", KEY_CHARACTERS,
                        "python-dotenv keeps a # that follows the value without a space as part of it; put a space "

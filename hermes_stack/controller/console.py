@@ -7,8 +7,8 @@ import traceback
 
 from rich.console import Console
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)  # ":x:" is what was typed, not an emoji
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def _redact(text: str) -> str:

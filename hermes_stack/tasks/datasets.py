@@ -223,7 +223,7 @@ def _rows(text: str, path: Path, config_file: str) -> list[dict]:
                 pass
         if not isinstance(row, dict):
             fault("line", number, lambda where, line=line: Problem(
-                where, "line", f"{_not_an_object(line)}: {_show(line)}", "one JSON object per line", JSONL_HINT))
+                where, "line", f"{_not_an_object(line)}: {_show_line(line)}", "one JSON object per line", JSONL_HINT))
             continue
         if not isinstance(row.get("question"), str):
             fault("question", number, lambda where, row=row: Problem(
@@ -249,6 +249,17 @@ def _rows(text: str, path: Path, config_file: str) -> list[dict]:
     if not rows:
         raise InputError(Problem(str(path), "rows", "none", "one JSON object per line", f"{config_file} {KEY}"))
     return rows
+
+
+# A KEY=value line: the file named as the dataset is an env or key file, and its value may be a secret (a short
+# password the redactor cannot recognise by its shape).
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
+
+
+def _show_line(line: str) -> str:
+    if env := _ENV_LINE.match(line):
+        return f"{env.group(1)}=… (an env file's line; its value is not shown)"
+    return _show(line)
 
 
 def _show(value: object) -> str:

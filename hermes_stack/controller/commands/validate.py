@@ -153,7 +153,8 @@ def _report(outcome: Outcome) -> None:
 
 def _fmt(value: object) -> str:
     if isinstance(value, str):
-        return value if value and " " not in value else repr(value)
+        # repr for a space or a character that does not print (an escape sequence in a value cleared the screen)
+        return value if value and value.isprintable() and " " not in value else repr(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
