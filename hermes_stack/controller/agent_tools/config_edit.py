@@ -265,21 +265,41 @@ def validate_candidate(root: Path, changes: dict[str, tuple[Path, bytes, bytes]]
 
     try:
         for item in (root / "configs").iterdir():
-            (scratch / item.name).symlink_to(item.resolve())
+            _place(item, scratch / item.name)
         for path, _, new in changes.values():
             (scratch / path.name).unlink()
             (scratch / path.name).write_bytes(new)
         outcome = check(scratch)
         known = {same(p) for p in before.errors}
+        now = {same(p) for p in outcome.errors}
         new_problems = [p for p in outcome.errors if same(p) not in known]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if outcome.stack is None and not new_problems and not known - now:
+        # The pair still does not load (a mistyped value): validate's rules never ran, so this edit was not checked
+        # at all, and three edits that the rules refuse were written beside a group_size of 0.
+        blocker = before.errors[0].line().split(". Hint: ")[0] if before.errors else "the files do not load"
+        raise EditRefused(f"not written: {blocker}; until that is fixed no other edit can be checked",
+                          "fix that value first (rl_edit_config on its key); rl_get_current_config lists the problems")
     if new_problems:
         p = new_problems[0]
         # The scratch folder is gone once this returns: name the real configs/ in the line and in the hint.
         line = p.line().replace(str(scratch), configs)
         hint = (p.hint or "call rl_get_current_config for the allowed values").replace(str(scratch), configs)
         raise EditRefused(line.split(". Hint: ")[0], hint)
+
+
+def _place(item: Path, target: Path) -> None:
+    """`item` of configs/ in the scratch folder, at no copy's cost where it can be: a hard link for a file (a symlink
+    resolved outside the scratch folder, and the GPU profile's rule that a JSONL dataset lies in the configs folder
+    refused every dataset, and then every edit), a copy across file systems, a symlink for anything else."""
+    if item.is_file():
+        try:
+            os.link(item, target)
+        except OSError:
+            shutil.copy2(item, target)
+    else:
+        target.symlink_to(item.resolve())
 
 
 def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:

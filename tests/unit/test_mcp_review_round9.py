@@ -1,0 +1,65 @@
+"""Round 9 of the MCP server's review (2026-12-07, night): the GPU profile's JSONL dataset refused every edit, and
+edits beside a mistyped value were written unchecked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp_helpers import copy_project
+
+from hermes_stack.controller.agent_tools import tools
+from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
+
+pytestmark = pytest.mark.slow  # validate's checks: seconds each
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch) -> Path:
+    root = copy_project(tmp_path / "project").resolve()
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("HERMES_ROOT", str(root))
+    return root
+
+
+def _bytes(project: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((project / "configs").iterdir())}
+
+
+def _answer(t: Tools, tool: str, **kwargs) -> dict:
+    return json.loads(tools.call(t, None, tool, **kwargs))
+
+
+def test_on_the_gpu_profile_a_jsonl_dataset_in_configs_and_later_edits_are_accepted(project):
+    """The candidate files were checked in a scratch folder of symlinks: the rule that a JSONL dataset lies in the
+    configs folder resolved the link to configs/ and refused it as outside the scratch folder, and once the dataset
+    was in the TOML, every edit was refused so. `hermes-stack validate --device gpu` accepts the same files."""
+    t = Tools(ServerConfig(root=project, device="gpu"))
+    answer = _answer(t, "rl_edit_config", field="environment.dataset", value="word_problems.jsonl")
+    assert "error" not in answer, answer
+    assert 'dataset = "word_problems.jsonl"' in (project / "configs" / "config_grpo.toml").read_text()
+    answer = _answer(t, "rl_edit_config", field="trainer.num_steps", value=50)
+    assert "error" not in answer and answer["files_changed"] == ["configs/settings_grpo.json"], answer
+    assert not [p for p in project.iterdir() if p.name.startswith(".hermes-config-check-")]  # scratch removed
+
+
+def test_beside_a_value_that_stops_validates_rules_no_other_edit_is_written(project):
+    """With group_size = 0 in the TOML the pair does not load, so validate's rules never ran on a candidate: edits
+    they refuse (an inference port equal to Atropos', minibatches past the batch) were answered "written"."""
+    toml = project / "configs" / "config_grpo.toml"
+    toml.write_text(toml.read_text().replace("group_size = 8", "group_size = 0", 1))
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    before = _bytes(project)
+    for field, value in (("inference.port", 8000), ("trainer.minibatches", 4096)):
+        answer = _answer(t, "rl_edit_config", field=field, value=value)
+        assert answer.get("changed") is False, answer
+        assert answer["error"].startswith(f"not written: {toml}:"), answer
+        assert "rollout.group_size: found 0" in answer["error"]
+        assert answer["error"].endswith("until that is fixed no other edit can be checked")
+        assert _bytes(project) == before
+    # the edit that fixes the blocker is written, and the next edit is checked again
+    answer = _answer(t, "rl_edit_config", field="rollout.group_size", value=8)
+    assert "error" not in answer, answer
+    answer = _answer(t, "rl_edit_config", field="trainer.minibatches", value=4096)
+    assert answer.get("changed") is False and "trainer.minibatches: found 4096" in answer["error"], answer
