@@ -63,3 +63,41 @@ def test_beside_a_value_that_stops_validates_rules_no_other_edit_is_written(proj
     assert "error" not in answer, answer
     answer = _answer(t, "rl_edit_config", field="trainer.minibatches", value=4096)
     assert answer.get("changed") is False and "trainer.minibatches: found 4096" in answer["error"], answer
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "127.0.0.1"])
+def test_every_loopback_address_gets_dns_rebinding_protection(tmp_path, host):
+    """Served without a token as loopback, 127.0.0.2 answered a request with `Host: evil.example.com` (200, a
+    session): the SDK turns the protection on for 127.0.0.1, localhost and ::1 only."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from mcp_helpers import hermes_env
+    from trainer_helpers import free_port
+
+    project = copy_project(tmp_path / "project").resolve()
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "hermes_stack", "mcp", "--project", str(project), "--device",
+                               "cpu", "--transport", "http", "--host", host, "--port", str(port)], cwd=tmp_path,
+                              env=hermes_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://{host}:{port}/mcp"
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                forged = httpx.post(url, json=initialize, headers={**accept, "Host": "evil.example.com"}, timeout=5)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and server.poll() is None, "the HTTP server did not start"
+                time.sleep(0.2)
+        assert forged.status_code == 421, forged.text
+        own = httpx.post(url, json=initialize, headers=accept, timeout=30)
+        assert own.status_code == 200, own.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

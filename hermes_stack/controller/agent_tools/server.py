@@ -167,6 +167,16 @@ def build_server(tools: Tools | None, problem: str | None, host: str = "127.0.0.
                 for sock in sockets:
                     sock.close()
 
+    if is_loopback(host) and host not in ("127.0.0.1", "localhost", "::1"):
+        # The SDK turns DNS-rebinding protection on for those three names only: 127.0.0.2 (loopback, so served
+        # without a token) took any Host header. The same protection, with this address allowed too.
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        named = f"[{host}]" if ":" in host else host
+        kwargs["transport_security"] = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{named}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=[f"http://{named}:*", "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"])
     server = HermesMCP("hermes-stack", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING", **kwargs)
 
     from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
