@@ -387,7 +387,7 @@ def test_a_failed_run_is_not_given_another_checkouts_stack_health_or_metrics(pro
     (run_dir / "up.log").write_text("error: host port 8000: found a program listening on it\n")
     (run_dir / "exit_code").write_text("2\n")
     other = _OtherCheckoutsStack(str(tmp_path / "other-checkout"))
-    monkeypatch.setattr(Tools, "_compose", lambda self: other)
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: other)
     t = Tools(ServerConfig(root=project, device="cpu"))
     status = _answer(t, "rl_check_status", run_id=run_dir.name)
     assert status["status"] == "failed" and status["processes"] == [] and status["metrics"]["step"] is None, status
@@ -402,7 +402,9 @@ class _TrainingStack:
     steps 15 and 16, saves step-16 and records the stop), then it has exited 0."""
 
     def __init__(self, root: Path):
-        self.root, self.calls = root, []
+        from hermes_stack.controller.compose import ComposeParams
+
+        self.root, self.calls, self.params = root, [], ComposeParams(files=("compose.grpo.yml",))
         self.lines = [json.dumps({"step": s, "reward_mean": 0.1, "time": 1796000000.0 + s}) for s in range(1, 15)]
 
     def ps(self) -> list[dict]:
@@ -442,7 +444,7 @@ def test_a_stop_reports_the_steps_and_checkpoint_the_trainers_stop_saved(project
 
     run_dir = _running_run(project)
     fake = _TrainingStack(project)
-    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: fake)
     monkeypatch.setattr(stack_commands, "down", lambda algo, volumes: fake.calls.append("down"))
     answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_stop_training", run_id=run_dir.name)
     assert fake.calls == ["stop", "down"], fake.calls
@@ -456,7 +458,7 @@ def test_a_trainer_stopped_outside_the_tools_is_stopped_not_completed(project, m
     run_dir = _running_run(project)
     fake = _TrainingStack(project)
     fake.stop(["trainer"])
-    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: fake)
     status = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_check_status", run_id=run_dir.name)
     assert status["status"] == "stopped" and "stopped after step 16" in status["error"], status
     assert status["metrics"]["last_checkpoint"] == "step-16"
@@ -482,7 +484,7 @@ def test_a_start_that_found_the_run_complete_says_nothing_was_trained(project, m
                                     "step 25 >= num_steps 25) (3.1 s)\n")
     fake = _TrainingStack(project)
     fake.calls.append("stop")  # the trainer has exited 0; no stop recorded: it ran to its end
-    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: fake)
     status = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_check_status", run_id=run_dir.name)
     assert status["status"] == "completed" and "nothing was trained" in status["note"], status
     assert "rl_edit_config('trainer.num_steps'" in status["note"]
@@ -492,7 +494,7 @@ def test_an_edit_while_a_run_trains_says_the_run_keeps_its_settings(project, mon
     """The edit was answered "written" with no word of the running run, which went on with the old value."""
     run_dir = _running_run(project)
     fake = _TrainingStack(project)
-    monkeypatch.setattr(Tools, "_compose", lambda self: fake)
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: fake)
     t = Tools(ServerConfig(root=project, device="cpu"))
     answer = _answer(t, "rl_edit_config", field="trainer.num_steps", value=60)
     assert answer["message"].endswith(f"; run {run_dir.name} keeps its settings: rl_stop_training, then "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp_helpers import copy_project
 
-from hermes_stack.controller.agent_tools import tools
+from hermes_stack.controller.agent_tools import runs, tools
 from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
 
 pytestmark = pytest.mark.slow  # validate's checks: seconds each
@@ -101,3 +101,40 @@ def test_every_loopback_address_gets_dns_rebinding_protection(tmp_path, host):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_stop_leaves_another_checkouts_training_alone(project, monkeypatch, tmp_path):
+    """`down` refused another checkout's stack (the same project name there), but the trainer's stop before it ran
+    unchecked: stopping a stale run here stopped the other checkout's training, then failed."""
+    from test_mcp_review_round8 import _running_run, _TrainingStack
+
+    from hermes_stack.controller.commands import stack as stack_commands
+
+    other = tmp_path / "other-checkout"
+    other.mkdir()
+    run_dir = _running_run(project)
+    fake = _TrainingStack(other)  # its containers were made in the other checkout
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: fake)
+    monkeypatch.setattr(stack_commands, "down", lambda algo, volumes: fake.calls.append("down"))
+    answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_stop_training", run_id=run_dir.name)
+    assert fake.calls == [], fake.calls
+    assert answer["error"] == (f"hermes-grpo (data volume hermes-grpo_hermes-data): checkout: found the run of "
+                               f"{other}, expected a stack of this checkout ({project}) to stop"), answer
+    assert f"in {other} to stop that one" in answer["hint"]
+    assert runs.load(project, run_dir.name).stopped() is None  # not marked stopped either
+
+
+def test_stopping_a_run_that_is_not_the_latest_says_no_containers_were_touched(project, monkeypatch):
+    from test_mcp_review_round8 import _running_run, _TrainingStack
+
+    old = _running_run(project)
+    newer = project / ".hermes" / "runs" / "grpo-20261201-110000-def456"
+    newer.mkdir()
+    (newer / "run.json").write_text(json.dumps({"run_id": newer.name, "algo": "grpo", "device": "cpu",
+                                                "started_at": 1796003600.0, "pid": 0, "environment": "gsm8k"}))
+    fake = _TrainingStack(project)
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: fake)
+    answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_stop_training", run_id=old.name)
+    assert fake.calls == [], fake.calls
+    assert answer["message"] == (f"run {old.name} stopped; it is not the latest grpo run here, so no containers were "
+                                 "touched (rl_list_runs)"), answer

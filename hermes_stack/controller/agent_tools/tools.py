@@ -229,10 +229,10 @@ class Tools:
         return current_name(_list_environments(self.root) if listed is None else listed, section.name,
                             section.dataset)
 
-    def _compose(self):
+    def _compose(self, algo: str | None = None):
         from hermes_stack.controller.stack_state import STATE_DIR, load_plan, plan_compose
 
-        return plan_compose(load_plan(self.root / STATE_DIR, self.cfg.algo), echo=False)
+        return plan_compose(load_plan(self.root / STATE_DIR, algo or self.cfg.algo), echo=False)
 
     # ------------------------------------------------------------------ environments and config
 
@@ -507,10 +507,12 @@ class Tools:
             ended = runs.status_when_closed(closed)
             return {"message": f"run {run_id} was already {ended}", "run_id": run_id, "status": ended}
         current = (runs.latest_of(self.root, run.algo) or run).run_id == run.run_id
+        if current and (refused := self._not_this_checkouts(run.algo)) is not None:
+            return failure(*refused, run_id=run_id)  # before anything stops: another checkout's trainer ran on
         before = self._status(run)["status"]  # read first: a starting run read "failed" once its `up` was stopped
         interrupted = runs.stop_controller(run)
         if current:
-            self._stop_trainer()
+            self._stop_trainer(run.algo)
         # After the trainer's stop, which saves its step and records the stop: the metrics copied before it missed
         # the last steps and the checkpoint the stop saved (step 14 and none, where step-16 was saved).
         status = self._status(run)  # copies the metrics while the containers still exist
@@ -528,16 +530,32 @@ class Tools:
         runs.mark_stopped(run, "rl_stop_training", {"status": before, "metrics": status["metrics"]})
         report = self._report(run, self._metrics_text(run, live=False))
         report.pop("_records")
-        return {"message": f"run {run_id} stopped" + (" while starting" if interrupted else "")
-                           + "; containers removed, checkpoints kept (the data volume stays)",
+        where = ("; containers removed, checkpoints kept (the data volume stays)" if current else
+                 f"; it is not the latest {run.algo} run here, so no containers were touched (rl_list_runs)")
+        return {"message": f"run {run_id} stopped" + (" while starting" if interrupted else "") + where,
                 "run_id": run_id, "status": "stopped", "status_before_stop": before,
                 "controller_output": lines[-5:], **report}
 
-    def _stop_trainer(self) -> None:
+    def _not_this_checkouts(self, algo: str) -> tuple[str, str] | None:
+        """(error, hint) when the stack of `algo` belongs to another checkout (the same project name there): `down`
+        refuses it, but the trainer's stop before it ran unchecked and stopped the other checkout's training."""
+        from hermes_stack.controller.checkout_owner import owner_problem, this_checkout
+        from hermes_stack.controller.compose import project_of
+        from hermes_stack.controller.status import WORKING_DIR_LABEL, service_states
+
+        try:
+            compose = self._compose(algo)
+            made_in = [s.label(WORKING_DIR_LABEL) for s in service_states(compose.ps()) if not s.of_checkout(self.root)]
+        except (HermesError, OSError):
+            return None  # Docker unreachable: the stop and `down` that follow say so
+        problem = owner_problem(project_of(compose.params), algo, this_checkout(self.root), None, made_in, "stop")
+        return None if problem is None else (problem.line().split(". Hint: ")[0], problem.hint)
+
+    def _stop_trainer(self, algo: str) -> None:
         """`compose stop trainer`: its SIGTERM finishes the step, saves a checkpoint and records the stop (within the
         grace period compose gives it); a failure here is left to the `down` that follows."""
         try:
-            self._compose().stop(["trainer"])
+            self._compose(algo).stop(["trainer"])
         except (HermesError, OSError):
             pass
 
