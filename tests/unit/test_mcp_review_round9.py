@@ -138,3 +138,45 @@ def test_stopping_a_run_that_is_not_the_latest_says_no_containers_were_touched(p
     assert fake.calls == [], fake.calls
     assert answer["message"] == (f"run {old.name} stopped; it is not the latest grpo run here, so no containers were "
                                  "touched (rl_list_runs)"), answer
+
+
+def test_a_pair_whose_second_file_cannot_be_written_is_left_as_it_was(project, monkeypatch):
+    """rollout.group_size lives in both files: with the settings unwritable (a full disk, chattr +i), the TOML was
+    left at 6 and the settings at 8, and the answer said only `PermissionError`."""
+    import errno
+
+    from hermes_stack.controller.agent_tools import config_edit
+
+    real = config_edit.replace_whole
+
+    def full_disk(path, data, mode=None):
+        if path.name == "settings_grpo.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data, mode)
+
+    monkeypatch.setattr(config_edit, "replace_whole", full_disk)
+    before = _bytes(project)
+    answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_edit_config", field="rollout.group_size",
+                     value=6)
+    assert answer["changed"] is False, answer
+    assert answer["error"] == ("not written: settings_grpo.json: No space left on device; config_grpo.toml restored "
+                               "as it was"), answer
+    assert _bytes(project) == before
+
+
+def test_a_locked_or_not_editable_field_says_it_was_not_changed(project):
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    answer = _answer(t, "rl_edit_config", field="algorithm.advantage_estimator", value="gae")
+    assert answer["changed"] is False and answer["field"] == "algorithm.advantage_estimator", answer
+
+
+def test_an_edit_validate_warns_of_carries_the_warning_in_its_answer(project):
+    """inference.api_key_env = TAOTOKEN_API_KEY hands the paid gateway key to the inference container: validate
+    warns, and the edit answered a plain "written"."""
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    answer = _answer(t, "rl_edit_config", field="inference.api_key_env", value="TAOTOKEN_API_KEY")
+    assert "error" not in answer, answer
+    assert answer["warnings"] and all(w in _answer(t, "rl_get_current_config")["warnings"]
+                                      for w in answer["warnings"]), answer
+    again = _answer(t, "rl_edit_config", field="trainer.num_steps", value=50)
+    assert "warnings" not in again, again  # an edit that adds none says none: the old one is not repeated

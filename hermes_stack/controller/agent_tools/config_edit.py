@@ -250,11 +250,12 @@ def candidate_texts(root: Path, algo: str, f: Field, value: Any) -> dict[str, tu
     return out
 
 
-def validate_candidate(root: Path, changes: dict[str, tuple[Path, bytes, bytes]], *, check, before) -> None:
+def validate_candidate(root: Path, changes: dict[str, tuple[Path, bytes, bytes]], *, check, before) -> list[str]:
     """Run validate's checks on the candidate files in a scratch copy of configs/; EditRefused with the first new
     problem (one line: file, key, found, expected, hint). `check(config_dir)` is the server's own evaluation (its
     algo, device, model and unlock): an edit is judged exactly as rl_start_training (and `up`) will judge it; a
-    check without the server's --model passed a trainer.minibatches that the model's batch refuses."""
+    check without the server's --model passed a trainer.minibatches that the model's batch refuses. Returns the
+    warnings the edit adds (validate's, e.g. the gateway key handed to the inference container), for its answer."""
     scratch = Path(tempfile.mkdtemp(prefix=".hermes-config-check-", dir=root))
     configs = str(root / "configs")
 
@@ -287,6 +288,8 @@ def validate_candidate(root: Path, changes: dict[str, tuple[Path, bytes, bytes]]
         line = p.line().replace(str(scratch), configs)
         hint = (p.hint or "call rl_get_current_config for the allowed values").replace(str(scratch), configs)
         raise EditRefused(line.split(". Hint: ")[0], hint)
+    return [w.replace(str(scratch), configs) for w in outcome.warnings
+            if w.replace(str(scratch), configs) not in before.warnings]
 
 
 def _place(item: Path, target: Path) -> None:
@@ -304,9 +307,21 @@ def _place(item: Path, target: Path) -> None:
 
 def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:
     """Each file replaced whole (os.replace): a reader sees the old file or the new one, never a part. The temporary
-    name is unique, so a writer that does not hold the project lock (a hand edit's tool) cannot share it."""
-    for path, _, new in changes.values():
-        replace_whole(path, new, path.stat().st_mode & 0o7777)
+    name is unique, so a writer that does not hold the project lock (a hand edit's tool) cannot share it. When a
+    later file cannot be written (a full disk, a read-only file), the ones already written get their old bytes back:
+    a group_size edit left the TOML at 6 and the settings at 8, which validate then refused as disagreeing."""
+    written: list[tuple[Path, bytes]] = []
+    for path, old, new in changes.values():
+        try:
+            replace_whole(path, new, path.stat().st_mode & 0o7777)
+        except OSError as exc:
+            for done, before in reversed(written):
+                with contextlib.suppress(OSError):
+                    replace_whole(done, before, done.stat().st_mode & 0o7777)
+            kept = f"; {', '.join(p.name for p, _ in written)} restored as it was" if written else ""
+            raise EditRefused(f"not written: {path.name}: {exc.strerror or type(exc).__name__}{kept}",
+                              f"nothing changed; make {path} writable (or free disk space) and edit again") from exc
+        written.append((path, old))
 
 
 def replace_whole(path: Path, data: bytes, mode: int | None = None) -> None:

@@ -297,12 +297,12 @@ class Tools:
             f = config_edit.field_of(field)
             if (f.where, f.section, f.name) in config_edit.NOT_EDITABLE:
                 return failure(f"{field} cannot be edited: {config_edit.NOT_EDITABLE[(f.where, f.section, f.name)]}",
-                               "start the server with --algo ppo or --algo grpo")
+                               "start the server with --algo ppo or --algo grpo", field=field, changed=False)
             if config_edit.locked(f) and not self.cfg.unlock:
                 seed = config_edit.LOCKED_FIELDS[f"{f.section}.{f.name}"]
                 return failure(f"{field} is locked (the seed's value {seed!r}); it was not changed",
                                "the user may unlock it in the MCP server's own configuration (`hermes-stack mcp "
-                               "--unlock`); a tool call cannot")
+                               "--unlock`); a tool call cannot", field=field, changed=False)
             value = config_edit.coerce(config_edit.file_of(self.root, self.cfg.algo, f), f, value)
             config_edit.check_path(self.root, f, value)
             # Read, check and write under the project's lock: another server editing another key at the same time
@@ -311,9 +311,10 @@ class Tools:
                 before = self._outcome()
                 config_edit.check_parseable(self.root, self.cfg.algo, before)
                 changes = config_edit.candidate_texts(self.root, self.cfg.algo, f, value)
+                warnings: list[str] = []
                 if changes:
                     # the server's own evaluation (its model, device, unlock): judged as rl_start_training judges it
-                    config_edit.validate_candidate(self.root, changes, check=self._outcome, before=before)
+                    warnings = config_edit.validate_candidate(self.root, changes, check=self._outcome, before=before)
                     config_edit.write_atomically(changes)
         except config_edit.EditRefused as exc:
             return failure(exc.error, exc.hint, field=field, changed=False)
@@ -339,7 +340,10 @@ class Tools:
             how = "removed from" if config_edit.field_of(field).where == "config" else "set to null in"
             message = (f"{field} {how} {', '.join(files)}: its default applies"
                        + (f" (now {entry['current_value']!r})" if "current_value" in entry else ""))
-        return {"message": message, "field": field, "value": value, "config": entry, "files_changed": files}
+        answer = {"message": message, "field": field, "value": value, "config": entry, "files_changed": files}
+        if warnings:  # written, but validate warns of it (shown by rl_get_current_config alone before)
+            answer["warnings"] = warnings
+        return answer
 
     # ------------------------------------------------------------------ runs
 
