@@ -51,6 +51,7 @@ class EnvironmentInfo:
     # atroposlib's abstract methods the class and its bases of the same file leave undefined: atroposlib cannot
     # create it (TypeError at the environment's start). Empty when they are defined or when a base lies elsewhere.
     abstract: tuple[str, ...] = ()
+    bases: tuple[str, ...] = ()  # the names of its bases, as written in the file
 
 
 # The built-in environment serves `[environment] dataset` (gsm8k, offline-arith, a JSONL file). "gsm8k" is the name
@@ -86,6 +87,15 @@ class FileScan:
     problems: tuple[Problem, ...] = ()
     # (module, name, line) of each `from module import name` the service runs (not guarded, not relative, not *).
     from_names: tuple[tuple[str, str, int], ...] = ()
+
+    @property
+    def selectable(self) -> tuple[EnvironmentInfo, ...]:
+        """Its environments without the shared bases: a class that leaves atroposlib's abstract methods undefined
+        and that another environment of the file derives from (`ArithBase(BaseEnv)` under `Layered(ArithBase)`) is
+        a building block, not one to run; it was listed, and selecting the file by its path was refused as
+        defining two environments."""
+        shared = {base for env in self.environments for base in env.bases}
+        return tuple(env for env in self.environments if not (env.abstract and env.class_name in shared))
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
@@ -341,7 +351,7 @@ def scan_source(source: str, file: str, siblings: dict[str, frozenset[str]] | No
     found = tuple(
         EnvironmentInfo(_name_attribute(node, constants) or name, name, file,
                         (ast.get_docstring(node) or "").strip(), line=node.lineno,
-                        abstract=_unimplemented(name, classes, base_env, patched))
+                        abstract=_unimplemented(name, classes, base_env, patched), bases=tuple(_base_names(node)))
         for name, node in classes.items() if name in envs)
     guarded = _guarded(tree)
     return FileScan(file, found, imports=_imports(tree, guarded),
@@ -433,7 +443,7 @@ def _listed(env: EnvironmentInfo) -> EnvironmentInfo:
 def list_environments(project_root: Path) -> list[EnvironmentInfo]:
     """The built-in environments, then the folder's (files that do not parse are left out: `validate` names them),
     each under the name that selects it."""
-    return [*BUILTIN, *(_listed(env) for scan in scan_folder(project_root) for env in scan.environments)]
+    return [*BUILTIN, *(_listed(env) for scan in scan_folder(project_root) for env in scan.selectable)]
 
 
 def environment_names(project_root: Path) -> list[str]:
@@ -634,16 +644,17 @@ def _one_of(scan: FileScan, name: str, scans: list[FileScan]) -> Selection:
         return Selection(None, (f"{name!r} (the file defines no BaseEnv subclass)",
                                 "a file with one class deriving from atroposlib's BaseEnv",
                                 "e.g. `class MyEnv(BaseEnv): name = \"my-env\"`"))
-    if len(scan.environments) > 1:
-        names = ", ".join(f"{e.name} ({e.class_name}, line {e.line})" for e in scan.environments)
+    envs = scan.selectable or scan.environments  # only shared bases: the first one's missing methods are said
+    if len(envs) > 1:
+        names = ", ".join(f"{e.name} ({e.class_name}, line {e.line})" for e in envs)
         hint = "select one by its name instead of the file"
-        builtin_named = [e.name for e in scan.environments if e.name in BUILTIN_NAMES]
+        builtin_named = [e.name for e in envs if e.name in BUILTIN_NAMES]
         if builtin_named:  # its name selects the built-in one: only a name of its own selects it
             hint += (f"; {', '.join(builtin_named)} is the built-in environment's name: give that class a `name` of "
                      "its own to select it")
-        return Selection(None, (f"{name!r} (the file defines {len(scan.environments)} environments: {names})",
+        return Selection(None, (f"{name!r} (the file defines {len(envs)} environments: {names})",
                                 "a file with one environment", hint))
-    return _chosen(scan, scan.environments[0], scans)
+    return _chosen(scan, envs[0], scans)
 
 
 def module_entries(directory: Path, relative: str = FOLDER) -> dict[str, str]:

@@ -317,3 +317,26 @@ def test_an_editor_lock_link_or_a_folder_named_py_is_not_read(tmp_path):
     (folder / "odd.py").mkdir()
     assert scan_folder(tmp_path) == []
     assert select(tmp_path, "gsm8k").environment is not None
+
+
+LAYERED = ("from atroposlib.envs.base import BaseEnv\n\n"
+           "class ArithBase(BaseEnv):\n    \"\"\"Shared by the file's environments.\"\"\"\n\n"
+           "class Layered(ArithBase):\n    name = 'layered'\n" + RUNS)
+
+
+def test_a_shared_base_in_the_file_is_no_environment_of_its_own(project, capsys, compose_calls):
+    """`ArithBase(BaseEnv)` with no name and none of the methods, under `Layered(ArithBase)`: the listing showed
+    ArithBase as an environment, and selecting the file by its path was refused as defining two."""
+    from hermes_stack.environments_catalog import list_environments
+
+    _write(project, "layered.py", LAYERED)
+    names = [env.name for env in list_environments(project)]
+    assert "layered" in names and "ArithBase" not in names
+    select(project, "environments/layered.py")
+    code, errors = validate(project, capsys, compose_calls)
+    assert code == 0, errors
+    # a base that is itself runnable stays an environment: both are listed, and the path is ambiguous
+    _write(project, "layered.py", LAYERED.replace("class ArithBase(BaseEnv):", "class ArithBase(BaseEnv):\n"
+                                                  "    name = 'arith-base'\n" + RUNS.replace("\n", "\n", 1)))
+    names = [env.name for env in list_environments(project)]
+    assert "layered" in names and "arith-base" in names
