@@ -219,6 +219,29 @@ def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[st
     return tuple(missing)
 
 
+def config_init_constant(source: str, class_name: str, key: str) -> tuple[object, int] | None:
+    """(value, line) of a constant `key=<value>` keyword in a call inside `class_name.config_init` (pure, read with
+    ast: `BaseEnvConfig(group_size=4, ...)`), when the class reads `<x>.<key>` nowhere else (code that reads
+    `self.config.group_size` follows the stack's value); None when it sets none, not as a constant, or reads it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = None
+    for node in tree.body:
+        if not (isinstance(node, ast.ClassDef) and node.name == class_name):
+            continue
+        for item in node.body:
+            init = isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "config_init"
+            for inner in ast.walk(item):
+                if init and isinstance(inner, ast.Call) and found is None:
+                    found = next(((kw.value.value, kw.value.lineno) for kw in inner.keywords
+                                  if kw.arg == key and isinstance(kw.value, ast.Constant)), None)
+                elif not init and isinstance(inner, ast.Attribute) and inner.attr == key:
+                    return None
+    return found
+
+
 def _base_env_names(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[str]:
     """The names atroposlib's BaseEnv goes by in a file: BaseEnv, or what `import BaseEnv as X` binds; not a class
     of the file's own that is called BaseEnv."""

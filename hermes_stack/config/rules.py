@@ -773,6 +773,31 @@ def environment_readable_by_the_tiny_model(i: Inputs) -> list[Problem]:
                     "--model smollm2-135m (make up MODEL=smollm2-135m), or use a GPU")]
 
 
+def environment_group_size_replaced(i: Inputs) -> list[Problem]:
+    """Advice: the user's config_init() sets its own group_size (a constant) and its code never reads the config's
+    group_size, while the stack replaces it with [rollout] group_size (environment/user_env.py). Said only in the
+    environment's log before: a file that assumes its own number of completions per group (`n=4`, fixed-size
+    scoring) breaks at run time; one that reads self.config.group_size follows the stack's value and is not warned."""
+    from hermes_stack import environments_catalog
+
+    selection = _selection(i)
+    if selection is None or selection.environment is None or selection.environment.builtin or i.base_dir is None:
+        return []
+    env = selection.environment
+    try:
+        source = (i.base_dir / env.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    found = environments_catalog.config_init_constant(source, env.class_name, "group_size")
+    group = i.config.rollout.group_size
+    if found is None or not isinstance(found[0], int) or isinstance(found[0], bool) or found[0] == group:
+        return []
+    return [Caution(f"{env.file}:{found[1]}", "group_size", f"{found[0]} in {env.class_name}.config_init()",
+                    f"[rollout] group_size {group}, which the stack uses instead",
+                    f"the environment runs with groups of {group} ([rollout] group_size in {i.config_file}); set "
+                    "that to the file's number if its code counts on it")]
+
+
 def environment_requirements_pinned(i: Inputs) -> list[Problem]:
     """environments/requirements.txt is installed into the environment image like requirements.lock: UTF-8 text,
     every line `name==version` (the whole set, dependencies included: it installs with --no-deps) with a version pip
@@ -1074,6 +1099,7 @@ RULES: tuple[Rule, ...] = (
     environment_imports,
     environment_requirements_pinned,
     environment_readable_by_the_tiny_model,
+    environment_group_size_replaced,
     memory_budget,
 )
 

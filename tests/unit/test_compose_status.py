@@ -102,8 +102,8 @@ def test_up_failure_quotes_an_error_the_service_logged_in_its_own_format():
     """A user environment whose file fails at import is one logged line, no traceback: service_log.FORMAT."""
     ps = "\n".join(json.dumps(r) for r in [_row("trainer"), _row("environment", state="restarting", health="")])
     logs = ["environment-1  | 2026-12-07 10:00:01,512 INFO hermes_stack.environment: environment triple-sum",
-            "environment-1  | 2026-12-07 10:00:01,733 ERROR hermes_stack.environment: environments/triple_sum.py: "
-            "importing it failed: FileNotFoundError: [Errno 2] No such file or directory: 'seeds.json'",
+            ("environment-1  | 2026-12-07 10:00:01,733 ERROR hermes_stack.environment: environments/triple_sum.py: "
+            "importing it failed: FileNotFoundError: [Errno 2] No such file or directory: 'seeds.json'"),
             "environment-1  | 2026-12-07 10:00:01,734 INFO hermes_stack.environment: exiting"]
     compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: ps,
                       streamer=lambda argv, env: iter(logs))
@@ -324,9 +324,9 @@ def test_status_quotes_the_last_error_of_a_healthy_environment_and_of_crashed_se
                              _row("environment"), _row("gateway-check", "exited", "", 0)])
     logs = {
         "environment": ["environment-1  | 2026-12-07 10:00:00,000 INFO hermes_stack.environment: registered",
-                        "environment-1  | 2026-12-07 10:00:01,000 ERROR hermes_stack.environment: collect_trajectories "
+                        ("environment-1  | 2026-12-07 10:00:01,000 ERROR hermes_stack.environment: collect_trajectories "
                         "raised KeyError: 'expected' at environments/triple_sum.py:57 (10 item(s) so far; each is "
-                        "skipped)"],
+                        "skipped)")],
         "trainer": ["trainer-1  | 2026-12-07 10:00:02,000 ERROR hermes_stack.trainer: no batch from atropos in 45 s"],
         "inference": ["inference-1  | 2026-12-07 10:00:00,000 ERROR hermes.inference: not asked for"],
     }
@@ -339,8 +339,8 @@ def test_status_quotes_the_last_error_of_a_healthy_environment_and_of_crashed_se
     compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
                       streamer=streamer)
     assert error_lines(compose, states, "grpo", "hermes-grpo") == [
-        "  environment: its last error: collect_trajectories raised KeyError: 'expected' at environments/"
-        "triple_sum.py:57 (10 item(s) so far; each is skipped) (make logs ALGO=grpo SERVICE=environment)",
+        ("  environment: its last error: collect_trajectories raised KeyError: 'expected' at environments/"
+        "triple_sum.py:57 (10 item(s) so far; each is skipped) (make logs ALGO=grpo SERVICE=environment)"),
         "  trainer: its last error: no batch from atropos in 45 s (make logs ALGO=grpo SERVICE=trainer)"]
     assert asked == ["environment", "trainer"]  # a healthy inference service's log is not read
     quiet = {"environment": ["environment-1  | 2026-12-07 10:00:00,000 INFO hermes_stack.environment: batch 3"]}

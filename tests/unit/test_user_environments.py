@@ -250,10 +250,10 @@ def test_an_exception_in_collect_trajectories_is_said_once_with_its_place_then_c
     assert env.failed_items == 12 and env.none_groups == 0
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert [r.getMessage() for r in errors] == [
-        "collect_trajectories raised KeyError: 'expected' at environments/broken.py:8 (1 item(s) so far; each is "
-        "skipped)",
-        "collect_trajectories raised KeyError: 'expected' at environments/broken.py:8 (10 item(s) so far; each is "
-        "skipped)"]
+        ("collect_trajectories raised KeyError: 'expected' at environments/broken.py:8 (1 item(s) so far; each is "
+        "skipped)"),
+        ("collect_trajectories raised KeyError: 'expected' at environments/broken.py:8 (10 item(s) so far; each is "
+        "skipped)")]
     assert errors[0].exc_info is not None and errors[1].exc_info is None  # one traceback, not one per item
     logged = [f"environment-1  | 2026-12-07 10:00:00,000 ERROR hermes_stack.environment: {errors[1].getMessage()}"]
     assert last_error(logged).startswith("collect_trajectories raised KeyError: 'expected' at environments/broken.py:8")
@@ -340,3 +340,26 @@ def test_a_shared_base_in_the_file_is_no_environment_of_its_own(project, capsys,
                                                   "    name = 'arith-base'\n" + RUNS.replace("\n", "\n", 1)))
     names = [env.name for env in list_environments(project)]
     assert "layered" in names and "arith-base" in names
+
+
+def test_validate_warns_when_the_files_own_group_size_is_replaced(project, capsys, compose_calls):
+    """The stack runs every environment with [rollout] group_size; the file's own number was said only in the
+    environment's log at run time, where a file that counts on it breaks. A file that reads self.config.group_size
+    (upstream_sums.py as shipped) follows the stack's value and is not warned."""
+    select(project, "upstream-sums")
+    assert main([*VALIDATE, "--config-dir", str(project / "configs")]) == 0
+    assert "group_size: found" not in capsys.readouterr().err
+    own = project / "environments" / "upstream_sums.py"
+    own.write_text(own.read_text().replace("n=self.config.group_size", "n=16"))
+    assert main([*VALIDATE, "--config-dir", str(project / "configs")]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: environments/upstream_sums.py:28: group_size: found 16 in UpstreamSumsEnv.config_init(), "
+            "expected [rollout] group_size 8, which the stack uses instead. Hint: the environment runs with groups "
+            f"of 8 ([rollout] group_size in {project}/configs/config_grpo.toml); set that to the file's number if "
+            "its code counts on it") in err, err
+    config = project / "configs" / "config_grpo.toml"
+    config.write_text(config.read_text().replace("group_size = 8", "group_size = 16", 1))
+    settings = project / "configs" / "settings_grpo.json"
+    settings.write_text(settings.read_text().replace('"group_size": 8', '"group_size": 16', 1))
+    main([*VALIDATE, "--config-dir", str(project / "configs")])
+    assert "group_size: found 16 in" not in capsys.readouterr().err

@@ -23,18 +23,18 @@ CASES = [
     # A future's wait past ~9.3e9 s raises OverflowError (time_t) in the trainer's first Tinker call; below a
     # second the trainer gives up on its first batch, or counts every environment as departed.
     Case("tinker-timeout-past-time-t", [
-        "(environment): HERMES_TINKER_TIMEOUT_S: found '1e20', expected less than or equal to 604800. Hint: trainer: "
-        "seconds any wait on a Tinker future may take"], env={"HERMES_TINKER_TIMEOUT_S": "1e20"}),
+        ("(environment): HERMES_TINKER_TIMEOUT_S: found '1e20', expected less than or equal to 604800. Hint: trainer: "
+        "seconds any wait on a Tinker future may take")], env={"HERMES_TINKER_TIMEOUT_S": "1e20"}),
     Case("batch-timeout-of-a-millisecond", [
-        "(environment): HERMES_BATCH_TIMEOUT_S: found '0.001', expected greater than or equal to 1. Hint: trainer: "
-        "seconds to wait for one batch before naming the likely cause"], env={"HERMES_BATCH_TIMEOUT_S": "0.001"}),
+        ("(environment): HERMES_BATCH_TIMEOUT_S: found '0.001', expected greater than or equal to 1. Hint: trainer: "
+        "seconds to wait for one batch before naming the likely cause")], env={"HERMES_BATCH_TIMEOUT_S": "0.001"}),
     Case("env-departed-of-a-millisecond", [
-        "(environment): HERMES_ENV_DEPARTED_S: found '0.001', expected greater than or equal to 1. Hint: trainer: "
-        "seconds an environment's queued groups may sit while no batch forms before it counts as departed"],
+        ("(environment): HERMES_ENV_DEPARTED_S: found '0.001', expected greater than or equal to 1. Hint: trainer: "
+        "seconds an environment's queued groups may sit while no batch forms before it counts as departed")],
         env={"HERMES_ENV_DEPARTED_S": "0.001"}),
     Case("sglang-tp-99999", [
-        "(environment): HERMES_SGLANG_TP: found '99999', expected less than or equal to 64. Hint: inference: "
-        "SGLang's tensor-parallel size"], env={"HERMES_SGLANG_TP": "99999"}),
+        ("(environment): HERMES_SGLANG_TP: found '99999', expected less than or equal to 64. Hint: inference: "
+        "SGLang's tensor-parallel size")], env={"HERMES_SGLANG_TP": "99999"}),
     # docs/key-file.md: quotes left inside a value are an error (the gateway answers 401 only after the start)
     Case("key-with-a-quote-inside", [
         f"{{kf}}:1: TAOTOKEN_API_KEY: found a value with a \" inside, {KEY_CHARS}. {QUOTE_HINT}"],
@@ -44,13 +44,13 @@ CASES = [
         keyfile=f"TAOTOKEN_API_KEY=\"{KEY[:8]}'{KEY[8:]}\"\n{GOOD_REST}"),
     # rich read ":x:" as an emoji code: the line said found '❌', not what was typed
     Case("wandb-project-with-an-emoji-code", [
-        "{json}: wandb.project: found ':x:', expected a project name without / \\ # ? % :. Hint: wandb refuses : "
-        "in a project name; use - or _ instead"], json={"wandb.project": ":x:"}),
+        ("{json}: wandb.project: found ':x:', expected a project name without / \\ # ? % :. Hint: wandb refuses : "
+        "in a project name; use - or _ instead")], json={"wandb.project": ":x:"}),
     # the dataset named an env file: its first line (a short password the redactor cannot know) was shown
     Case("dataset-naming-an-env-file", [
-        "{cdir}/notes.env:1: line: found invalid JSON (Expecting value): HERMES_INFERENCE_KEY=… (an env file's line; "
+        ("{cdir}/notes.env:1: line: found invalid JSON (Expecting value): HERMES_INFERENCE_KEY=… (an env file's line; "
         "its value is not shown), expected one JSON object per line. Hint: JSONL is one JSON object per line, like "
-        '{{"question": "…", "answer": "… #### 42"}}; a CSV or other table must be converted to that first'],
+        '{{"question": "…", "answer": "… #### 42"}}; a CSV or other table must be converted to that first')],
         toml=[('dataset = "gsm8k"', 'dataset = "notes.env"')], args=GPU200,
         files={"configs/notes.env": "HERMES_INFERENCE_KEY=hunter2pass\n"}),
 ]
