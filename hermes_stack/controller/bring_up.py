@@ -395,6 +395,8 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
                           *([f"MODEL={model}"] if model else []), *([f"REPLICAS={replicas}"] if replicas else [])])
         raise StackError(f"dry-run failed (exit {code}); the trainer's output is above. Run it again, the stack up "
                          f"to the dry-run: {again}")
+    for line in _check_user_environment(compose, stack, again):
+        console.info("      " + line)
     _done(t, "dry-run passed")
 
     if not stop_after_dry_run:
@@ -427,6 +429,34 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
     for line in where_to_look(algo, compose.params, dotenv, again):
         console.info("  " + line)
     return plan
+
+
+ENVIRONMENT_CHECK = ["python", "-m", "hermes_stack.environment", "check"]
+
+
+def _check_user_environment(compose: Compose, stack, again: str) -> list[str]:
+    """A user's environment, before anything trains: its file imported, config_init() and setup() run in the
+    environment image, as `serve` runs them (environment/__main__.py `check`). Without it, an import error or a
+    failing setup() passed the dry-run and showed only as a crash loop once training had started. The built-in
+    environment needs none: the trainer's dry-run checked its prompts. Its line, or StackError with the cause."""
+    from hermes_stack import environments_catalog
+    from hermes_stack.controller.compose import CommandFailed, run_argv
+    from hermes_stack.controller.status import last_error
+
+    config = getattr(stack, "config", None)
+    if config is None:
+        return []
+    chosen = environments_catalog.select(project_root(), config.environment.name).environment
+    if chosen is None or chosen.builtin:
+        return []
+    lines: list[str] = []
+    try:
+        lines.extend(compose.stream(run_argv(compose.params, "environment", ENVIRONMENT_CHECK)))  # kept on failure
+    except CommandFailed as exc:
+        cause = last_error(lines) or last_error(str(exc).splitlines()) or f"exit {exc.returncode}"
+        raise StackError(f"dry-run: environment {chosen.name} ({chosen.file}) failed its check: {cause}. Fix it, "
+                         f"then {again}") from None
+    return [line.split("environment check: ", 1)[1] for line in lines if "environment check: " in line][-1:]
 
 
 def after_a_dry_run(algo: str, up: str | None = None) -> list[str]:

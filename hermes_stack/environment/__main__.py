@@ -63,6 +63,39 @@ async def serve(env_config, server_configs, env_class=None) -> int:
     return 0
 
 
+SETUP_CHECK_S = 300.0  # a setup() that reads a dataset may take a while; one that hangs must not hold `up` forever
+
+
+async def check(env_config, server_configs, env_class, info) -> int:
+    """The dry-run's check of a user's environment (`up` runs it as a one-off container, the environment image and
+    its packages): the file imported and config_init() run (prepare, before this), the class created as `serve`
+    creates it, and its setup() run. Until then an import error, a config_init() or setup() failure showed only
+    once training had started, as a crash loop. Nothing is registered with Atropos and nothing is sampled."""
+    from hermes_stack.environment.stack_behaviour import raised_at
+
+    try:
+        env = env_class(env_config, server_configs, slurm=False, testing=False)
+    except Exception as exc:  # the user's __init__: named, not a traceback
+        log.error("%s: creating %s failed: %s: %s at %s", info.file, info.class_name, type(exc).__name__, exc,
+                  raised_at(exc), exc_info=exc)
+        return 1
+    try:
+        await asyncio.wait_for(env.setup(), SETUP_CHECK_S)
+    except TimeoutError:
+        log.error("%s: %s.setup() did not end within %.0f s", info.file, info.class_name, SETUP_CHECK_S)
+        return 1
+    except Exception as exc:  # the user's setup(): named, not a traceback
+        log.error("%s: %s.setup() failed: %s: %s at %s", info.file, info.class_name, type(exc).__name__, exc,
+                  raised_at(exc), exc_info=exc)
+        return 1
+    finally:
+        if hasattr(env, "close_pools"):
+            await env.close_pools()
+    log.info("environment check: %s (%s, %s) imports, config_init() and setup() ran", info.name, info.class_name,
+             info.file)
+    return 0
+
+
 def selected_environment(stack):
     """The environment `[environment] name` selects (environments_catalog.select, validated at load)."""
     from hermes_stack import environments_catalog
@@ -172,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                          help="hub access: auto decides from the key file and the profile")
     process.add_argument("--summary", type=Path, help="write the totals as JSON to this file")
     sub.add_parser("evaluate", help="greedy accuracy on held-out prompts")
+    sub.add_parser("check", help="a user's environment: import it, run config_init() and setup() (the dry-run's)")
     args = parser.parse_args(argv)
     setup_logging()
     from hermes_stack.secret_files import load_secrets
@@ -190,9 +224,17 @@ def main(argv: list[str] | None = None) -> int:
             return process_command(stack, args)
         env_config, server_config = build_configs(stack)
         project_root, chosen = selected_environment(stack)
+        if args.command == "check" and (chosen is None or chosen.builtin):
+            log.info("environment check: the built-in environment (the trainer's dry-run checks its prompts)")
+            return 0
         if chosen is not None and not chosen.builtin:
             from hermes_stack.environment import user_env
 
+            if args.command == "check":
+                served = ServiceEnv.from_environ().served_model_name or stack.settings.inference.model_path
+                env_class, user_config, user_servers = user_env.prepare(project_root, chosen, env_config,
+                                                                        server_config, served)
+                return asyncio.run(check(user_config, user_servers, env_class, chosen))
             if args.command != "serve":
                 log.error("%s: only `serve` runs a user's environment (%s)", chosen.file, args.command)
                 return 2

@@ -164,3 +164,36 @@ def test_an_upstream_style_managed_server_environment_collects_a_group_through_t
         assert len(tokens) > prompt_len and masks[:prompt_len] == [-100] * prompt_len
         assert masks[prompt_len:] == tokens[prompt_len:]
         assert all(lp <= 0 for lp in logprobs[prompt_len:])  # the service's log-probs, not placeholders
+
+
+@pytest.mark.parametrize("setup_body", ["pass", "self.seeds = open('seeds.json').read()"])
+def test_the_dry_runs_environment_check_runs_setup_and_names_its_failure(service, tmp_path, caplog, setup_body):
+    """`up`'s dry-run runs `python -m hermes_stack.environment check` for a user's environment: the class created as
+    `serve` creates it and its setup() run. A setup() that fails showed only once training had started."""
+    import shutil
+
+    from hermes_stack.environment import user_env
+    from hermes_stack.environment.__main__ import check
+    from hermes_stack.environment.runtime import HermesEnvConfig
+    from hermes_stack.environments_catalog import select as choose
+
+    (tmp_path / "environments").mkdir()
+    source = (REPO / "tests" / "fixtures" / "user_environments" / "managed_sums.py").read_text()
+    (tmp_path / "environments" / "managed_sums.py").write_text(
+        source.replace("    async def setup(self):\n        pass\n", f"    async def setup(self):\n        {setup_body}\n"))
+    info = choose(tmp_path, "managed-sums").environment
+    ours = HermesEnvConfig(group_size=4, batch_size=8, max_token_length=16, tokenizer_name=str(service["model_dir"]),
+                           rollout_server_url="http://127.0.0.1:9", use_wandb=False, total_steps=3,
+                           ensure_scores_are_not_same=True, max_batches_offpolicy=1, wandb_name="managed",
+                           data_dir=str(tmp_path))
+    cls, config, servers = user_env.prepare(tmp_path, info, ours, sglang_config(service), served_model="embedded")
+    caplog.set_level("INFO", logger="hermes_stack.environment")
+    code = asyncio.run(check(config, servers, cls, info))
+    if setup_body == "pass":
+        assert code == 0 and "environment check: managed-sums (ManagedSumsEnv, environments/managed_sums.py) " \
+                              "imports, config_init() and setup() ran" in caplog.text
+    else:
+        assert code == 1
+        (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert error.startswith("environments/managed_sums.py: ManagedSumsEnv.setup() failed: FileNotFoundError: ")
+        assert error.endswith(" at environments/managed_sums.py:30"), error  # the line in setup() that raised

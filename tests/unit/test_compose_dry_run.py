@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from hermes_stack import health
-from hermes_stack.controller.compose import CommandFailed, Compose, stack_params
+from hermes_stack.controller.compose import CommandFailed, Compose, ComposeParams, stack_params
 from hermes_stack.controller.dry_run_alongside import DryRunAlongside
 from hermes_stack.errors import StackError
 from hermes_stack.service_env import ServiceEnv
@@ -428,3 +428,60 @@ def test_the_hints_beside_a_run_of_a_named_project_name_it(monkeypatch, tmp_path
     bring_up.bring_up("grpo", "cpu", 60, False, None, stop_after_dry_run=False, build=True)
     assert ("make down ALGO=grpo, then HERMES_PROJECT_NAME=hermes-grpo-2 make up ALGO=grpo (the stop saves"
             in capsys.readouterr().out)
+
+
+def _user_env_project(tmp_path, monkeypatch):
+    import shutil
+    from types import SimpleNamespace
+
+    (tmp_path / "environments").mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "fixtures" / "user_environments" / "upstream_sums.py",
+                tmp_path / "environments")
+    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
+    return SimpleNamespace(config=SimpleNamespace(environment=SimpleNamespace(name="upstream-sums")))
+
+
+def test_a_user_environment_is_checked_in_its_image_before_training(tmp_path, monkeypatch):
+    """Its import, config_init() and setup() ran only once training had started: a failure was a crash loop."""
+    from hermes_stack.controller.bring_up import ENVIRONMENT_CHECK, _check_user_environment
+
+    stack = _user_env_project(tmp_path, monkeypatch)
+    asked = []
+
+    def streamer(argv, env):
+        asked.append(argv)
+        yield ("environment-run-1  | 2026-12-07 10:00:00,000 INFO hermes_stack.environment: environment check: "
+               "upstream-sums (UpstreamSumsEnv, environments/upstream_sums.py) imports, config_init() and setup() ran")
+
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
+                      streamer=streamer)
+    assert _check_user_environment(compose, stack, "make up ALGO=grpo") == [
+        "upstream-sums (UpstreamSumsEnv, environments/upstream_sums.py) imports, config_init() and setup() ran"]
+    (argv,) = asked
+    assert argv[argv.index("run"):][-len(ENVIRONMENT_CHECK) - 1:] == ["environment", *ENVIRONMENT_CHECK]
+
+    def failing(argv, env):
+        yield ("2026-12-07 10:00:00,000 ERROR hermes_stack.environment: environments/upstream_sums.py: "
+               "UpstreamSumsEnv.setup() failed: FileNotFoundError: seeds.json at environments/upstream_sums.py:51")
+        raise CommandFailed(argv, 1, "")
+
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
+                      streamer=failing)
+    with pytest.raises(StackError) as refused:
+        _check_user_environment(compose, stack, "make up ALGO=grpo")
+    assert str(refused.value) == (
+        "dry-run: environment upstream-sums (environments/upstream_sums.py) failed its check: environments/"
+        "upstream_sums.py: UpstreamSumsEnv.setup() failed: FileNotFoundError: seeds.json at environments/"
+        "upstream_sums.py:51. Fix it, then make up ALGO=grpo")
+
+
+def test_the_built_in_environment_needs_no_check(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from hermes_stack.controller.bring_up import _check_user_environment
+
+    monkeypatch.setenv("HERMES_ROOT", str(tmp_path))
+    stack = SimpleNamespace(config=SimpleNamespace(environment=SimpleNamespace(name="gsm8k")))
+    compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
+                      streamer=lambda argv, env: pytest.fail("no container for the built-in environment"))
+    assert _check_user_environment(compose, stack, "make up ALGO=grpo") == []
