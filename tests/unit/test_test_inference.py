@@ -132,3 +132,24 @@ def test_by_default_the_groups_go_to_the_state_folder_and_every_session_is_close
     assert (project / ".hermes" / "test-inference-grpo.jsonl").is_file()
     assert not (project / "data").exists()
     assert "Unclosed" not in out + err and "client_session" not in out + err, (out + err)[-2000:]
+
+
+def test_with_a_users_environment_selected_it_says_it_probes_the_built_in_one(project, capsys):
+    """With [environment] name = the user's file, the probe ran the built-in environment's prompts and reward and
+    said nothing; its figures read as the file's."""
+    import shutil
+    from pathlib import Path
+
+    (project / "environments").mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "fixtures" / "user_environments" / "upstream_sums.py",
+                project / "environments")
+    config = project / "configs" / "config_grpo.toml"
+    text = config.read_text()
+    config.write_text(re.sub(r'(?m)^name = ".*"$', 'name = "upstream-sums"', text, count=1))
+    with FakeGateway(reply=solver) as gateway:
+        keyfile(project, gateway.root, gateway.api_key)
+        assert cli("--steps", "1", "--out", "out.jsonl") == 0
+    err = capsys.readouterr().err
+    assert ("notice: [environment] name is upstream-sums (environments/upstream_sums.py), your own environment: "
+            "test-inference probes the model with the built-in environment's prompts and reward, not your file's; "
+            "`make dry-run ALGO=grpo` imports your file and runs its config_init() and setup()") in err, err

@@ -114,6 +114,15 @@ def _check_local_and_tokenizer(local: str | None, tokenizer: str | None) -> None
                                  "leave it out to use the inference model's tokenizer"))
 
 
+def _users_environment(stack):
+    """The selected environment when it is a file of the user's, else None."""
+    from hermes_stack import environments_catalog
+    from hermes_stack.controller.stack_state import project_root
+
+    chosen = environments_catalog.select(project_root(), stack.config.environment.name).environment
+    return None if chosen is None or chosen.builtin else chosen
+
+
 @app.command("test-inference")
 def test_inference(
     algo: Annotated[str, typer.Option("--algo", help="ppo or grpo: which configs to use")],
@@ -140,6 +149,12 @@ def test_inference(
 
     _check_local_and_tokenizer(local, tokenizer)
     stack = validated_stack(algo, config_dir, keyfile, device=device, in_containers=False)  # runs on the host
+    if (own := _users_environment(stack)) is not None:
+        # The probe scores with the built-in environment's prompts and rule reward; it said nothing, and a user
+        # took its figures for their own file's.
+        console.notice(f"[environment] name is {own.name} ({own.file}), your own environment: test-inference probes "
+                       "the model with the built-in environment's prompts and reward, not your file's; `make "
+                       f"dry-run ALGO={algo}` imports your file and runs its config_init() and setup()")
     gateway = None if local else settings_from(keyfile_path=keyfile, timeout_s=60.0)
     # Default: the controller's own state folder (git-ignored), not a data/ folder in the user's checkout
     out = out or project_root() / STATE_DIR / f"test-inference-{algo}.jsonl"
