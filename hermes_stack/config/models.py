@@ -37,7 +37,9 @@ LogLevel = Annotated[Literal["debug", "info", "warning", "error"], BeforeValidat
 
 
 class AtroposSection(Strict):
-    api_host: str = Field("localhost", description="the host Atropos's API listens on")
+    api_host: str = Field("localhost", description="kept from the seed's and the blog's files, with no effect here: "
+                          "Atropos listens on every interface of its container (compose.base.yml) and is published "
+                          "on 127.0.0.1:<api_port> only")
     api_port: int = Field(8000, ge=1, le=65535, description="Atropos's API port (settings atropos.rollout_server_url "
                                                            "must use the same)")
     log_level: LogLevel = Field("info", description="Atropos's log level (any case)")
