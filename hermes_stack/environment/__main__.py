@@ -71,22 +71,24 @@ async def check(env_config, server_configs, env_class, info) -> int:
     its packages): the file imported and config_init() run (prepare, before this), the class created as `serve`
     creates it, and its setup() run. Until then an import error, a config_init() or setup() failure showed only
     once training had started, as a crash loop. Nothing is registered with Atropos and nothing is sampled."""
-    from hermes_stack.environment.stack_behaviour import raised_at
+    from hermes_stack.environment.stack_behaviour import log_traceback, raised_at
 
     try:
         env = env_class(env_config, server_configs, slurm=False, testing=False)
-    except Exception as exc:  # the user's __init__: named, not a traceback
+    except Exception as exc:  # noqa: BLE001 - the user's __init__: named, not a traceback
+        log_traceback(exc)
         log.error("%s: creating %s failed: %s: %s at %s", info.file, info.class_name, type(exc).__name__, exc,
-                  raised_at(exc), exc_info=exc)
+                  raised_at(exc))
         return 1
     try:
         await asyncio.wait_for(env.setup(), SETUP_CHECK_S)
     except TimeoutError:
         log.error("%s: %s.setup() did not end within %.0f s", info.file, info.class_name, SETUP_CHECK_S)
         return 1
-    except Exception as exc:  # the user's setup(): named, not a traceback
+    except Exception as exc:  # noqa: BLE001 - the user's setup(): named, not a traceback
+        log_traceback(exc)
         log.error("%s: %s.setup() failed: %s: %s at %s", info.file, info.class_name, type(exc).__name__, exc,
-                  raised_at(exc), exc_info=exc)
+                  raised_at(exc))
         return 1
     finally:
         if hasattr(env, "close_pools"):

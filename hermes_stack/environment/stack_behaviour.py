@@ -82,9 +82,11 @@ class StackBehaviour:
         """The first failure with its traceback; then the 10th, 100th and every 500th, each with its place and the
         count, so `make status` and `make up` (status.last_error) quote the cause, not a bare `'expected'`."""
         n = self.failed_items
+        if n == 1:
+            log_traceback(exc)
         if n == 1 or n in (10, 100) or n % 500 == 0:
             log.error("collect_trajectories raised %s: %s at %s (%d item(s) so far; each is skipped)",
-                      type(exc).__name__, exc, raised_at(exc), n, exc_info=exc if n == 1 else None)
+                      type(exc).__name__, exc, raised_at(exc), n)
 
     def _data_dir(self) -> str | None:
         return self.ready_dir or getattr(getattr(self, "config", None), "data_dir", None)
@@ -109,6 +111,13 @@ class StackBehaviour:
                 log.info("the environment returned no group for an item (None; upstream files do so when every "
                          "score is equal): %d so far, nothing sent for them", self.none_groups)
         return result
+
+
+def log_traceback(exc: BaseException) -> None:
+    """The traceback at INFO, before the one ERROR line that names the cause: a log's last error line is what
+    `make status` and `make up` quote (controller/status.py last_error), and a traceback's last line lacks the
+    place in the user's file."""
+    log.info("traceback of the error below:\n%s", "".join(traceback.format_exception(exc)).rstrip())
 
 
 def raised_at(exc: BaseException) -> str:

@@ -170,7 +170,6 @@ def test_an_upstream_style_managed_server_environment_collects_a_group_through_t
 def test_the_dry_runs_environment_check_runs_setup_and_names_its_failure(service, tmp_path, caplog, setup_body):
     """`up`'s dry-run runs `python -m hermes_stack.environment check` for a user's environment: the class created as
     `serve` creates it and its setup() run. A setup() that fails showed only once training had started."""
-    import shutil
 
     from hermes_stack.environment import user_env
     from hermes_stack.environment.__main__ import check

@@ -254,7 +254,9 @@ def test_an_exception_in_collect_trajectories_is_said_once_with_its_place_then_c
         "skipped)"),
         ("collect_trajectories raised KeyError: 'expected' at environments/broken.py:8 (10 item(s) so far; each is "
         "skipped)")]
-    assert errors[0].exc_info is not None and errors[1].exc_info is None  # one traceback, not one per item
+    tracebacks = [r for r in caplog.records if r.getMessage().startswith("traceback of the error below:")]
+    assert len(tracebacks) == 1 and "broken.py\", line 8" in tracebacks[0].getMessage()  # one, not one per item
+    assert caplog.records.index(tracebacks[0]) < caplog.records.index(errors[0])  # before: the last line names it
     logged = [f"environment-1  | 2026-12-07 10:00:00,000 ERROR hermes_stack.environment: {errors[1].getMessage()}"]
     assert last_error(logged).startswith("collect_trajectories raised KeyError: 'expected' at environments/broken.py:8")
 
