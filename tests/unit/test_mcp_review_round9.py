@@ -180,3 +180,12 @@ def test_an_edit_validate_warns_of_carries_the_warning_in_its_answer(project):
                                       for w in answer["warnings"]), answer
     again = _answer(t, "rl_edit_config", field="trainer.num_steps", value=50)
     assert "warnings" not in again, again  # an edit that adds none says none: the old one is not repeated
+
+
+def test_a_fields_description_says_what_it_means_not_only_where_it_is(project):
+    """The description was "config_grpo.toml [reward] judge": an agent picking an edit never saw that the judge
+    costs gateway money."""
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    fields = {e["name"]: e for e in _answer(t, "rl_get_current_config")["configurable_fields"]}
+    judge = fields["reward.judge"]["description"]
+    assert judge.startswith("config_grpo.toml [reward] judge: ") and "it costs money" in judge, judge

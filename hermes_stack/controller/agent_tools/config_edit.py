@@ -85,9 +85,13 @@ def _bounds(f: Field) -> list[str]:
 
 
 def _describe(algo: str, f: Field) -> str:
+    """Where the field is, what it means (the model's own description: an agent choosing an edit saw only the file
+    and key), and its bounds."""
     bounds = _bounds(f)
     where = FILES[f.where].format(algo=algo)
-    return f"{where} [{f.section}] {f.name}" + (f" ({', '.join(bounds)})" if bounds else "")
+    meaning = _section_model(f.where, f.section).model_fields[f.name].description
+    return (f"{where} [{f.section}] {f.name}" + (f": {meaning}" if meaning else "")
+            + (f" ({', '.join(bounds)})" if bounds else ""))
 
 
 def locked(f: Field) -> bool:

@@ -55,7 +55,9 @@ DESCRIPTIONS = {
                     "Cheap, read-only.",
     "rl_test_inference": "Generate and score a few groups before paying for training: with a key file, from the "
                          "gateway model (costs gateway money); offline, from the running stack's inference service. "
-                         "num_steps groups of the config's group_size. Takes seconds to minutes.",
+                         "num_steps groups (default 3) of group_size completions each (default 16, the old tool's; "
+                         "not the config's rollout.group_size); models may name only the key file's TAOTOKEN_MODEL. "
+                         "Takes seconds to minutes.",
 }
 
 
