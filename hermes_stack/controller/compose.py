@@ -192,6 +192,8 @@ def override_file_problem(root: Path, name: str) -> Problem | None:
 
     path = root / name
     hint = "-f names a compose file layered over the stack's, e.g. -f compose.override.yml (paths from the checkout)"
+    if not name.strip():  # `-f ''` (an unset shell variable): the project folder itself, "found  (not a file)"
+        return Problem("command line", "-f", f"{name!r} (an empty name)", "a compose override file", hint)
     from hermes_stack.textfile import path_unusable
 
     unusable = path_unusable(path)  # a name over 255 characters: exists() raises instead of answering

@@ -67,6 +67,12 @@ def test_a_missing_override_file_is_refused_before_anything(command, project, ca
         f"file. {F_HINT}")]
 
 
+def test_an_empty_override_name_is_refused_as_empty(project, capsys, compose_calls):
+    """`-f ''` (an unset shell variable) was "found  (not a file)": the project folder itself."""
+    assert refused(["dry-run", "--device", "cpu", "-f", ""], capsys, compose_calls, project) == [
+        f"command line: -f: found '' (an empty name), expected a compose override file. {F_HINT}"]
+
+
 @pytest.mark.parametrize(("content", "found"), [
     ("root:x:0:0:root:/root:/bin/bash\n", "YAML whose top is not a mapping"),
     ("services: [unclosed\n", "not readable YAML: ParserError"),
