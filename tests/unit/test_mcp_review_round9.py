@@ -189,3 +189,19 @@ def test_a_fields_description_says_what_it_means_not_only_where_it_is(project):
     fields = {e["name"]: e for e in _answer(t, "rl_get_current_config")["configurable_fields"]}
     judge = fields["reward.judge"]["description"]
     assert judge.startswith("config_grpo.toml [reward] judge: ") and "it costs money" in judge, judge
+
+
+def test_a_failed_gateway_probe_points_at_the_key_file_not_at_a_paid_run(project):
+    """With a key file naming a model, a gateway that did not answer got the hint "offline it needs … rl_start_training
+    … or the user adds a key file": the key file was there, and the hint pushed the agent toward a paid run. The
+    failed probe also left an empty .jsonl in .hermes/runs/."""
+    from trainer_helpers import free_port
+
+    keyfile = project / ".env.taotoken"
+    keyfile.write_text(f"TAOTOKEN_API_KEY=sk-test-0123456789abcdef\nTAOTOKEN_BASE_URL=http://127.0.0.1:{free_port()}\n"
+                       "TAOTOKEN_MODEL=m1\n")
+    keyfile.chmod(0o600)
+    answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_test_inference", num_steps=1, group_size=1)
+    assert "error" in answer, answer
+    assert "rl_start_training" not in answer["hint"] and "TAOTOKEN_BASE_URL" in answer["hint"], answer
+    assert not list((project / ".hermes" / "runs").glob("test-inference-*.jsonl"))

@@ -619,11 +619,17 @@ class Tools:
                            f"answers within the MCP entry's `timeout: {MCP_ENTRY_TIMEOUT_S}`)",
                            "try fewer num_steps or a smaller group_size")
         if done.returncode != 0:
+            if out_file.exists() and out_file.stat().st_size == 0:  # nothing scored: no empty file left in runs/
+                out_file.unlink()
             errors = [line.removeprefix("error: ") for line in done.stderr.splitlines() if line.startswith("error: ")]
+            # With a model in the key file the probe asked the gateway: starting a (paid) run would not help.
+            hint = ("the gateway named in the key file did not answer as expected: the user checks TAOTOKEN_BASE_URL "
+                    "and TAOTOKEN_API_KEY there (the agent cannot), then rl_test_inference again" if model else
+                    "offline it needs the stack's inference service: rl_start_training, then rl_check_status until "
+                    "it is running, then rl_test_inference again; or the user adds a key file with TAOTOKEN_MODEL "
+                    "to test the gateway model")
             return failure(_for_the_agent(errors[-1]) if errors else f"test-inference exited {done.returncode}",
-                           "offline it needs the stack's inference service: rl_start_training, then "
-                           "rl_check_status until it is running, then rl_test_inference again; or the user adds a "
-                           "key file with TAOTOKEN_MODEL to test the gateway model")
+                           hint)
         found = re.search(r"accuracy ([\d.]+)\s+format rate ([\d.]+)\s+mean reward ([-\d.]+)", done.stdout)
         result = {"model": model or "local inference service", "steps": num_steps, "group_size": group_size,
                   "accuracy": float(found.group(1)) if found else None,
