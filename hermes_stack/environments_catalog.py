@@ -221,25 +221,29 @@ def _unimplemented(name: str, classes: dict[str, ast.ClassDef], base_env: set[st
 
 def config_init_constant(source: str, class_name: str, key: str) -> tuple[object, int] | None:
     """(value, line) of a constant `key=<value>` keyword in a call inside `class_name.config_init` (pure, read with
-    ast: `BaseEnvConfig(group_size=4, ...)`), when the class reads `<x>.<key>` nowhere else (code that reads
-    `self.config.group_size` follows the stack's value); None when it sets none, not as a constant, or reads it."""
+    ast: `BaseEnvConfig(group_size=4, ...)`), when the file reads `<x>.<key>` (or getattr(x, "<key>")) nowhere
+    outside a config_init: code that reads self.config.group_size, in the class or a base of the file, follows the
+    stack's value. None when it sets none, not as a constant, or reads it."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    found = None
-    for node in tree.body:
-        if not (isinstance(node, ast.ClassDef) and node.name == class_name):
+    inits = [item for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+             for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and item.name == "config_init"]
+    inside = {id(n) for init in inits for n in ast.walk(init)}
+    for node in ast.walk(tree):
+        if id(node) in inside:
             continue
-        for item in node.body:
-            init = isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "config_init"
-            for inner in ast.walk(item):
-                if init and isinstance(inner, ast.Call) and found is None:
-                    found = next(((kw.value.value, kw.value.lineno) for kw in inner.keywords
-                                  if kw.arg == key and isinstance(kw.value, ast.Constant)), None)
-                elif not init and isinstance(inner, ast.Attribute) and inner.attr == key:
-                    return None
-    return found
+        if (isinstance(node, ast.Attribute) and node.attr == key) or (
+                isinstance(node, ast.Constant) and node.value == key):
+            return None
+    own = next((item for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name
+                for item in node.body if item in inits), None)
+    if own is None:
+        return None
+    return next(((kw.value.value, kw.value.lineno) for call in ast.walk(own) if isinstance(call, ast.Call)
+                 for kw in call.keywords if kw.arg == key and isinstance(kw.value, ast.Constant)), None)
 
 
 def _base_env_names(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[str]:

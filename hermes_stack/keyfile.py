@@ -445,7 +445,10 @@ def _key_value_problem(where: str, key: str, value: str) -> Problem | None:
     if any(c.isspace() or not c.isprintable() for c in value):
         return Problem(where, key, "a value with a space or a control character inside",
                        KEY_CHARACTERS, hint)
-    if quote := next((c for c in value if c in "\"'`"), None):  # left inside after dotenv's unquoting: a paste
+    # A quote left inside after dotenv's unquoting: a provider's key has none (a paste with its code around it). Not
+    # for a password the user chose (HERMES_INFERENCE_KEY) or a name the stack does not know: those may hold one.
+    quote = next((c for c in value if c in "\"'`"), None)
+    if quote and key in KNOWN_NAMES and key != "HERMES_INFERENCE_KEY":
         return Problem(where, key, f"a value with a {quote} inside", KEY_CHARACTERS,
                        "quotes may surround the whole value (KEY=\"...\"), not stand inside it; " + hint)
     if "#" in value and key != "HERMES_INFERENCE_KEY":  # a provider's key has no "#"; a chosen password may

@@ -388,14 +388,16 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         raise
     for line in lines:
         console.info("      " + line)
+    # A make target, not compose's `run`: typed by hand, that needs the secrets' variables only `up` sets.
+    dry_again = " ".join(["make dry-run", f"ALGO={algo}", *([f"DEVICE={device}"] if device != "auto" else []),
+                          *([f"MODEL={model}"] if model else []), *([f"REPLICAS={replicas}"] if replicas else [])])
+    if project_name:
+        dry_again = f"HERMES_PROJECT_NAME={project_name} {dry_again}"
     if dry.failure is not None:
         code = getattr(dry.failure, "returncode", "?")
-        # A make target, not compose's `run`: typed by hand, that needs the secrets' variables only `up` sets.
-        again = " ".join(["make dry-run", f"ALGO={algo}", *([f"DEVICE={device}"] if device != "auto" else []),
-                          *([f"MODEL={model}"] if model else []), *([f"REPLICAS={replicas}"] if replicas else [])])
         raise StackError(f"dry-run failed (exit {code}); the trainer's output is above. Run it again, the stack up "
-                         f"to the dry-run: {again}")
-    for line in _check_user_environment(compose, stack, again):
+                         f"to the dry-run: {dry_again}")
+    for line in _check_user_environment(compose, stack, dry_again):
         console.info("      " + line)
     _done(t, "dry-run passed")
 
@@ -455,7 +457,7 @@ def _check_user_environment(compose: Compose, stack, again: str) -> list[str]:
     except CommandFailed as exc:
         cause = last_error(lines) or last_error(str(exc).splitlines()) or f"exit {exc.returncode}"
         raise StackError(f"dry-run: environment {chosen.name} ({chosen.file}) failed its check: {cause}. Fix it, "
-                         f"then {again}") from None
+                         f"then check it again: {again}") from None
     return [line.split("environment check: ", 1)[1] for line in lines if "environment check: " in line][-1:]
 
 

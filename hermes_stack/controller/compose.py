@@ -204,13 +204,12 @@ def override_file_problem(root: Path, name: str) -> Problem | None:
     if not path.is_file():
         return Problem("command line", "-f", f"{name} (not a file)", "a compose override file", hint)
     try:
-        shape = yaml_shape_problem(path.read_text(encoding="utf-8"))
+        if (shape := yaml_shape_problem(path.read_text(encoding="utf-8"))) is not None:
+            return Problem("command line", "-f", f"{name} ({shape})", "a compose override file", hint)
         data = read_compose_yaml(path)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
         return Problem("command line", "-f", f"{name} (not readable YAML: {reason})", "a compose override file", hint)
-    if shape is not None:
-        return Problem("command line", "-f", f"{name} ({shape})", "a compose override file", hint)
     if not data or not all(isinstance(d, dict) for d in data):
         return Problem("command line", "-f", f"{name} (YAML whose top is not a mapping)", "a compose override file "
                        "(services:, volumes:, … at its top)", hint)

@@ -80,22 +80,32 @@ async def check(env_config, server_configs, env_class, info) -> int:
         log.error("%s: creating %s failed: %s: %s at %s", info.file, info.class_name, type(exc).__name__, exc,
                   raised_at(exc))
         return 1
+    bound = asyncio.timeout(SETUP_CHECK_S)
     try:
-        await asyncio.wait_for(env.setup(), SETUP_CHECK_S)
-    except TimeoutError:
+        async with bound:
+            await env.setup()
+    except TimeoutError as exc:
+        if not bound.expired():  # the setup's own timeout (a socket's): a failure like any other, below
+            return _setup_failed(info, exc)
         log.error("%s: %s.setup() did not end within %.0f s", info.file, info.class_name, SETUP_CHECK_S)
         return 1
     except Exception as exc:  # noqa: BLE001 - the user's setup(): named, not a traceback
-        log_traceback(exc)
-        log.error("%s: %s.setup() failed: %s: %s at %s", info.file, info.class_name, type(exc).__name__, exc,
-                  raised_at(exc))
-        return 1
+        return _setup_failed(info, exc)
     finally:
         if hasattr(env, "close_pools"):
             await env.close_pools()
     log.info("environment check: %s (%s, %s) imports, config_init() and setup() ran", info.name, info.class_name,
              info.file)
     return 0
+
+
+def _setup_failed(info, exc: BaseException) -> int:
+    from hermes_stack.environment.stack_behaviour import log_traceback, raised_at
+
+    log_traceback(exc)
+    log.error("%s: %s.setup() failed: %s: %s at %s", info.file, info.class_name, type(exc).__name__, exc,
+              raised_at(exc))
+    return 1
 
 
 def selected_environment(stack):

@@ -253,7 +253,7 @@ def _rows(text: str, path: Path, config_file: str) -> list[dict]:
 
 # A KEY=value line: the file named as the dataset is an env or key file, and its value may be a secret (a short
 # password the redactor cannot recognise by its shape).
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Z_][A-Z0-9_]*)=")  # an env file's NAME=…; not TOML's `key = …`
 
 
 def _show_line(line: str) -> str:

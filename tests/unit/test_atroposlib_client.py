@@ -166,7 +166,8 @@ def test_an_upstream_style_managed_server_environment_collects_a_group_through_t
         assert all(lp <= 0 for lp in logprobs[prompt_len:])  # the service's log-probs, not placeholders
 
 
-@pytest.mark.parametrize("setup_body", ["pass", "self.seeds = open('seeds.json').read()"])
+@pytest.mark.parametrize("setup_body", ["pass", "self.seeds = open('seeds.json').read()",
+                                        "raise TimeoutError('the socket timed out')"])
 def test_the_dry_runs_environment_check_runs_setup_and_names_its_failure(service, tmp_path, caplog, setup_body):
     """`up`'s dry-run runs `python -m hermes_stack.environment check` for a user's environment: the class created as
     `serve` creates it and its setup() run. A setup() that fails showed only once training had started."""
@@ -194,5 +195,7 @@ def test_the_dry_runs_environment_check_runs_setup_and_names_its_failure(service
     else:
         assert code == 1
         (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-        assert error.startswith("environments/managed_sums.py: ManagedSumsEnv.setup() failed: FileNotFoundError: ")
+        # the setup's own TimeoutError is its failure, not the check's 300 s bound
+        kind = "TimeoutError" if "Timeout" in setup_body else "FileNotFoundError"
+        assert error.startswith(f"environments/managed_sums.py: ManagedSumsEnv.setup() failed: {kind}: "), error
         assert error.endswith(" at environments/managed_sums.py:30"), error  # the line in setup() that raised

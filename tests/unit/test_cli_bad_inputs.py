@@ -404,3 +404,9 @@ def test_status_after_down_names_one_replica_where_the_settings_ask_for_more(pro
     monkeypatch.setattr(compose.Compose, "docker", lambda self, args: "")  # the volume is there
     assert main(["status", "--algo", "grpo"]) == 0
     assert capsys.readouterr().out.strip().endswith("make up ALGO=grpo REPLICAS=1 resumes it)")
+
+
+def test_an_override_nested_past_pythons_limit_is_refused_not_a_crash(project, capsys, compose_calls):
+    (project / "deep.yml").write_text("services: " + "[" * 3000 + "]" * 3000 + "\n")
+    assert refused(["dry-run", "--device", "cpu", "-f", "deep.yml"], capsys, compose_calls, project) == [
+        f"command line: -f: found deep.yml (YAML nested too deeply to read), expected a compose override file. {F_HINT}"]

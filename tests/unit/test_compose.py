@@ -260,7 +260,10 @@ def test_a_command_past_its_timeout_is_killed_with_what_it_started(tmp_path, mon
     from hermes_stack.controller import compose as compose_module
 
     pidfile = tmp_path / "child.pid"
-    script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+    # The child does not hold the command's pipes (as the compose plugin's own children need not): _run returns
+    # once the parent is killed, so the child is seen alive or dead right then, within its 60 s sleep.
+    script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+              f" stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL);"
               f" open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)")
     monkeypatch.setattr(compose_module, "command_timeout", lambda argv: 2)
     with pytest.raises(compose_module.CommandTimedOut):

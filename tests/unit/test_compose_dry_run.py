@@ -468,11 +468,11 @@ def test_a_user_environment_is_checked_in_its_image_before_training(tmp_path, mo
     compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
                       streamer=failing)
     with pytest.raises(StackError) as refused:
-        _check_user_environment(compose, stack, "make up ALGO=grpo")
+        _check_user_environment(compose, stack, "make dry-run ALGO=grpo MODEL=smollm2-135m")
     assert str(refused.value) == (
         "dry-run: environment upstream-sums (environments/upstream_sums.py) failed its check: environments/"
         "upstream_sums.py: UpstreamSumsEnv.setup() failed: FileNotFoundError: seeds.json at environments/"
-        "upstream_sums.py:51. Fix it, then make up ALGO=grpo")
+        "upstream_sums.py:51. Fix it, then check it again: make dry-run ALGO=grpo MODEL=smollm2-135m")
 
 
 def test_the_built_in_environment_needs_no_check(tmp_path, monkeypatch):

@@ -205,3 +205,44 @@ def test_a_failed_gateway_probe_points_at_the_key_file_not_at_a_paid_run(project
     assert "error" in answer, answer
     assert "rl_start_training" not in answer["hint"] and "TAOTOKEN_BASE_URL" in answer["hint"], answer
     assert not list((project / ".hermes" / "runs").glob("test-inference-*.jsonl"))
+
+
+def test_a_dataset_in_a_subfolder_of_configs_is_accepted_on_the_gpu_profile(project):
+    """The files were hard-linked into the scratch folder, but folders were still symlinks: configs/data/x.jsonl
+    resolved outside it, and every edit was refused again."""
+    (project / "configs" / "data").mkdir()
+    (project / "configs" / "word_problems.jsonl").rename(project / "configs" / "data" / "word_problems.jsonl")
+    t = Tools(ServerConfig(root=project, device="gpu"))
+    answer = _answer(t, "rl_edit_config", field="environment.dataset", value="data/word_problems.jsonl")
+    assert "error" not in answer, answer
+    assert "error" not in _answer(t, "rl_edit_config", field="trainer.num_steps", value=50)
+
+
+def test_the_blocker_named_is_a_config_value_and_a_misspelt_key_is_for_the_user(project, monkeypatch):
+    toml = project / "configs" / "config_grpo.toml"
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    # an environment variable's problem comes first in validate's list, but no edit fixes it
+    monkeypatch.setenv("HERMES_BATCH_TIMEOUT_S", "0.5")
+    toml.write_text(toml.read_text().replace("group_size = 8", "group_size = 0", 1))
+    answer = _answer(t, "rl_edit_config", field="trainer.num_steps", value=50)
+    assert "rollout.group_size: found 0" in answer["error"] and "HERMES_BATCH_TIMEOUT_S" not in answer["error"], answer
+    assert "rl_edit_config on rollout.group_size" in answer["hint"], answer
+    monkeypatch.delenv("HERMES_BATCH_TIMEOUT_S")
+    # a misspelt key: no tool call reaches it, so the hint says the user fixes it by hand
+    toml.write_text(toml.read_text().replace("group_size = 0", "grop_size = 8", 1))
+    answer = _answer(t, "rl_edit_config", field="trainer.num_steps", value=50)
+    assert answer.get("changed") is False and "grop_size" in answer["error"], answer
+    assert answer["hint"].startswith(f"the user fixes rollout.grop_size in {toml} by hand"), answer
+
+
+def test_an_edit_that_fixes_one_of_two_blockers_is_written(project):
+    """Progress is allowed: with group_size = 0 and batch_size = 0, the edit fixing group_size is written, though the
+    pair still does not load; an unrelated edit is not."""
+    toml = project / "configs" / "config_grpo.toml"
+    text = toml.read_text().replace("group_size = 8", "group_size = 0", 1).replace("batch_size = 32", "batch_size = 0", 1)
+    toml.write_text(text)
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    assert _answer(t, "rl_edit_config", field="trainer.num_steps", value=50).get("changed") is False
+    answer = _answer(t, "rl_edit_config", field="rollout.group_size", value=8)
+    assert "error" not in answer and answer["files_changed"], answer
+    assert any("batch_size" in line for line in answer["problems"]), answer

@@ -365,3 +365,18 @@ def test_validate_warns_when_the_files_own_group_size_is_replaced(project, capsy
     settings.write_text(settings.read_text().replace('"group_size": 8', '"group_size": 16', 1))
     main([*VALIDATE, "--config-dir", str(project / "configs")])
     assert "group_size: found 16 in" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("reads", "warned"), [
+    ("n=self.config.group_size", False),             # a base of the file reads it
+    ('n=getattr(self.config, "group_size")', False),  # so does getattr
+    ("n=4", True),                                    # nothing reads it: the file counts on its own 4
+])
+def test_the_group_size_warning_looks_at_the_whole_file(reads, warned):
+    from hermes_stack.environments_catalog import config_init_constant
+
+    source = ("class ArithBase(BaseEnv):\n    async def collect_trajectories(self, item):\n"
+              f"        return await self.server.completion({reads})\n\n"
+              "class Layered(ArithBase):\n    @classmethod\n    def config_init(cls):\n"
+              "        return BaseEnvConfig(group_size=4), []\n")
+    assert config_init_constant(source, "Layered", "group_size") == ((4, 8) if warned else None)

@@ -82,3 +82,17 @@ def test_a_value_that_does_not_print_is_shown_escaped_in_the_resolved_configurat
     out = capsys.readouterr().out
     assert "api_host='\\x1b[2J\\x1b[H'" in out
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", out)
+
+
+def test_a_chosen_password_with_a_quote_is_no_key_paste(tmp_path, monkeypatch, capsys):
+    """The quote rule is for a provider's key: HERMES_INFERENCE_KEY (a password the user picks) and names the stack
+    does not know may hold a quote, as they may hold a #."""
+    from test_validate_bad_inputs import GOOD_KEYFILE
+
+    case = Case("password-with-a-quote", [], keyfile=GOOD_KEYFILE + "HERMES_INFERENCE_KEY=\"correct-h'orse-battery\"\n"
+                "SMTP_PASSWORD=\"it'sMyP4ss\"\n")
+    monkeypatch.chdir(tmp_path)
+    argv, _ = build(case, tmp_path)
+    assert main(argv) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error:" not in err and "orse-battery" not in err and "sMyP4ss" not in err

@@ -283,9 +283,7 @@ def validate_candidate(root: Path, changes: dict[str, tuple[Path, bytes, bytes]]
     if outcome.stack is None and not new_problems and not known - now:
         # The pair still does not load (a mistyped value): validate's rules never ran, so this edit was not checked
         # at all, and three edits that the rules refuse were written beside a group_size of 0.
-        blocker = before.errors[0].line().split(". Hint: ")[0] if before.errors else "the files do not load"
-        raise EditRefused(f"not written: {blocker}; until that is fixed no other edit can be checked",
-                          "fix that value first (rl_edit_config on its key); rl_get_current_config lists the problems")
+        raise _blocked(root, before.errors)
     if new_problems:
         p = new_problems[0]
         # The scratch folder is gone once this returns: name the real configs/ in the line and in the hint.
@@ -296,17 +294,42 @@ def validate_candidate(root: Path, changes: dict[str, tuple[Path, bytes, bytes]]
             if w.replace(str(scratch), configs) not in before.warnings]
 
 
+def _blocked(root: Path, errors: list[Problem]) -> EditRefused:
+    """The refusal of an edit beside a problem in the config files that stops validate's rules: that problem (not
+    one of the key file's or the environment's, which no edit fixes), and how it can be fixed."""
+    files = {str(root / "configs" / name.format(algo=algo)) for name in FILES.values() for algo in ("ppo", "grpo")}
+    ours = [p for p in errors if p.file.split(":", 1)[0] in files] or errors
+    if not ours:
+        return EditRefused("not written: the config files do not load; until they do no edit can be checked",
+                           "`make validate` names the problem; the user fixes it in the files")
+    blocker = ours[0]
+    try:
+        field_of(blocker.key)
+        fix = f"fix that value first (rl_edit_config on {blocker.key}); rl_get_current_config lists the problems"
+    except EditRefused:  # an unknown or misspelt key: no edit reaches it
+        fix = (f"the user fixes {blocker.key} in {blocker.file.split(':', 1)[0]} by hand (`make validate` checks "
+               "it); rl_get_current_config lists the problems")
+    return EditRefused(f"not written: {blocker.line().split('. Hint: ')[0]}; until that is fixed no other edit can be "
+                       "checked", fix)
+
+
 def _place(item: Path, target: Path) -> None:
     """`item` of configs/ in the scratch folder, at no copy's cost where it can be: a hard link for a file (a symlink
     resolved outside the scratch folder, and the GPU profile's rule that a JSONL dataset lies in the configs folder
     refused every dataset, and then every edit), a copy across file systems, a symlink for anything else."""
     if item.is_file():
-        try:
-            os.link(item, target)
-        except OSError:
-            shutil.copy2(item, target)
+        _link_or_copy(item, target)
+    elif item.is_dir():  # a dataset in configs/data/: a symlinked folder resolved outside the scratch folder too
+        shutil.copytree(item, target, copy_function=_link_or_copy)
     else:
         target.symlink_to(item.resolve())
+
+
+def _link_or_copy(source, target) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:
@@ -319,10 +342,15 @@ def write_atomically(changes: dict[str, tuple[Path, bytes, bytes]]) -> None:
         try:
             replace_whole(path, new, path.stat().st_mode & 0o7777)
         except OSError as exc:
+            restored, lost = [], []
             for done, before in reversed(written):
-                with contextlib.suppress(OSError):
+                try:
                     replace_whole(done, before, done.stat().st_mode & 0o7777)
-            kept = f"; {', '.join(p.name for p, _ in written)} restored as it was" if written else ""
+                    restored.append(done.name)
+                except OSError:
+                    lost.append(done.name)
+            kept = (f"; {', '.join(restored)} restored as it was" if restored else "") + (
+                f"; {', '.join(lost)} could not be restored and holds the edit" if lost else "")
             raise EditRefused(f"not written: {path.name}: {exc.strerror or type(exc).__name__}{kept}",
                               f"nothing changed; make {path} writable (or free disk space) and edit again") from exc
         written.append((path, old))
