@@ -246,3 +246,19 @@ def test_an_edit_that_fixes_one_of_two_blockers_is_written(project):
     answer = _answer(t, "rl_edit_config", field="rollout.group_size", value=8)
     assert "error" not in answer and answer["files_changed"], answer
     assert any("batch_size" in line for line in answer["problems"]), answer
+
+
+def test_an_edit_named_with_its_file_prefix_answers_with_the_field(project):
+    """`settings.trainer.num_steps` was written, but the answer's config was {}: the field was matched by the name
+    as typed."""
+    t = Tools(ServerConfig(root=project, device="cpu"))
+    answer = _answer(t, "rl_edit_config", field="settings.trainer.num_steps", value=50)
+    assert answer["config"]["name"] == "trainer.num_steps" and answer["config"]["current_value"] == 50, answer
+
+
+def test_a_pair_that_does_not_load_is_said_once_without_a_hint_inside_the_error(project):
+    toml = project / "configs" / "config_grpo.toml"
+    toml.write_text(toml.read_text().replace("group_size = 8", "group_size = 0", 1))
+    answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_get_current_config")
+    assert "Hint:" not in answer["error"] and "rollout.group_size: found 0" in answer["error"], answer
+    assert answer["hint"].endswith("the user fixes the config files (make validate ALGO=grpo prints every problem)")

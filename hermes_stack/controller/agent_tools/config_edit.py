@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import typing
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,10 @@ class EditRefused(Exception):
 
 @dataclass(frozen=True)
 class Field:
-    key: str  # what the agent passes to rl_edit_config
-    where: str  # config | settings
-    section: str
-    name: str
+    key: str = dc_field(compare=False)  # what the agent passes to rl_edit_config: `settings.trainer.x` is `trainer.x`
+    where: str = ""  # config | settings
+    section: str = ""
+    name: str = ""
 
 
 def _section_model(where: str, section: str):

@@ -218,9 +218,10 @@ class Tools:
         outcome = self._outcome()
         if outcome.stack is None:
             lines = [p.line() for p in outcome.errors]
-            raise ToolFailure(lines[0] if lines else "the configs could not be read",
-                              "fix the config files (make validate "
-                              f"ALGO={self.cfg.algo} prints every problem)", problems=lines)
+            first = outcome.errors[0] if outcome.errors else None
+            raise ToolFailure(first.line().split(". Hint: ")[0] if first else "the configs could not be read",
+                              (f"{first.hint}; " if first and first.hint else "") + "the user fixes the config files "
+                              f"(make validate ALGO={self.cfg.algo} prints every problem)", problems=lines)
         return outcome
 
     def _environment_of(self, stack, listed: list[dict[str, str]] | None = None) -> str:
