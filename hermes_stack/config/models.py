@@ -54,7 +54,9 @@ class EnvironmentSection(Strict):
     max_samples: int = Field(1000, ge=1, le=10_000_000, description="rows taken from the split (shuffled by seed)")
     system_prompt: str | None = Field(None, description="unset: the question plus a step-by-step instruction; set: "
                                                         "this system message, then `fewshot` solved train rows as "
-                                                        "chat turns, then the question (tasks/prompting.py)")
+                                                        "chat turns, then the question (tasks/prompting.py); \"\": "
+                                                        "the bare question, no instruction (a model warm-started on "
+                                                        "bare questions)")
     fewshot: int = Field(0, ge=0, le=8, description="solved train rows shown before the question (with system_prompt)")
     enable_thinking: bool = Field(
         False, description="thinking chat templates (the Qwen3 family, whose template reads `enable_thinking`): false "

@@ -882,19 +882,6 @@ def fewshot_needs_a_system_prompt(i: Inputs) -> list[Problem]:
                     "set [environment] system_prompt, or fewshot = 0: without a system prompt no example is shown")]
 
 
-def system_prompt_not_blank(i: Inputs) -> list[Problem]:
-    """`system_prompt = ""` sent an empty system message and dropped the step-by-step instruction that asks for
-    `#### N` (tasks/prompting.py messages): every completion then scores 0. TOML has no null: leaving the key out is
-    how the built-in instruction is kept."""
-    prompt = i.config.environment.system_prompt
-    if prompt is None or prompt.strip():
-        return []
-    return [Problem(i.config_file, "environment.system_prompt", repr(prompt), "a system message, or no system_prompt "
-                    "line (the question with the step-by-step instruction)",
-                    "delete the system_prompt line to keep the built-in instruction; an empty one sends an empty "
-                    "system message and no instruction to answer with #### N")]
-
-
 def system_prompt_leaves_room(i: Inputs) -> list[Problem]:
     """A system prompt too long for rollout.max_token_length, before anything starts. The environment counts every
     prompt's tokens when it starts (prompting.prompt_room), but that is after the build and the bring-up, and for a
@@ -1099,7 +1086,6 @@ RULES: tuple[Rule, ...] = (
     grpo_groups_likely_differ,
     ppo_samples,
     fewshot_needs_a_system_prompt,
-    system_prompt_not_blank,
     system_prompt_leaves_room,
     rewards_can_differ,
     rollouts_fit_the_trainer,

@@ -56,16 +56,6 @@ CASES = [
 ]
 
 
-CASES += [
-    # TOML has no null: an empty system_prompt sent an empty system message and no instruction to answer `#### N`
-    Case("system-prompt-empty", [
-        ("{toml}: environment.system_prompt: found '', expected a system message, or no system_prompt line (the "
-        "question with the step-by-step instruction). Hint: delete the system_prompt line to keep the built-in "
-        "instruction; an empty one sends an empty system message and no instruction to answer with #### N")],
-        toml=[("[environment]", '[environment]\nsystem_prompt = ""')]),
-]
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_round10_bad_input_is_one_line_each_exit_2_no_container(case, tmp_path, monkeypatch, capsys, compose_calls):
     err = run_case(case, tmp_path, monkeypatch, capsys, compose_calls)
