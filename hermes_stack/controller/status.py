@@ -404,21 +404,26 @@ def _log_tail(compose: Compose, service: str, lines: int = 80) -> list[str]:
         return []
 
 
-def error_lines(compose: Compose, states: list[ServiceState], algo: str, project: str) -> list[str]:
-    """`make status`'s line for each service whose recent log holds an error: the environment (it runs the user's
-    code, and a rollout that fails leaves it healthy while nothing trains), and any service crash-looping or exited
-    with an error. One compose call each, for those services only."""
-    from hermes_stack.run_identity import make_for
-
-    lines = []
+def recent_errors(compose: Compose, states: list[ServiceState]) -> dict[str, str]:
+    """The last error in the recent log of each service worth reading: the environment (it runs the user's code,
+    and a rollout that fails leaves it healthy while nothing trains), and any service crash-looping or exited with
+    an error. One compose call each, for those services only; services whose log holds none are left out."""
+    found = {}
     for s in states:
         crashed = s.state == "restarting" or (s.state == "exited" and s.exit_code != 0)
         if not (crashed or (s.service == "environment" and s.state == "running")):
             continue
         if error := last_error(_log_tail(compose, s.service, lines=200)):
-            lines.append(f"  {s.service}: its last error: {error} ({make_for(project, algo, 'logs')} "
-                         f"SERVICE={s.service})")
-    return lines
+            found[s.service] = error
+    return found
+
+
+def error_lines(compose: Compose, states: list[ServiceState], algo: str, project: str) -> list[str]:
+    """`make status`'s line for each of recent_errors, with the command that shows the whole log."""
+    from hermes_stack.run_identity import make_for
+
+    return [f"  {service}: its last error: {error} ({make_for(project, algo, 'logs')} SERVICE={service})"
+            for service, error in recent_errors(compose, states).items()]
 
 
 # A Python exception's own line ("NotImplementedError: Setup method must ...", "ValueError: ..."), or a service's

@@ -406,6 +406,10 @@ class _TrainingStack:
 
         self.root, self.calls, self.params = root, [], ComposeParams(files=("compose.grpo.yml",))
         self.lines = [json.dumps({"step": s, "reward_mean": 0.1, "time": 1796000000.0 + s}) for s in range(1, 15)]
+        self.logs: dict[str, list[str]] = {}  # a service's log lines, as `compose logs --tail` streams them
+
+    def stream(self, argv: list[str]):
+        return iter(self.logs.get(argv[-1], []))
 
     def ps(self) -> list[dict]:
         stopped = "stop" in self.calls

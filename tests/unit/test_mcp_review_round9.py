@@ -262,3 +262,23 @@ def test_a_pair_that_does_not_load_is_said_once_without_a_hint_inside_the_error(
     answer = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_get_current_config")
     assert "Hint:" not in answer["error"] and "rollout.group_size: found 0" in answer["error"], answer
     assert answer["hint"].endswith("the user fixes the config files (make validate ALGO=grpo prints every problem)")
+
+
+def test_check_status_of_a_running_run_quotes_the_environments_last_error(project, monkeypatch):
+    """A user's environment whose every rollout fails stays healthy while nothing trains: rl_check_status said
+    "running" with no step, where `make status` now quotes the error."""
+    from test_mcp_review_round8 import _running_run, _TrainingStack
+
+    run_dir = _running_run(project)  # the controller's `up` ended 0 and the trainer runs: status "running"
+    fake = _TrainingStack(project)
+    fake.logs["environment"] = [
+        ("environment-1  | 2026-12-07 10:00:01,000 ERROR hermes_stack.environment: collect_trajectories raised "
+        "KeyError: 'expected' at environments/mine.py:57 (10 item(s) so far; each is skipped)")]
+    monkeypatch.setattr(Tools, "_compose", lambda self, algo=None: fake)
+    status = _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_check_status", run_id=run_dir.name)
+    assert status["status"] == "running", status
+    assert status["recent_errors"] == {"environment": "collect_trajectories raised KeyError: 'expected' at "
+                                                      "environments/mine.py:57 (10 item(s) so far; each is skipped)"}
+    fake.logs.clear()
+    assert "recent_errors" not in _answer(Tools(ServerConfig(root=project, device="cpu")), "rl_check_status",
+                                          run_id=run_dir.name)

@@ -468,6 +468,15 @@ class Tools:
                 out["error"] = f"the trainer exited {trainer.exit_code}; `docker compose logs trainer` says why"
         else:
             status = "running"
+            # As `make status` quotes it: a user's environment whose every rollout fails is healthy and trains
+            # nothing, and the agent saw only "running" with no step.
+            from hermes_stack.controller.status import recent_errors
+
+            try:
+                if errors := recent_errors(self._compose(run.algo), states):
+                    out["recent_errors"] = errors
+            except (HermesError, OSError):
+                pass
         out["status"] = status
         if status in ("failed", "starting"):
             out["log_tail"] = runs.log_tail(run, 8)
