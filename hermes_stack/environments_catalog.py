@@ -598,6 +598,12 @@ def _select_file(project_root: Path, name: str) -> Selection | None:
     return None
 
 
+def users_environment(project_root: Path, name: str) -> EnvironmentInfo | None:
+    """The environment `name` selects when it is a file of the user's (not the built-in one), else None."""
+    chosen = select(project_root, name).environment
+    return None if chosen is None or chosen.builtin else chosen
+
+
 def select(project_root: Path, name: str) -> Selection:
     """The environment `name` selects in this project. Pure of side effects; reads the folder's files as text."""
     root = folder(project_root)

@@ -448,8 +448,8 @@ def _check_user_environment(compose: Compose, stack, again: str) -> list[str]:
     config = getattr(stack, "config", None)
     if config is None:
         return []
-    chosen = environments_catalog.select(project_root(), config.environment.name).environment
-    if chosen is None or chosen.builtin:
+    chosen = environments_catalog.users_environment(project_root(), config.environment.name)
+    if chosen is None:
         return []
     lines: list[str] = []
     try:

@@ -45,3 +45,15 @@ async def call(session, tool: str, **arguments) -> dict:
     result = await session.call_tool(tool, arguments)
     assert not result.isError, result.content
     return json.loads(result.content[0].text)
+
+
+def config_bytes(project: Path) -> dict[str, bytes]:
+    """Every file of the project's configs/, by name: what an edit must (not) change."""
+    return {p.name: p.read_bytes() for p in sorted((project / "configs").iterdir())}
+
+
+def tool_answer(t, tool: str, **kwargs) -> dict:
+    """One tool called in-process as the server calls it (tools.call), its JSON answer parsed."""
+    from hermes_stack.controller.agent_tools import tools
+
+    return json.loads(tools.call(t, None, tool, **kwargs))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp_helpers import REPO, copy_project, hermes_env
+from mcp_helpers import REPO, config_bytes, copy_project, hermes_env, tool_answer
 
 from hermes_stack.controller.agent_tools import runs, tools
 from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
@@ -35,12 +35,7 @@ def project(tmp_path, monkeypatch) -> Path:
     return root
 
 
-def _bytes(project: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((project / "configs").iterdir())}
-
-
-def _answer(t: Tools, tool: str, **kwargs) -> dict:
-    return json.loads(tools.call(t, None, tool, **kwargs))
+_bytes, _answer = config_bytes, tool_answer
 
 
 # ---------------------------------------------------------------- 1: the edit is judged with the server's model

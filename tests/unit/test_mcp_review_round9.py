@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp_helpers import copy_project
+from mcp_helpers import config_bytes, copy_project, tool_answer
 
-from hermes_stack.controller.agent_tools import runs, tools
+from hermes_stack.controller.agent_tools import runs
 from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
 
 pytestmark = pytest.mark.slow  # validate's checks: seconds each
@@ -23,12 +23,7 @@ def project(tmp_path, monkeypatch) -> Path:
     return root
 
 
-def _bytes(project: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((project / "configs").iterdir())}
-
-
-def _answer(t: Tools, tool: str, **kwargs) -> dict:
-    return json.loads(tools.call(t, None, tool, **kwargs))
+_bytes, _answer = config_bytes, tool_answer
 
 
 def test_on_the_gpu_profile_a_jsonl_dataset_in_configs_and_later_edits_are_accepted(project):

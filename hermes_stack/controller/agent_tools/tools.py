@@ -427,12 +427,13 @@ class Tools:
                                "running_time_minutes": round((until - run.data["started_at"]) / 60, 1),
                                "processes": [], "health": {}}
         current = (runs.latest_of(self.root, run.algo) or run).run_id == run.run_id
-        states = []
+        states, compose = [], None
         if current and not stopped:
             try:
                 # Another checkout's stack of the same project name (hermes-<algo>) is not this run's: its health
                 # and metrics were reported, and copied, as this run's.
-                states = [s for s in service_states(self._compose().ps()) if s.of_checkout(self.root)]
+                compose = self._compose(run.algo)
+                states = [s for s in service_states(compose.ps()) if s.of_checkout(self.root)]
             except (HermesError, OSError) as exc:
                 out["health_error"] = str(exc)
         out["processes"] = [{"service": s.service, "state": s.state, "health": s.health, "ok": s.ok} for s in states]
@@ -473,7 +474,7 @@ class Tools:
             from hermes_stack.controller.status import recent_errors
 
             try:
-                if errors := recent_errors(self._compose(run.algo), states):
+                if errors := recent_errors(compose, states):
                     out["recent_errors"] = errors
             except (HermesError, OSError):
                 pass

@@ -114,15 +114,6 @@ def _check_local_and_tokenizer(local: str | None, tokenizer: str | None) -> None
                                  "leave it out to use the inference model's tokenizer"))
 
 
-def _users_environment(stack):
-    """The selected environment when it is a file of the user's, else None."""
-    from hermes_stack import environments_catalog
-    from hermes_stack.controller.stack_state import project_root
-
-    chosen = environments_catalog.select(project_root(), stack.config.environment.name).environment
-    return None if chosen is None or chosen.builtin else chosen
-
-
 @app.command("test-inference")
 def test_inference(
     algo: Annotated[str, typer.Option("--algo", help="ppo or grpo: which configs to use")],
@@ -149,7 +140,9 @@ def test_inference(
 
     _check_local_and_tokenizer(local, tokenizer)
     stack = validated_stack(algo, config_dir, keyfile, device=device, in_containers=False)  # runs on the host
-    if (own := _users_environment(stack)) is not None:
+    from hermes_stack.environments_catalog import users_environment
+
+    if (own := users_environment(project_root(), stack.config.environment.name)) is not None:
         # The probe scores with the built-in environment's prompts and rule reward; it said nothing, and a user
         # took its figures for their own file's.
         console.notice(f"[environment] name is {own.name} ({own.file}), your own environment: test-inference probes "
