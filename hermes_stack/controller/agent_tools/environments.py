@@ -27,23 +27,41 @@ BUILT_IN: tuple[dict[str, str], ...] = (
 )
 
 
-def _jsonl_entry(path: Path) -> dict[str, str]:
-    return {"name": path.stem.replace("_", "-"), "dataset": path.name,
-            "description": f"gsm8k-shaped JSONL rows from configs/{path.name} (1 row in 10 held out by a hash of the "
-                           "question). Works offline."}
+def _jsonl_entry(path: Path, taken: set[str]) -> dict[str, str]:
+    """A JSONL file's entry: named by its stem with - for _ (the file name when that name is taken: `a_b.jsonl` beside
+    `a-b.jsonl`, or a `gsm8k.jsonl`), and a `problem` when the environment could not read it (validate's check), so
+    an agent sees why before it selects the file rather than after."""
+    from hermes_stack.errors import InputError
+    from hermes_stack.tasks.datasets import check_jsonl
+
+    name = path.stem.replace("_", "-")
+    entry = {"name": path.name if name in taken else name, "dataset": path.name,
+             "description": f"gsm8k-shaped JSONL rows from configs/{path.name} (1 row in 10 held out by a hash of the "
+                            "question). Works offline."}
+    try:
+        problems = check_jsonl(path.name, path.parent, f"configs/{path.name}")
+    except InputError as exc:  # unreadable (not UTF-8, no permission): the same one line
+        problems = list(exc.problems)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        entry["problem"] = problems[0].line() + more
+    return entry
 
 
 def list_environments(root: Path) -> list[dict[str, str]]:
     """The built-in environment's datasets, each gsm8k-shaped JSONL file in the project's configs/ folder (the shipped
     word problems of the real-model CPU profile among them), then the environments/ folder's own environments. Each:
     name, class_name, file_path, description, and what selects it: `dataset` (the built-in one's
-    `[environment] dataset`) or `environment_name` (a folder environment's `[environment] name`)."""
+    `[environment] dataset`) or `environment_name` (a folder environment's `[environment] name`); a JSONL file the
+    environment could not read has a `problem` (validate's line)."""
     from hermes_stack.environments_catalog import list_environments as catalog
 
     entries = [dict(e) for e in BUILT_IN]
-    entries += [_jsonl_entry(p) for p in sorted((root / "configs").glob("*.jsonl"))]
+    for path in sorted((root / "configs").glob("*.jsonl")):
+        if path.is_file():  # a folder named x.jsonl is no dataset
+            entries.append(_jsonl_entry(path, {e["name"] for e in entries}))
     listed = [{"name": e["name"], "class_name": ENV_CLASS, "file_path": ENV_FILE, "description": e["description"],
-               "dataset": e["dataset"]} for e in entries]
+               "dataset": e["dataset"], **({"problem": e["problem"]} if "problem" in e else {})} for e in entries]
     taken = {e["name"] for e in listed}
     for env in catalog(root):
         if env.builtin or env.name in taken and any(e.get("environment_name") == env.name for e in listed):
