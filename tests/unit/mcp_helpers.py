@@ -24,6 +24,15 @@ def copy_project(target: Path) -> Path:
     return target
 
 
+def open_project(tmp_path: Path, monkeypatch) -> Path:
+    """A copied project, made the working directory and HERMES_ROOT, as the server's own open_project does: the
+    controller's functions work relative to the project."""
+    root = copy_project(tmp_path / "project").resolve()
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("HERMES_ROOT", str(root))
+    return root
+
+
 def hermes_env(entry_env: dict[str, str] | None = None) -> dict[str, str]:
     return {**{k: os.environ[k] for k in HERMES_BASELINE if k in os.environ}, **(entry_env or {})}
 

@@ -7,17 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mcp_helpers import copy_project, tool_answer
+from mcp_helpers import open_project, tool_answer
 
 from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
 
 
 @pytest.fixture()
 def project(tmp_path, monkeypatch) -> Path:
-    root = copy_project(tmp_path / "project").resolve()
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("HERMES_ROOT", str(root))
-    return root
+    return open_project(tmp_path, monkeypatch)
 
 
 ROW = '{"question": "What is 2+2?", "answer": "2+2=4 #### 4"}\n'

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp_helpers import REPO, config_bytes, copy_project, hermes_env, tool_answer
+from mcp_helpers import REPO, config_bytes, hermes_env, open_project, tool_answer
 
 from hermes_stack.controller.agent_tools import runs, tools
 from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
@@ -28,11 +28,7 @@ pytestmark = pytest.mark.slow  # validate's checks and child Python processes: s
 
 @pytest.fixture()
 def project(tmp_path, monkeypatch) -> Path:
-    root = copy_project(tmp_path / "project").resolve()
-    # as open_project does for the server: the controller's functions work relative to the project
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("HERMES_ROOT", str(root))
-    return root
+    return open_project(tmp_path, monkeypatch)
 
 
 _bytes, _answer = config_bytes, tool_answer

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp_helpers import config_bytes, copy_project, tool_answer
+from mcp_helpers import config_bytes, copy_project, open_project, tool_answer
 
 from hermes_stack.controller.agent_tools import runs
 from hermes_stack.controller.agent_tools.tools import ServerConfig, Tools
@@ -17,10 +17,7 @@ pytestmark = pytest.mark.slow  # validate's checks: seconds each
 
 @pytest.fixture()
 def project(tmp_path, monkeypatch) -> Path:
-    root = copy_project(tmp_path / "project").resolve()
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("HERMES_ROOT", str(root))
-    return root
+    return open_project(tmp_path, monkeypatch)
 
 
 _bytes, _answer = config_bytes, tool_answer
