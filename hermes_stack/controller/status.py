@@ -413,7 +413,7 @@ def recent_errors(compose: Compose, states: list[ServiceState]) -> dict[str, str
         crashed = s.state == "restarting" or (s.state == "exited" and s.exit_code != 0)
         if not (crashed or (s.service == "environment" and s.state == "running")):
             continue
-        if error := last_error(_log_tail(compose, s.service, lines=200)):
+        if error := last_error(_log_tail(compose, s.service, lines=200), since_progress=not crashed):
             found[s.service] = error
     return found
 
@@ -434,11 +434,26 @@ _ERROR_LINE = re.compile(r"(?:^|\|\s)((?:[A-Za-z_][\w.]*(?:Error|Exception|Exit)
 _LOGGED_ERROR = re.compile(r"\d\d:\d\d:\d\d[,.]\d+ (?:ERROR|CRITICAL) [\w.]+: (.+)$")
 
 
-def last_error(log_lines: list[str], width: int = 240) -> str:
-    """The last line of `log_lines` that reads as an error (see _ERROR_LINE), redacted and cut to `width`."""
+# Lines after which an earlier error no longer describes a running service: the environment registered (again), sent
+# a batch (env.py's batch line), or returned a group after failing (stack_behaviour). The log tail spans the
+# container's earlier runs and errors since overcome (inference restarting under a rollout), which status quoted
+# for minutes while training was healthy.
+_PROGRESS = re.compile(r" INFO [\w.]+: (?:registered with Atropos |batch \d+: \d+ groups sent|"
+                       r"collect_trajectories returned a group again )")
+# A stop, not a failure: SystemExit of a clean exit, Ctrl-C or SIGTERM (128 + 2, 128 + 15).
+_CLEAN_EXIT = re.compile(r"SystemExit(?:: (?:0|130|143))?$")
+
+
+def last_error(log_lines: list[str], width: int = 240, since_progress: bool = False) -> str:
+    """The last line of `log_lines` that reads as an error (see _ERROR_LINE), redacted and cut to `width`; with
+    `since_progress`, only after the last line of progress (_PROGRESS), for a service that is running now."""
     from hermes_stack.redaction import redact_known_secrets
 
     for line in reversed(log_lines):
+        if since_progress and _PROGRESS.search(line):
+            return ""
+        if _CLEAN_EXIT.search(line.rstrip()):
+            continue
         if match := _ERROR_LINE.search(line.rstrip()) or _LOGGED_ERROR.search(line.rstrip()):
             text = redact_known_secrets(" ".join(match.group(1).split()))
             return text if len(text) <= width else text[: width - 1] + "…"

@@ -32,6 +32,7 @@ class StackBehaviour:
     ready_dir: str | None = None  # $HERMES_DATA_DIR; else the config's data_dir (HermesEnvConfig has one)
     none_groups: int = 0
     failed_items: int = 0
+    failed_before_success: int = 0  # failed_items at the last group returned: a success after failures says so
     trainer_steps: int | None = None  # [trainer] num_steps, kept when config.total_steps is lifted (get_status)
 
     @property
@@ -103,6 +104,12 @@ class StackBehaviour:
             self._log_failure(exc)
             return None, []
         group = result[0] if isinstance(result, tuple) else result
+        if group is not None and self.failed_items > self.failed_before_success:
+            # The line after which `make status` stops quoting the failures above it (controller/status.py
+            # _PROGRESS): inference back after a restart, a transient error in the user's code.
+            log.info("collect_trajectories returned a group again after %d failed item(s)",
+                     self.failed_items - self.failed_before_success)
+            self.failed_before_success = self.failed_items
         if served is not None:
             tag_policy_step(group, served)
         if group is None:

@@ -261,6 +261,83 @@ def test_an_exception_in_collect_trajectories_is_said_once_with_its_place_then_c
     assert last_error(logged).startswith("collect_trajectories raised KeyError: 'expected' at environments/broken.py:8")
 
 
+def _as_logged(records) -> list[str]:
+    """Records as `docker compose logs environment` shows them: compose's prefix, then service_log.FORMAT."""
+    import logging
+
+    from hermes_stack.service_log import FORMAT
+
+    formatter = logging.Formatter(FORMAT)
+    return [f"environment-1  | {formatter.format(r)}" for r in records]
+
+
+def test_status_stops_quoting_a_failure_once_rollouts_succeed_again(caplog):
+    """A review: after inference restarted under a rollout, `make status` quoted the environment's RetryError for
+    minutes while training was healthy, and after a restart its `SystemExit: 143`. A group returned after failures
+    says so in the log, and status reads only what follows the last such line of progress."""
+    pytest.importorskip("atroposlib")
+    from hermes_stack.controller.status import last_error
+    from hermes_stack.environment.user_env import with_stack_behaviour
+
+    class Flaky:
+        name = "flaky"
+        calls = 0
+
+        async def collect_trajectories(self, item):
+            type(self).calls += 1
+            if type(self).calls <= 2:
+                raise ConnectionError("inference restarting")
+            return {"tokens": [[1]], "masks": [[1]], "scores": [1.0]}, []
+
+    env = object.__new__(with_stack_behaviour(Flaky))
+    caplog.set_level("INFO", logger="hermes_stack.environment")
+    for _ in range(2):
+        asyncio.run(env.collect_trajectories({}))
+    failing = _as_logged(caplog.records)
+    assert last_error(failing, since_progress=True).startswith("collect_trajectories raised ConnectionError")
+    for _ in range(3):
+        asyncio.run(env.collect_trajectories({}))
+    recovered = _as_logged(caplog.records)
+    said = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+    assert said == ["collect_trajectories returned a group again after 2 failed item(s)"]  # once, not per group
+    assert last_error(recovered, since_progress=True) == ""
+    assert last_error(recovered).startswith("collect_trajectories raised ConnectionError")  # a crashed service's read
+    # a stop is no error: the environment's SIGTERM exit of an earlier run, then nothing yet
+    assert last_error([*failing, "environment-1  | SystemExit: 143"], since_progress=True).startswith(
+        "collect_trajectories raised ConnectionError")
+    assert last_error(["environment-1  | SystemExit: 143"]) == ""
+    assert last_error(["environment-1  | SystemExit: 3"]) == "SystemExit: 3"
+
+
+def test_the_built_in_environments_batch_and_registration_lines_are_progress_for_status(caplog):
+    pytest.importorskip("atroposlib")
+    from hermes_stack.controller.status import last_error
+    from hermes_stack.environment.env import HermesMathEnv, Totals
+
+    env = object.__new__(HermesMathEnv)
+    env.totals, env.judge = Totals(recent=[1.0, 0.0]), None
+    env._chunked = lambda: True
+    caplog.set_level("INFO", logger="hermes_stack.environment")
+    env._log_batch()
+    error = "environment-1  | 2026-12-08 01:00:00,000 ERROR hermes_stack.environment: Error in collect_trajectories"
+    assert last_error([error, *_as_logged(caplog.records)], since_progress=True) == ""
+    assert last_error([*_as_logged(caplog.records), error], since_progress=True) == "Error in collect_trajectories"
+
+    from types import SimpleNamespace
+
+    from hermes_stack.environment.stack_behaviour import StackBehaviour
+
+    class Registers:
+        async def register_env(self):
+            self.env_id = 0
+
+    registering = object.__new__(type("Registering", (StackBehaviour, Registers), {}))
+    registering.config = SimpleNamespace(rollout_server_url="http://atropos:8000")
+    caplog.clear()
+    asyncio.run(registering.register_env())  # after a restart: the errors of its earlier run are behind this line
+    assert last_error([error, *_as_logged(caplog.records)], since_progress=True) == ""
+
+
 def test_an_environment_deriving_from_an_alias_of_base_env_is_found():
     """`from atroposlib.envs.base import BaseEnv as AtroposBase` is atroposlib's BaseEnv all the same: validate said
     the file defines no BaseEnv subclass."""
