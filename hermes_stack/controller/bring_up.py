@@ -356,7 +356,8 @@ def bring_up(algo: str, device: str, wait_timeout: int, unlock: bool, extra_file
         claim(project, project_root())  # every check passed: this checkout's run
     _done(t, ", ".join(f"{f.what} {f.detail}" for f in findings) + ", host ports free")
     # Before the build: compose reads .env for interpolation too, so a stale one must not pick this build's images.
-    dotenv = write_dotenv(project_root(), plan, project, compose_env(stack, "", None))
+    dotenv = write_dotenv(project_root(), plan, project,
+                          compose_env(stack, key, None, unlock, secrets_salt(project_root() / STATE_DIR)))
 
     t = _stage(3, total, "build images" if build else "images: using what is built")
     base_image = build_inputs() if build else None

@@ -200,7 +200,9 @@ def dotenv_text(plan: Plan, project: str, env: dict[str, str]) -> str:
     """The .env content for the running stack (pure). Never a secret: only names listed here are written."""
     lines = [DOTENV_MARK, "# (no secrets here; `make down` removes it, the next `make up` writes it again)",
              f"COMPOSE_FILE={':'.join(plan.files)}", f"COMPOSE_PROJECT_NAME={project}"]
-    for name in ("HERMES_ATROPOS_PORT", "HERMES_INFERENCE_PORT", "HERMES_SERVED_MODEL_NAME"):
+    # The secrets' digest too (a salted HMAC, already in `docker inspect` as a label): without it a typed `docker
+    # compose up` saw every service's label change and recreated the whole stack before failing on the secrets.
+    for name in ("HERMES_ATROPOS_PORT", "HERMES_INFERENCE_PORT", "HERMES_SERVED_MODEL_NAME", "HERMES_SECRETS_DIGEST"):
         if env.get(name):
             lines.append(f"{name}={env[name]}")
     for name in DOTENV_PASSTHROUGH:

@@ -47,14 +47,46 @@ def test_a_users_own_dotenv_is_left_alone_and_ours_is_rewritten(tmp_path):
     assert "COMPOSE_PROJECT_NAME=hermes-ppo" in (tmp_path / ".env").read_text()
 
 
-def test_plain_docker_compose_in_the_project_directory_sees_the_running_stack(tmp_path):
-    """Real `docker compose config` with no -f and no --project-name, from a directory holding our compose files
-    and the .env `up` writes: the stack, its cpu overlay and its project name; interpolation still works."""
+def _require_compose() -> None:
     if shutil.which("docker") is None or subprocess.run(["docker", "compose", "version"], capture_output=True,
                                                        check=False).returncode != 0:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("CI=true but `docker compose` (v2) is missing")
         pytest.skip("docker compose v2 not installed")
+
+
+def test_a_typed_compose_command_sees_the_services_exactly_as_the_controller_made_them(tmp_path):
+    """A review: `docker compose up -d` typed beside a running stack recreated all five containers (Atropos' queue
+    lost, training stopped), then failed on the secrets only `up` hands compose. The secrets' label interpolated to
+    "" without the controller's digest, so every service's config hash differed. Real `docker compose config
+    --hash`, with the controller's own environment and files against a plain typed command reading .env."""
+    from hermes_stack.config.loader import load_stack
+    from hermes_stack.controller.compose_env import compose_env
+
+    _require_compose()
+    for name in ("compose.base.yml", "compose.grpo.yml", "compose.cpu.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    stack = load_stack("grpo", ROOT / "configs", profile="embedded")
+    env = compose_env(stack, KEY, None, False, b"a-salt-of-32-bytes-for-the-test!")
+    st.write_dotenv(tmp_path, plan(), "hermes-test-grpo", env)
+    assert KEY not in (tmp_path / ".env").read_text()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "HERMES_"))}
+
+    def hashes(argv: list[str], environ: dict[str, str]) -> str:
+        done = subprocess.run(["docker", "compose", *argv, "config", "--hash", "*"], cwd=tmp_path, env=environ,
+                              capture_output=True, text=True, check=False, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    controller = hashes(["-f", "compose.grpo.yml", "-f", "compose.cpu.yml", "-p", "hermes-test-grpo"], {**clean, **env})
+    assert controller.count("\n") == 5  # the five services
+    assert hashes([], clean) == controller
+
+
+def test_plain_docker_compose_in_the_project_directory_sees_the_running_stack(tmp_path):
+    """Real `docker compose config` with no -f and no --project-name, from a directory holding our compose files
+    and the .env `up` writes: the stack, its cpu overlay and its project name; interpolation still works."""
+    _require_compose()
     for name in ("compose.base.yml", "compose.grpo.yml", "compose.cpu.yml"):
         shutil.copy(ROOT / name, tmp_path / name)
     (tmp_path / ".env.taotoken").write_text("TAOTOKEN_API_KEY=sk-test-value-abcd\n")
