@@ -61,7 +61,9 @@ class Marks:
 
 def marks(records: list[dict], events: list[dict]) -> Marks:
     """Where checkpoints, restarts and events fall on the step axis (pure)."""
-    checkpoints = [int(r["step"]) for r in records if r.get("checkpoint")]
+    # An interval's checkpoint (a step record's) and a stop's (the trainer's `saved` event): both resume points.
+    checkpoints = sorted({int(r["step"]) for r in records if r.get("checkpoint")}
+                         | {e["at_step"] for e in events if e.get("event") == "saved" and isinstance(e.get("at_step"), int)})
     restarts = [int(b["step"]) for a, b in itertools.pairwise(records) if int(b["step"]) <= int(a["step"])]
     placed = []
     for e in events:
@@ -147,8 +149,10 @@ def build_figure(records: list[dict], events: list[dict], title: str) -> Figure:
             top, above = step_time_scale(common, [sum(column) for column in zip(*stacks)])
             if top is not None:
                 ax.set_ylim(0, top)
-                named = ", ".join(f"step {s}: {t:.1f} s" for s, t in above[:3]) + (" …" if len(above) > 3 else "")
-                ax.text(0.98, 0.97, f"off the scale: {named}", ha="right", va="top", transform=ax.transAxes,
+                # One step a line at the upper right, the legend at the upper left: on one line the note ran into
+                # the legend on a panel a third of the page wide.
+                named = "\n".join(f"step {s}: {t:.1f} s" for s, t in above[:3]) + ("\n…" if len(above) > 3 else "")
+                ax.text(0.98, 0.97, f"off the scale:\n{named}", ha="right", va="top", transform=ax.transAxes,
                         fontsize="small", color="0.3")
         else:
             for label, s, v in drawn:

@@ -26,7 +26,26 @@ def test_the_figure_uses_the_scale_and_says_which_steps_are_off_it():
     figure = build_figure(records, [], "test")
     panel = next(ax for ax in figure.axes if ax.get_title() == "step time (s)")
     assert abs(panel.get_ylim()[1] - 1.5 * 0.30) < 1e-9
-    assert [t.get_text() for t in panel.texts] == ["off the scale: step 1: 8.4 s"]
+    assert [t.get_text() for t in panel.texts] == ["off the scale:\nstep 1: 8.4 s"]
     steady = build_figure(records[1:], [], "test")  # without the long first step: matplotlib's own scale
     panel = next(ax for ax in steady.axes if ax.get_title() == "step time (s)")
     assert len(panel.texts) == 0 and panel.get_ylim()[1] < 0.45
+
+
+def test_the_off_scale_note_stays_clear_of_the_legend():
+    """A review: with three steps named on one line, the note ran behind the legend on the page's third-wide panel."""
+    records = [{"step": n, "wait_s": 30.0 + n, "step_s": 0.3, "sync_s": 0.1} for n in (1, 2, 3, 4)]
+    records += [{"step": n, "wait_s": 0.02, "step_s": 0.25, "sync_s": 0.03} for n in range(5, 101)]
+    figure = build_figure(records, [], "test")
+    panel = next(ax for ax in figure.axes if ax.get_title() == "step time (s)")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)  # as write_report saves it
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    (note,) = panel.texts
+    assert note.get_text().endswith("step 3: 33.4 s\n…")
+    legend = panel.get_legend().get_window_extent(renderer)
+    box = note.get_window_extent(renderer)
+    assert box.x1 <= panel.get_window_extent(renderer).x1 + 1  # inside the panel
+    assert not box.overlaps(legend), (box, legend)
