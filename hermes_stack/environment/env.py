@@ -107,8 +107,9 @@ class Totals:
         return self.score_sum / self.sequences if self.sequences else 0.0
 
     def as_dict(self) -> dict:
-        return {"groups": self.groups, "sequences": self.sequences, "accuracy": self.accuracy,
-                "format_rate": self.format_rate, "mean_reward": self.mean_reward,
+        # Rounded: the summary test-inference writes, where a sum of 1 + 0.1 read 1.0999999999999999.
+        return {"groups": self.groups, "sequences": self.sequences, "accuracy": round(self.accuracy, 6),
+                "format_rate": round(self.format_rate, 6), "mean_reward": round(self.mean_reward, 6),
                 "dropped_equal_score_groups": self.dropped_equal_scores, "format_failures": self.format_failures,
                 "judge_overturned": self.judge_overturned, "stream_failures": self.stream_failures}
 

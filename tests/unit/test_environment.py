@@ -147,6 +147,7 @@ def test_process_mode_groups_have_tokens_masks_logprobs_and_scores(tmp_path, tok
         assert group["hermes"]["correct"] == [True, False, True, False]
     assert env.totals.accuracy == pytest.approx(0.5) and env.totals.format_rate == 1.0
     assert env.totals.mean_reward == pytest.approx(0.6)
+    assert env.totals.as_dict()["mean_reward"] == 0.6  # the summary file's figure, not 0.6000000000000001
     # sampling settings from [rollout] reached /generate
     params = fake.requests[0]["body"]["sampling_params"]
     assert params["n"] == 4 and params["max_new_tokens"] >= 1
