@@ -330,10 +330,17 @@ def up_again(states: list[ServiceState], algo: str, project: str | None = None) 
 def stopped_line(states: list[ServiceState], algo: str, project: str | None = None) -> str | None:
     """What `status` adds when services were stopped by hand: how to start them again (the stop was a checkpoint)."""
     stopped = [s.service for s in states if s.state == "exited" and s.exit_code in STOPPED_BY_HAND]
-    if not stopped:
-        return None
     running = any(s.state == "running" for s in states)
     up = up_again(states, algo, project)
+    if not stopped:
+        # Created, never started: a typed `docker compose up` or `create` that stopped at the secrets only `up`
+        # hands compose. Status listed `!! atropos created` for each with no word on what to do.
+        created = [s.service for s in states if s.state == "created"]
+        if not created:
+            return None
+        what, it = (f"{created[0]} was", "it") if len(created) == 1 else (f"{', '.join(created)} were", "them")
+        return (f"{what} created but never started (a typed docker compose lacks the secrets): {up} starts {it}"
+                + (", and training resumes from its last checkpoint" if "trainer" in created else ""))
     if running and "trainer" not in stopped:  # the run goes on (or waits for them): nothing resumes
         what, it = (f"{stopped[0]} was", "it") if len(stopped) == 1 else (f"{', '.join(stopped)} were", "them")
         return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): {up} "

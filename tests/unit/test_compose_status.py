@@ -235,6 +235,11 @@ def test_a_stop_by_hand_says_how_to_start_again_and_a_completed_one_shot_says_no
     assert stopped_line(replica_killed, "grpo") == (
         "inference-2 was stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO=grpo "
         "REPLICAS=2 starts it again beside the training run, which waits for it")
+    # created, never started (a typed `docker compose up` that stopped at the secrets): said, with the command
+    created = service_states([_row(s, state="created", health="") for s in ("atropos", "trainer")])
+    assert stopped_line(created, "grpo") == (
+        "atropos, trainer were created but never started (a typed docker compose lacks the secrets): make up "
+        "ALGO=grpo starts them, and training resumes from its last checkpoint")
 
 
 def test_a_service_stopped_beside_a_training_run_is_named_and_started_by_up_not_the_trainer():
