@@ -123,6 +123,8 @@ def test_render_prints_the_wait_timeout_up_uses(project, capsys, compose_calls, 
     assert main(["render", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert out.count("--wait-timeout 900 ") == 2 and "--wait-timeout 600" not in out
+    # pasted by hand they stop at the secrets (a review): the output says so, and which make command runs them
+    assert "typed as they are, they stop at the first secret; make up ALGO=grpo runs them)" in out
     assert main(["render", "--device", "cpu", "--wait-timeout", "300"]) == 0
     assert capsys.readouterr().out.count("--wait-timeout 300 ") == 2
 

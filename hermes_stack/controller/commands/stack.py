@@ -317,4 +317,10 @@ def render(algo: str = ALGO_OPT, device: str = DEVICE_OPT, file: list[str] = FIL
     console.info("# " + printable(up_argv(compose.params, TRAINING, wait_timeout)))
     if replica_file:
         console.info(f"# (up writes the same override to {override_name(algo)})")
+    # A review pasted them: compose stopped at the first secret. They document what `up` runs; `up` runs them.
+    from hermes_stack.run_identity import make_for
+
+    console.info(f"# (up runs them with the key file's secrets in compose's environment, which it never writes down: "
+                 f"typed as they are, they stop at the first secret; {make_for(project_of(compose.params), algo, 'up')} "
+                 "runs them)")
     console.info(redact_config(compose.config()))
