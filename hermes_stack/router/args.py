@@ -8,6 +8,9 @@ of the replicas named in HERMES_INFERENCE_REPLICA_URLS, on the inference port.
   policy. `/health` would pass while SGLang still loads (it answers 200 with "ready": false).
 - `--policy round_robin`: spreads a step's rollouts evenly and predictably over the replicas. cache_aware (SGLang's
   default, prefix-affine) is the choice once prompts share long prefixes on GPU (docs/scaling.md).
+- `--cb-timeout-duration-secs 10`: the router's circuit breaker opens on a replica whose requests failed (a crash)
+  and, by default, tries it again only after 60 s: a replica back from a crash, healthy and on the newest weights,
+  served nothing for a minute while `make status` called it healthy. Two health-check intervals instead.
 The worker key goes to the router in-process (`--api-key`, hermes_stack/router/__main__.py), never on an argv that
 `docker inspect` or `ps` would show.
 """
@@ -17,10 +20,11 @@ from __future__ import annotations
 HEALTH_ENDPOINT = "/health_generate"
 POLICY = "round_robin"
 HEALTH_INTERVAL_S = 5
+CIRCUIT_RETRY_S = 2 * HEALTH_INTERVAL_S
 
 
 def router_argv(worker_urls: tuple[str, ...], port: int, log_level: str = "INFO") -> list[str]:
     level = {"WARNING": "warn", "CRITICAL": "error"}.get(log_level.upper(), log_level.lower())
     return ["--host", "0.0.0.0", "--port", str(port), "--worker-urls", *worker_urls, "--policy", POLICY,
             "--health-check-endpoint", HEALTH_ENDPOINT, "--health-check-interval-secs", str(HEALTH_INTERVAL_S),
-            "--log-level", level]
+            "--cb-timeout-duration-secs", str(CIRCUIT_RETRY_S), "--log-level", level]

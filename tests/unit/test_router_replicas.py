@@ -15,7 +15,7 @@ import httpx
 import pytest
 from fakes.loopback import free_port
 
-from hermes_stack.router.args import router_argv
+from hermes_stack.router.args import CIRCUIT_RETRY_S, router_argv
 from hermes_stack.trainer.weights_sync import InferenceClient
 from tests.fakes.fixture_model import build_fixture_model
 
@@ -100,15 +100,21 @@ def test_two_replicas_behind_the_router_survive_a_kill_and_return_on_the_newest_
         procs[1].wait(timeout=10)
         answer = push(2)
         assert answer["loaded"] == [urls[0]] and answer["skipped"] == [urls[1]]
-        generate(4)  # the router routes around the dead replica (its retries, then its health checks)
-        assert counters(urls[0])["served_by_version"]["step-2"] >= 4
+        generate(24)  # the router routes around the dead replica (its retries, then its health checks); its
+        assert counters(urls[0])["served_by_version"]["step-2"] >= 24  # circuit breaker opens on the failures
 
         procs.append(replica(ports[1]))  # back from the crash: it loads weights/step-2 before it is ready
         back = wait_for(lambda: counters(urls[1]), "the restarted replica")
         assert back["weights_version"] == "step-2"
         wait_for(lambda: healthy(2), "the router taking the restarted replica back")
-        generate(6)
-        assert counters(urls[1])["served_by_version"].get("step-2", 0) > 0
+
+        def served_by_the_restarted() -> bool:
+            generate(2)
+            return counters(urls[1])["served_by_version"].get("step-2", 0) > 0
+
+        # Traffic within the breaker's retry time (CIRCUIT_RETRY_S) and a margin, not sglang-router's default 60 s:
+        # a review saw a restarted replica, healthy and on the newest weights, serve nothing for a minute.
+        wait_for(served_by_the_restarted, "the restarted replica serving again", bound_s=CIRCUIT_RETRY_S + 25)
     finally:
         for p in procs:
             p.kill()
