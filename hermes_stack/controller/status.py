@@ -101,6 +101,29 @@ def parse_events(text: str) -> list[dict]:
     return [r for r in _objects(text) if "event" in r and "step" not in r]
 
 
+# Events that say where the run stands (a stop, its save, a start that found the run complete): news only until a
+# step follows them. Incidents (an environment departed, Atropos restarted) stay news among the last few events.
+STATE_EVENTS = frozenset({"stopped", "saved", "completed"})
+
+
+def current_events(text: str) -> list[dict]:
+    """parse_events without the state events a later step record has overtaken: status showed `training already
+    complete at step 500` as its newest event while the extended run trained at step 852."""
+    events: list[dict] = []
+    for record in _objects(text):
+        if "step" in record:
+            events = [e for e in events if e.get("event") not in STATE_EVENTS]
+        elif "event" in record:
+            events.append(record)
+    return events
+
+
+def found_complete(text: str) -> bool:
+    """The newest start of the trainer found the run complete: its `completed` event, with no step after it."""
+    events = current_events(text)
+    return bool(events) and events[-1].get("event") == "completed"
+
+
 def stopped_at(text: str) -> int | None:
     """The step a stop ended the run at, when the newest record of metrics.jsonl is that stop's event (the trainer
     then exits 0 as a finished run does); None when a step came after it (resumed), a later start found the run
@@ -327,8 +350,11 @@ def up_again(states: list[ServiceState], algo: str, project: str | None = None) 
     return up_command(algo, sum(1 for s in states if is_replica(s.service)), project)
 
 
-def stopped_line(states: list[ServiceState], algo: str, project: str | None = None) -> str | None:
-    """What `status` adds when services were stopped by hand: how to start them again (the stop was a checkpoint)."""
+def stopped_line(states: list[ServiceState], algo: str, project: str | None = None,
+                 complete: bool = False) -> str | None:
+    """What `status` adds when services were stopped by hand: how to start them again (the stop was a checkpoint).
+    `complete`: the newest start found the run complete (`up` then leaves the environment created, never started,
+    and its `make up` would only say so again)."""
     stopped = [s.service for s in states if s.state == "exited" and s.exit_code in STOPPED_BY_HAND]
     running = any(s.state == "running" for s in states)
     up = up_again(states, algo, project)
@@ -336,7 +362,7 @@ def stopped_line(states: list[ServiceState], algo: str, project: str | None = No
         # Created, never started: a typed `docker compose up` or `create` that stopped at the secrets only `up`
         # hands compose. Status listed `!! atropos created` for each with no word on what to do.
         created = [s.service for s in states if s.state == "created"]
-        if not created:
+        if not created or complete:
             return None
         what, it = (f"{created[0]} was", "it") if len(created) == 1 else (f"{', '.join(created)} were", "them")
         return (f"{what} created but never started (a typed docker compose lacks the secrets): {up} starts {it}"

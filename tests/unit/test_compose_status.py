@@ -240,6 +240,13 @@ def test_a_stop_by_hand_says_how_to_start_again_and_a_completed_one_shot_says_no
     assert stopped_line(created, "grpo") == (
         "atropos, trainer were created but never started (a typed docker compose lacks the secrets): make up "
         "ALGO=grpo starts them, and training resumes from its last checkpoint")
+    # ... but not when the newest start found the run complete: `up` left the environment created, and its `make up`
+    # only says "nothing to train" again (a review)
+    assert stopped_line(created, "grpo", complete=True) is None
+    from hermes_stack.controller.status import found_complete
+
+    complete = "\n".join(json.dumps(r) for r in [{"step": 500}, {"event": "completed", "at_step": 500, "time": 1.0}])
+    assert found_complete(complete) and not found_complete(complete + "\n" + json.dumps({"step": 501}))
 
 
 def test_a_service_stopped_beside_a_training_run_is_named_and_started_by_up_not_the_trainer():
@@ -352,3 +359,22 @@ def test_status_quotes_the_last_error_of_a_healthy_environment_and_of_crashed_se
     compose = Compose(ComposeParams(files=("compose.grpo.yml",)), runner=lambda argv, env, capture: "",
                       streamer=lambda argv, env: iter(quiet[argv[-1]]))
     assert error_lines(compose, service_states([_row("environment")]), "ppo", "mine") == []
+
+
+def test_status_shows_a_state_event_only_until_a_step_follows_it():
+    """A review: after a finished run was extended, status kept `training already complete at step 500` as its newest
+    event while the run trained at step 852; a stop's events likewise after the resume. Incidents stay."""
+    from hermes_stack.controller.status import current_events, event_lines
+
+    records = [{"step": 499}, {"step": 500},
+               {"event": "completed", "message": "training already complete at step 500", "time": 1.0, "at_step": 500},
+               {"step": 501},
+               {"event": "environment_departed", "message": "environment 1 stopped sending", "time": 2.0},
+               {"step": 502},
+               {"event": "stopped", "message": "stopped by SIGTERM after step 502", "time": 3.0, "at_step": 502},
+               {"event": "saved", "message": "step 502 saved on stop as step-502", "time": 3.0, "at_step": 502}]
+    text = "\n".join(json.dumps(r) for r in records)
+    assert [e["event"] for e in current_events(text)] == ["environment_departed", "stopped", "saved"]
+    resumed = text + "\n" + json.dumps({"step": 503})
+    assert [e["event"] for e in current_events(resumed)] == ["environment_departed"]
+    assert event_lines(current_events(resumed)) == ["event 00:00:02 UTC: environment 1 stopped sending"]

@@ -159,9 +159,10 @@ def _configured_replicas(algo: str) -> int:
 def status(algo: str | None = STACK_ALGO_OPT) -> None:
     """Each service's health, the training step, reward mean with a small trend, the last checkpoint."""
     from hermes_stack.controller.status import (
+        current_events,
         error_lines,
         event_lines,
-        parse_events,
+        found_complete,
         read_metrics,
         replica_lines,
         service_states,
@@ -191,7 +192,7 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
     stopped_step = stopped_at(text)
     for s in states:
         console.info("  " + state_line(s, stopped_step))
-    if (stopped := stopped_line(states, algo, project)) is not None:
+    if (stopped := stopped_line(states, algo, project, found_complete(text))) is not None:
         console.info("  " + stopped)
     elif stopped_step is not None and any(s.service == "trainer" and s.state == "exited" for s in states):
         console.info(f"  the trainer was stopped after step {stopped_step} (docker compose stop): "
@@ -202,7 +203,7 @@ def status(algo: str | None = STACK_ALGO_OPT) -> None:
         console.info(line)
     for line in summary_of(text).lines():
         console.info(line)
-    for line in event_lines(parse_events(text)):  # e.g. an environment that departed and what the trainer did
+    for line in event_lines(current_events(text)):  # e.g. an environment that departed and what the trainer did
         console.info(line)
 
 
