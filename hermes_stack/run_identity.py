@@ -27,7 +27,9 @@ from hermes_stack.errors import Problem
 # What a checkpoint cannot be loaded without: a change in any of these is a different run.
 RESUME_KEYS = ("algo", "model", "engine", "lora_rank")
 # Shown as "what changed" when a run resumes: the training may continue with them.
-TUNABLE_KEYS = ("learning_rate", "kl_coef", "batch_size", "group_size", "temperature", "num_steps")
+# `replicas` only in the controller's record (bring_up): a resume on another count said nothing, and on a GPU VM the
+# other replicas' GPUs then sat idle unnoticed.
+TUNABLE_KEYS = ("learning_rate", "kl_coef", "batch_size", "group_size", "temperature", "num_steps", "replicas")
 
 
 def identity_of(stack: Any) -> dict[str, Any]:

@@ -194,7 +194,7 @@ def _check_resume(stack, algo: str, project: str, has_volume=None, up: str | Non
     if old is not None and not (has_volume or volume_exists)(f"{project}_hermes-data"):
         forget_record(state, project)  # the volume went (down --volumes, docker volume rm): a fresh run
         old = None
-    new = identity_of(stack)
+    new = {**identity_of(stack), "replicas": replica_count(stack)}
     decision = decide(old, new)
     if not decision.resume:
         if up is None:  # bring_up passes the one it prints everywhere else

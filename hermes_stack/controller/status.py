@@ -369,8 +369,12 @@ def stopped_line(states: list[ServiceState], algo: str, project: str | None = No
                 + (", and training resumes from its last checkpoint" if "trainer" in created else ""))
     if running and "trainer" not in stopped:  # the run goes on (or waits for them): nothing resumes
         what, it = (f"{stopped[0]} was", "it") if len(stopped) == 1 else (f"{', '.join(stopped)} were", "them")
+        # Behind the router a stopped replica is routed around: the run samples from the others meanwhile.
+        routed_around = all(is_replica(name) for name in stopped) and any(
+            is_replica(s.service) and s.state == "running" for s in states)
+        meanwhile = "which samples from the other replicas meanwhile" if routed_around else f"which waits for {it}"
         return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): {up} "
-                f"starts {it} again beside the training run, which waits for {it}")
+                f"starts {it} again beside the training run, {meanwhile}")
     what = ("the trainer was" if stopped == ["trainer"] else f"{', '.join(stopped)} were") if running \
         else "the stack was"
     return (f"{what} stopped by hand (docker kill or stop; compose restarts only crashes): {up} "

@@ -234,7 +234,7 @@ def test_a_stop_by_hand_says_how_to_start_again_and_a_completed_one_shot_says_no
                                      _row("inference-2", state="exited", health="", code=137)])
     assert stopped_line(replica_killed, "grpo") == (
         "inference-2 was stopped by hand (docker kill or stop; compose restarts only crashes): make up ALGO=grpo "
-        "REPLICAS=2 starts it again beside the training run, which waits for it")
+        "REPLICAS=2 starts it again beside the training run, which samples from the other replicas meanwhile")
     # created, never started (a typed `docker compose up` that stopped at the secrets): said, with the command
     created = service_states([_row(s, state="created", health="") for s in ("atropos", "trainer")])
     assert stopped_line(created, "grpo") == (

@@ -53,6 +53,10 @@ def test_a_tunable_change_resumes_and_says_what_changed(project):
     assert decision.resume and decision.blocking == ()
     assert decision.notice() == ("resuming the run's checkpoints with changed settings: learning_rate 0.0005 -> "
                                  "0.0001, num_steps 400 -> 600")  # 400: the embedded profile's run length
+    # the controller's record carries the replica count: a resume on another one says so (a review saw none)
+    assert ri.decide({**tiny(), "replicas": 2}, {**tiny(), "replicas": 1}).notice() == (
+        "resuming the run's checkpoints with changed settings: replicas 2 -> 1")
+    assert ri.decide(tiny(), {**tiny(), "replicas": 1}).notice() is None  # a record (or manifest) without it
 
 
 def test_another_model_is_refused_with_one_line_naming_the_run_and_the_commands(project):
@@ -71,20 +75,20 @@ def test_up_refuses_before_anything_starts_and_forgets_a_run_whose_volume_is_gon
 
     first = load_stack("grpo", "configs", "embedded")
     _check_resume(first, "grpo", "hermes-grpo", has_volume=lambda _name: True)  # the default run's `up`
-    assert ri.read_record(project / ".hermes", "hermes-grpo") == tiny()
+    assert ri.read_record(project / ".hermes", "hermes-grpo") == {**tiny(), "replicas": 1}
     other = load_stack("grpo", "configs", "embedded", model="smollm2-135m")
     with pytest.raises(InputError) as info:
         _check_resume(other, "grpo", "hermes-grpo", has_volume=lambda _name: True)
     # the configs' own model trained the old run: `make up` without MODEL= resumes it
     assert info.value.exit_code == 2 and info.value.lines() == [
         REFUSAL.replace("Hint: ", "Hint: `make up ALGO=grpo` resumes it; ")]
-    assert ri.read_record(project / ".hermes", "hermes-grpo") == tiny()  # the old run's record stays
+    assert ri.read_record(project / ".hermes", "hermes-grpo") == {**tiny(), "replicas": 1}  # the old run's record stays
     # A new run beside it: its own project name, its own volume, its own record.
     _check_resume(other, "grpo", "hermes-grpo-2", has_volume=lambda _name: False)
-    assert ri.read_record(project / ".hermes", "hermes-grpo-2") == catalog()
+    assert ri.read_record(project / ".hermes", "hermes-grpo-2") == {**catalog(), "replicas": 1}
     # The old run's volume deleted (down --volumes elsewhere, docker volume rm): a fresh run, no refusal.
     _check_resume(other, "grpo", "hermes-grpo", has_volume=lambda _name: False)
-    assert ri.read_record(project / ".hermes", "hermes-grpo") == catalog()
+    assert ri.read_record(project / ".hermes", "hermes-grpo") == {**catalog(), "replicas": 1}
 
 
 class Engine:
