@@ -24,7 +24,9 @@ CIRCUIT_RETRY_S = 2 * HEALTH_INTERVAL_S
 
 
 def router_argv(worker_urls: tuple[str, ...], port: int, log_level: str = "INFO") -> list[str]:
-    level = {"WARNING": "warn", "CRITICAL": "error"}.get(log_level.upper(), log_level.lower())
+    # The router's INFO is two lines per request and one per health probe (600 lines in 90 s of a CPU run, which
+    # buried the rest of `docker compose logs`): the stack's INFO is its warn; HERMES_LOG_LEVEL=DEBUG shows them.
+    level = {"INFO": "warn", "WARNING": "warn", "CRITICAL": "error"}.get(log_level.upper(), log_level.lower())
     return ["--host", "0.0.0.0", "--port", str(port), "--worker-urls", *worker_urls, "--policy", POLICY,
             "--health-check-endpoint", HEALTH_ENDPOINT, "--health-check-interval-secs", str(HEALTH_INTERVAL_S),
             "--cb-timeout-duration-secs", str(CIRCUIT_RETRY_S), "--log-level", level]

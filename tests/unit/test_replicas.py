@@ -113,6 +113,8 @@ def test_the_router_gets_static_worker_urls_and_the_weights_aware_health_check()
     assert argv[argv.index("--worker-urls") + 1:argv.index("--policy")] == list(URLS)
     assert argv[argv.index("--health-check-endpoint") + 1] == "/health_generate"
     assert argv[argv.index("--log-level") + 1] == "warn" and "--api-key" not in argv
+    # its INFO is a line per request and per probe: the stack's INFO runs it at warn, DEBUG shows them
+    assert router_argv(URLS, 8001, "INFO")[-1] == "warn" and router_argv(URLS, 8001, "DEBUG")[-1] == "debug"
 
 
 def test_status_prints_each_replica_with_its_weights_version():
