@@ -307,3 +307,39 @@ def test_s14_a_trainer_that_exited_1_is_not_called_stopped():
     """Exit 1 beside a stop event at step 5 is a failure, not "stopped after step 5"."""
     line = status.state_line(ServiceState("trainer", "hermes-grpo-trainer-1", "exited", "", 1), 5)
     assert "stopped after step" not in line and line.startswith("!!")
+
+
+def _tight_gpu_gib(extra_bytes: int, tokens: int = 1024, group_size: int = 4) -> tuple[float, RolloutSection]:
+    """A GPU of exactly weights + LoRA state + the documented 6 GiB reserve (docs/memory.md: 4 for SGLang's runtime,
+    2 for the trainer's) + `extra_bytes`, for Qwen2.5-1.5B; the parts from the model card's arithmetic."""
+    from hermes_stack.config.memory import param_count, trainer_fixed_bytes
+
+    shape = KNOWN_SHAPES["qwen/qwen2.5-1.5b"]
+    needed = param_count(shape) * shape.dtype_bytes + trainer_fixed_bytes(shape, 8) + 6 * GIB + extra_bytes
+    # +0.5 byte: plan_split truncates gpu_gib * GIB to whole bytes
+    return (needed + 0.5) / GIB, RolloutSection(group_size=group_size, batch_size=8, max_token_length=tokens)
+
+
+def test_p8_one_sequence_fits_only_beside_a_whole_group_s_kv_cache():
+    """The fallback micro-batch of 1 needs one sequence's activations and one group's KV (group_size x one
+    sequence's): with a byte less than that, nothing fits; with exactly that, one sequence does."""
+    from hermes_stack.config.memory import activation_bytes_per_sequence, kv_bytes_per_token
+
+    shape = KNOWN_SHAPES["qwen/qwen2.5-1.5b"]
+    act, kv_seq = activation_bytes_per_sequence(shape, 1024), kv_bytes_per_token(shape) * 1024
+    assert act > 4 * kv_seq  # so half of the free room is below one sequence and only the fallback can give 1
+    gib, rollout = _tight_gpu_gib(act + 4 * kv_seq)
+    assert plan_split(shape, rollout, lora_rank=8, gpu_gib=gib).micro_batch == 1
+    gib, rollout = _tight_gpu_gib(act + 4 * kv_seq - 1)
+    assert plan_split(shape, rollout, lora_rank=8, gpu_gib=gib).micro_batch == 0
+
+
+def test_p9_p15_the_model_twice_plus_the_6_gib_reserve_filling_the_gpu_is_refused_by_model():
+    """Weights twice (with the LoRA state) plus the 6 GiB reserve exactly the GPU's size: no byte left for KV or
+    activations, so the model is what to change; a GiB more and the refusal is about the micro-batch instead."""
+    shape = KNOWN_SHAPES["qwen/qwen2.5-1.5b"]
+    gib, rollout = _tight_gpu_gib(0)
+    key, line = split_refusal(plan_split(shape, rollout, lora_rank=8, gpu_gib=gib))
+    assert key == "inference.model_path" and "plus 6 GiB reserve" in line, line
+    gib, rollout = _tight_gpu_gib(GIB // 2)
+    assert split_refusal(plan_split(shape, rollout, lora_rank=8, gpu_gib=gib))[0] == "rollout.max_token_length"
