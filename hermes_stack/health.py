@@ -156,8 +156,35 @@ def process_start_epoch(pid: int, proc: Path = Path("/proc")) -> float | None:
     return None if ticks is None else btime + ticks / os.sysconf("SC_CLK_TCK")
 
 
+def marker_path(data_dir: Path, service: str) -> Path:
+    """$HERMES_DATA_DIR/ready/<service>: the readiness marker of a service that has no port to ask."""
+    return data_dir / "ready" / service
+
+
+def write_marker(data_dir: Path, service: str, **info) -> Path:
+    """The service's marker, JSON with this process's pid (what check_marker reads) and `info`, written atomically
+    (a probe never reads half a file). The one writer for the trainer, the environment and inference."""
+    path = marker_path(data_dir, service)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{service}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), **info}))
+    os.replace(tmp, path)
+    return path
+
+
+def remove_marker(path: Path | None) -> None:
+    """Remove `path` when this process wrote it: a newer process of the service may already have replaced it."""
+    if path is None:
+        return
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def check_marker(data_dir: Path, service: str, proc: Path = Path("/proc")) -> str:
-    path = data_dir / "ready" / service
+    path = marker_path(data_dir, service)
     try:
         marker = json.loads(path.read_text())
         pid = int(marker["pid"])

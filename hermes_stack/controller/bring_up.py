@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from hermes_stack.controller.compose import Compose, ComposeParams
     from hermes_stack.controller.status import ServiceState
 
-SERVING = ["atropos", "inference"]  # up first; gateway-check comes along as their dependency
 TRAINING = ["trainer", "environment"]
 
 

@@ -38,8 +38,9 @@ def setup_logging() -> None:
 
 async def serve(env_config, server_configs, env_class=None) -> int:
     """Serve `env_class` (a user's environment, prepared by user_env.prepare) or the built-in one."""
-    from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker
+    from hermes_stack.environment.env import HermesMathEnv
     from hermes_stack.environment.stack_behaviour import TrainerFinished
+    from hermes_stack.health import remove_marker
     from hermes_stack.service_heap import freeze_startup_heap
 
     # slurm/testing given as atroposlib's `serve` CLI gives them (ServerManagerConfig: off): upstream files default
@@ -54,7 +55,7 @@ async def serve(env_config, server_configs, env_class=None) -> int:
             worker.cancel()
         reached = f"the trainer pushed step {done.args[0]}"
     finally:
-        remove_ready_marker(env.ready_marker)
+        remove_marker(env.ready_marker)
         if hasattr(env, "close_pools"):
             await env.close_pools()
     totals = env.totals.as_dict() if hasattr(env, "totals") else {"groups returned as None": env.none_groups}

@@ -29,11 +29,7 @@ from atroposlib.envs.base import BaseEnv, ScoredDataGroup
 from hermes_stack.environment.pooled_http import PooledAtroposCalls, PooledSGLangServer, StreamFailed
 from hermes_stack.environment.rollout_clock import RolloutClock, rollout_rate
 from hermes_stack.environment.runtime import CHUNK_ROWS, HermesEnvConfig, build_configs
-from hermes_stack.environment.stack_behaviour import (  # noqa: F401 - the markers' helpers, re-exported
-    StackBehaviour,
-    remove_ready_marker,
-    write_ready_marker,
-)
+from hermes_stack.environment.stack_behaviour import StackBehaviour
 from hermes_stack.errors import InputError
 from hermes_stack.modelcore.weights_layout import POLICY_STEP_KEY
 from hermes_stack.service_env import ServiceEnv, load_service_stack

@@ -11,13 +11,12 @@ environment's through `super()`.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import sys
 import traceback
 from pathlib import Path
 
+from hermes_stack.health import write_marker
 from hermes_stack.modelcore.weights_layout import POLICY_STEP_KEY, read_served_step
 
 log = logging.getLogger("hermes_stack.environment")
@@ -44,7 +43,7 @@ class StackBehaviour:
     async def register_env(self):
         await super().register_env()
         if data_dir := self._data_dir():
-            self.ready_marker = write_ready_marker(Path(data_dir), env_id=getattr(self, "env_id", None))
+            self.ready_marker = write_marker(Path(data_dir), "environment", env_id=getattr(self, "env_id", None))
         log.info("registered with Atropos at %s (env_id %s); ready", self.config.rollout_server_url,
                  getattr(self, "env_id", None))
 
@@ -151,23 +150,3 @@ def tag_policy_step(groups, step: int) -> None:
             group["generation_params"] = params
 
 
-def write_ready_marker(data_dir: Path, **extra) -> Path:
-    """$HERMES_DATA_DIR/ready/environment (JSON with the pid), written atomically."""
-    ready = data_dir / "ready"
-    ready.mkdir(parents=True, exist_ok=True)
-    path = ready / "environment"
-    tmp = ready / f".environment.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"pid": os.getpid(), **extra}))
-    tmp.replace(path)
-    return path
-
-
-def remove_ready_marker(path: Path | None) -> None:
-    if path is None:
-        return
-    try:
-        marker = json.loads(path.read_text())
-        if marker.get("pid") == os.getpid():  # never remove a marker another process wrote
-            path.unlink()
-    except (OSError, ValueError):
-        pass

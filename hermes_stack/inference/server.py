@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import os
 import time
@@ -29,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from hermes_stack.errors import InputError, Problem
+from hermes_stack.health import marker_path, remove_marker, write_marker
 from hermes_stack.inference.backend import Backend, BackendReply
 from hermes_stack.inference.openai_shapes import chat_stream_chunks, completion_stream_chunks, sse_lines
 from hermes_stack.inference.sampling import RequestError
@@ -100,17 +100,6 @@ class KeyAndCounters:
 
 def _error(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
-
-
-def write_ready_marker(data_dir: Path, backend: Backend) -> Path:
-    """$HERMES_DATA_DIR/ready/inference, written atomically once the backend can generate (architecture.md)."""
-    ready = data_dir / "ready"
-    ready.mkdir(parents=True, exist_ok=True)
-    marker = ready / "inference"
-    tmp = ready / f".inference.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"pid": os.getpid(), "backend": backend.name, "model": backend.served_model}))
-    tmp.replace(marker)
-    return marker
 
 
 def newest_weights(data_dir: Path) -> Path | None:
@@ -185,7 +174,7 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
                                  "the key that protects the inference service",
                                  "start the stack with `make up`, which generates one; by hand, set the "
                                  "Compose secret hermes_inference_key (variable HERMES_INFERENCE_KEY)"))
-    marker_path = data_dir / "ready" / "inference" if data_dir is not None and owns_data_volume else None
+    marker = marker_path(data_dir, "inference") if data_dir is not None and owns_data_volume else None
     # Ready = started AND the newest synced weights loaded: before that a push could race the front's own load.
     # start_s (this start, measured) and the backend's start limit go out on /health: a trainer keeps them and
     # rides out a restart for as long as the model takes to start, not a fixed bound.
@@ -203,7 +192,7 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
         await backend.start()
         if restores:
             await load_newest_weights(backend, data_dir, counters)
-            write_ready_marker(data_dir, backend)
+            write_marker(data_dir, "inference", backend=backend.name, model=backend.served_model)
         started["start_s"] = round(time.monotonic() - t0, 1)
         log.info("inference ready: backend %s, model %s, auth on (started in %.1f s)", backend.name,
                  backend.served_model, started["start_s"])
@@ -227,8 +216,7 @@ def create_app(backend: Backend, api_key: str | None, data_dir: Path | None = No
         finally:
             if task is not None:
                 task.cancel()
-            if marker_path is not None:
-                marker_path.unlink(missing_ok=True)
+            remove_marker(marker)  # only this process's: a restarted front may already have replaced it
             await backend.stop()
 
     app = FastAPI(title="hermes-stack inference", lifespan=lifespan, docs_url=None, redoc_url=None)

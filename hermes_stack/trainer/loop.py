@@ -8,7 +8,6 @@ written (atomically) and the process exits 0; SIGKILL at any point is survived b
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_stack.health import marker_path, remove_marker, write_marker
 from hermes_stack.modelcore.weights_layout import export_step_weights, prune_weight_dirs, write_served_step
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient, AtroposUnavailable, groups_from_batch
@@ -75,16 +75,7 @@ class StopFlag:
 
 
 def ready_path(data_dir: Path, service: str = "trainer") -> Path:
-    return data_dir / "ready" / service
-
-
-def write_ready(data_dir: Path, info: dict[str, Any], service: str = "trainer") -> Path:
-    path = ready_path(data_dir, service)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{service}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "time": time.time(), **info}))
-    os.replace(tmp, path)
-    return path
+    return marker_path(data_dir, service)
 
 
 def own_env_ids(data_dir: Path) -> set[int]:
@@ -94,16 +85,6 @@ def own_env_ids(data_dir: Path) -> set[int]:
     except (OSError, ValueError):
         return set()
     return {int(env_id)} if isinstance(env_id, int) else set()
-
-
-def remove_ready(data_dir: Path, service: str = "trainer") -> None:
-    path = ready_path(data_dir, service)
-    try:
-        # Only our own marker: a newer trainer may already have replaced it.
-        if json.loads(path.read_text()).get("pid") == os.getpid():
-            path.unlink()
-    except (OSError, ValueError):
-        pass
 
 
 # ---------------------------------------------------------------- the loop
@@ -256,7 +237,7 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
     if inference is not None:
         inference.ready()  # learns the backend's start limit even while it still loads: the bound below
         wait_for_inference(inference, inference.restart_bound_s(settings.inference_wait_s), stop)
-    write_ready(settings.data_dir, {"step": step, "num_steps": settings.num_steps})
+    write_marker(settings.data_dir, "trainer", time=time.time(), step=step, num_steps=settings.num_steps)
     log(f"trainer ready: registered with atropos (batch {settings.batch_size_sequences} sequences), "
         f"steps {step + 1}..{settings.num_steps}")
     log(f"waiting for step {step + 1}'s batch: the environment can register with atropos from now on")
@@ -356,5 +337,5 @@ def run_training(engine: Engine, atropos: AtroposClient, inference: InferenceCli
             log(f"stopping after step {step} ({type(exc).__name__}); saved {saved.name} first")
         raise
     finally:
-        remove_ready(settings.data_dir)
+        remove_marker(ready_path(settings.data_dir))
     return step

@@ -15,7 +15,7 @@ from fakes.tiny_tokenizer import build_tiny_tokenizer
 
 from hermes_stack.config.loader import load_stack
 from hermes_stack.environment.__main__ import run_process
-from hermes_stack.environment.env import HermesMathEnv, remove_ready_marker, write_ready_marker
+from hermes_stack.environment.env import HermesMathEnv
 from hermes_stack.environment.runtime import build_configs
 
 
@@ -238,12 +238,24 @@ def test_a_worker_gives_up_after_its_last_draw_and_ppo_never_redraws(tmp_path, t
     assert env.totals.dropped_equal_scores == expected_requests - 1
 
 
-def test_readiness_marker_holds_the_pid_and_is_removed(tmp_path):
-    path = write_ready_marker(tmp_path, env_id=0)
+def test_readiness_marker_holds_the_pid_and_is_removed_only_by_its_writer(tmp_path):
+    """health.write_marker / remove_marker, the one writer of the trainer's, the environment's and inference's
+    markers (three copies had drifted: inference removed a marker whoever wrote it)."""
+    from hermes_stack.health import check_marker, remove_marker, write_marker
+
+    path = write_marker(tmp_path, "environment", env_id=0)
     assert path == tmp_path / "ready" / "environment"
-    assert json.loads(path.read_text())["pid"] == os.getpid()
-    remove_ready_marker(path)
+    assert json.loads(path.read_text()) == {"pid": os.getpid(), "env_id": 0}
+    assert check_marker(tmp_path, "environment") == f"environment ready (pid {os.getpid()})"
+    assert not list((tmp_path / "ready").glob(".*.tmp"))  # written through a temporary file, renamed
+    path.write_text(json.dumps({"pid": os.getpid() + 1}))  # a newer process of the service replaced it
+    remove_marker(path)
+    assert path.exists()
+    write_marker(tmp_path, "environment")
+    remove_marker(path)
     assert not path.exists()
+    remove_marker(None)
+    remove_marker(path)  # gone already: nothing to do
 
 
 def test_no_code_path_reaches_other_hosts(tmp_path, tokenizer_dir, dataset, monkeypatch):
