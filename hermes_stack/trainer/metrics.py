@@ -158,27 +158,3 @@ class MetricsSink:
             except Exception as exc:  # noqa: BLE001 - the run is over; a wandb upload error must not fail it
                 self.info(f"wandb: finish failed ({exc})")
             self._wandb = None
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Every complete step record of a metrics.jsonl (a torn last line after a crash is skipped; events are not
-    steps: read_events)."""
-    return [r for r in _read_jsonl(path) if "step" in r]
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    return [r for r in _read_jsonl(path) if "event" in r and "step" not in r]
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out

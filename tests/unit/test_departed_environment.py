@@ -15,10 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from trainer_helpers import REPO, Feeder, embedded_model_dir, trainer_env, write_configs
+from trainer_helpers import REPO, Feeder, embedded_model_dir, read_events, read_metrics, trainer_env, write_configs
 
 from hermes_stack.controller.status import event_lines, parse_events
-from hermes_stack.trainer.metrics import read_events, read_metrics
 
 pytestmark = pytest.mark.slow
 WAIT_S = 120  # generous for a shared machine; nothing asserts on time

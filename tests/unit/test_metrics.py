@@ -8,8 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
+from trainer_helpers import read_metrics
 
-from hermes_stack.trainer.metrics import MetricsSink, format_line, read_metrics, record, reward_stats
+from hermes_stack.trainer.metrics import MetricsSink, format_line, record, reward_stats
 
 
 def test_reward_stats_over_groups() -> None:

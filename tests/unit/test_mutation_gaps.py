@@ -10,7 +10,7 @@ import os
 
 import pytest
 import torch
-from trainer_helpers import TinyEngine
+from trainer_helpers import TinyEngine, read_metrics
 
 from hermes_stack import keyfile as kf
 from hermes_stack import redaction
@@ -20,7 +20,7 @@ from hermes_stack.tasks import offline_arith
 from hermes_stack.tasks.reward import RewardWeights, score_completion
 from hermes_stack.trainer import algorithms as alg
 from hermes_stack.trainer.loop import LoopSettings, run_training
-from hermes_stack.trainer.metrics import MetricsSink, read_metrics
+from hermes_stack.trainer.metrics import MetricsSink
 
 # ------------------------------------------------------------------ algorithms
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 import torch
-from trainer_helpers import Feeder, TinyEngine
+from trainer_helpers import Feeder, TinyEngine, read_metrics
 from trainer_helpers import grpo_params as grpo
 
 from hermes_stack.modelcore import embedded
@@ -21,7 +21,7 @@ from hermes_stack.trainer.atropos_client import AtroposClient
 from hermes_stack.trainer.engine import IGNORE, Sequence
 from hermes_stack.trainer.engine_torch import TorchEngine
 from hermes_stack.trainer.loop import LoopSettings, run_training
-from hermes_stack.trainer.metrics import MetricsSink, format_line, read_metrics
+from hermes_stack.trainer.metrics import MetricsSink, format_line
 from hermes_stack.trainer.staleness import policy_step_of, split_by_staleness
 from hermes_stack.trainer.weights_sync import InferenceClient
 

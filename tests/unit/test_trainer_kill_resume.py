@@ -20,6 +20,7 @@ from trainer_helpers import (
     FakeInferenceForTrainer,
     Feeder,
     embedded_model_dir,
+    read_metrics,
     trainer_env,
     write_configs,
 )
@@ -27,7 +28,6 @@ from trainer_helpers import (
 from hermes_stack.config.loader import load_stack
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.loop import ready_path
-from hermes_stack.trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.slow
 WAIT_S = 90  # generous: the machine may be shared; nothing asserts on time

@@ -14,12 +14,12 @@ from typing import ClassVar
 
 import pytest
 import torch
-from trainer_helpers import Feeder, TinyEngine
+from trainer_helpers import Feeder, TinyEngine, read_metrics
 
 from hermes_stack.trainer import checkpoint as ckpt
 from hermes_stack.trainer.atropos_client import AtroposClient
 from hermes_stack.trainer.loop import LoopSettings, StopFlag, ready_path, run_training
-from hermes_stack.trainer.metrics import MetricsSink, read_metrics
+from hermes_stack.trainer.metrics import MetricsSink
 from hermes_stack.trainer.weights_sync import InferenceClient, InferenceError
 
 GROUP = 4

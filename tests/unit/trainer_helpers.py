@@ -299,3 +299,17 @@ def ppo_params(**changes):
     base = {"name": "ppo", "advantage_estimator": "gae", "gamma": 1.0, "lam": 0.95, "clip_epsilon": 0.2,
             "entropy_coef": 0.0, "value_loss_coef": 0.5, "kl_coef": 0.0}
     return AlgorithmSection(**{**base, **changes})
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """A metrics.jsonl's step records, read as `status` reads them (controller/status.parse_metrics)."""
+    from hermes_stack.controller.status import parse_metrics
+
+    return parse_metrics(path.read_text()) if path.exists() else []
+
+
+def read_events(path: Path) -> list[dict]:
+    """A metrics.jsonl's event records, read as `status` reads them (controller/status.parse_events)."""
+    from hermes_stack.controller.status import parse_events
+
+    return parse_events(path.read_text()) if path.exists() else []
