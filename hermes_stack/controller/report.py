@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermes_stack.controller.status import newest_checkpoint
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -74,15 +76,6 @@ def marks(records: list[dict], events: list[dict]) -> Marks:
     return Marks(checkpoints, restarts, placed)
 
 
-def newest_checkpoint(records: list[dict], events: list[dict] = ()) -> str | None:
-    """The newest checkpoint: an interval's (a step record's) or a stop's (the trainer's `saved` event), by step;
-    the stop's save came after the last interval's and was missed (rl_get_results said none beside step-16)."""
-    saved = [(r["step"], r["checkpoint"]) for r in records if isinstance(r.get("checkpoint"), str) and r["checkpoint"]]
-    saved += [(e["at_step"], e["checkpoint"]) for e in events if e.get("event") == "saved"
-              and isinstance(e.get("at_step"), int) and isinstance(e.get("checkpoint"), str)]
-    return max(saved, key=lambda pair: pair[0])[1] if saved else None
-
-
 def summary(records: list[dict], events: list[dict] = ()) -> dict[str, Any]:
     """The figures an agent or a person asks first: last step, last reward mean, held-out accuracy (first, last,
     best), last checkpoint, restarts and events."""
@@ -98,7 +91,7 @@ def summary(records: list[dict], events: list[dict] = ()) -> dict[str, Any]:
         "heldout_accuracy_first": evals[0] if evals else None,
         "heldout_accuracy_best": max(evals) if evals else None,
         "heldout_accuracy_step": eval_steps[-1] if eval_steps else None,
-        "last_checkpoint": newest_checkpoint(records, events),
+        "last_checkpoint": newest_checkpoint(records, events),  # as `status` names it
         "restarts": len(m.restarts),
         "events": len(m.events),
     }

@@ -279,10 +279,22 @@ def test_the_newest_checkpoint_is_a_stops_save_when_it_came_after_the_intervals(
     text = "\n".join(json.dumps(r) for r in [
         {"step": 225, "reward_mean": 0.5, "checkpoint": "step-225"},
         {"step": 242, "reward_mean": 0.6, "checkpoint": None},
-        {"event": "saved", "message": "step 242 saved on stop as step-242", "checkpoint": "step-242", "time": 1.0}])
+        {"event": "saved", "message": "step 242 saved on stop as step-242", "checkpoint": "step-242", "time": 1.0,
+         "at_step": 242}])
     summary = summarize(parse_metrics(text), [last_checkpoint(text)])
     assert summary.last_checkpoint == "step-242"
     assert last_checkpoint(text.rsplit("\n", 1)[0]) == "step-225"
+    # the one written last, as `report` (and rl_get_results) name it too: after a resume that passed over an unusable
+    # save (step-242 here), the next interval's save is the newest though its step is lower
+    timed = [{"step": 225, "checkpoint": "step-225", "time": 1.0}, {"step": 242, "checkpoint": None, "time": 2.0},
+             {"event": "saved", "checkpoint": "step-242", "at_step": 242, "time": 3.0},
+             {"step": 226, "checkpoint": None, "time": 4.0}, {"step": 230, "checkpoint": "step-230", "time": 5.0}]
+    resumed = "\n".join(json.dumps(r) for r in timed)
+    assert last_checkpoint(resumed) == "step-230"
+    from hermes_stack.controller.report import summary
+    from hermes_stack.controller.status import parse_events
+
+    assert summary(parse_metrics(resumed), parse_events(resumed))["last_checkpoint"] == "step-230"
 
 
 def test_up_beside_a_training_run_says_when_its_containers_hold_older_keys():
