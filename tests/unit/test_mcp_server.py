@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 from mcp_helpers import REPO, call, copy_project, mcp_session
 
-from hermes_stack.controller.agent_tools.tools import TOOL_NAMES
+# The tools hermes-agent's rl_* set named (docs/agent.md): what the server must list, no more, no less.
+TOOL_NAMES = ("rl_list_environments", "rl_select_environment", "rl_get_current_config", "rl_edit_config",
+              "rl_start_training", "rl_check_status", "rl_stop_training", "rl_get_results", "rl_list_runs",
+              "rl_test_inference")
+
 
 pytestmark = pytest.mark.slow  # each session starts a Python process that imports the controller (~2 s)
 

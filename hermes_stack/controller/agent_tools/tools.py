@@ -26,9 +26,6 @@ from hermes_stack.controller.agent_tools.environments import current_name, find_
 from hermes_stack.controller.agent_tools.environments import list_environments as _list_environments
 from hermes_stack.errors import HermesError
 
-TOOL_NAMES = ("rl_list_environments", "rl_select_environment", "rl_get_current_config", "rl_edit_config",
-              "rl_start_training", "rl_check_status", "rl_stop_training", "rl_get_results", "rl_list_runs",
-              "rl_test_inference")
 # rl_test_inference's bound: under the `timeout: 300` of the Hermes entry docs/agent.md gives (a call past it is
 # abandoned by the client while the probe goes on spending), with time left to answer.
 MCP_ENTRY_TIMEOUT_S = 300
