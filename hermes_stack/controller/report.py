@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermes_stack.controller.status import newest_checkpoint
+from hermes_stack.controller.status import checkpoint_entries, newest_checkpoint
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -63,9 +63,7 @@ class Marks:
 
 def marks(records: list[dict], events: list[dict]) -> Marks:
     """Where checkpoints, restarts and events fall on the step axis (pure)."""
-    # An interval's checkpoint (a step record's) and a stop's (the trainer's `saved` event): both resume points.
-    checkpoints = sorted({int(r["step"]) for r in records if r.get("checkpoint")}
-                         | {e["at_step"] for e in events if e.get("event") == "saved" and isinstance(e.get("at_step"), int)})
+    checkpoints = sorted({step for _, step, _ in checkpoint_entries(records, events)})
     restarts = [int(b["step"]) for a, b in itertools.pairwise(records) if int(b["step"]) <= int(a["step"])]
     placed = []
     for e in events:

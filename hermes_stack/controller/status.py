@@ -190,21 +190,28 @@ class TrainingSummary:
         return [*lines, f"checkpoint:    {self.last_checkpoint or 'none yet'}"]
 
 
-def newest_checkpoint(records: list[dict], events: list[dict] = ()) -> str | None:
-    """The checkpoint written last: an interval's (a step record's) or a stop's (the trainer's `saved` event), by the
-    records' time, then by step. The one rule for `status`, rl_check_status, `report` and rl_get_results (status
-    read the file's order and report the highest step, which part after a resume that passed over an unusable
-    save); a stop's save after the last interval's was missed (rl_get_results said none beside step-16)."""
+def checkpoint_entries(records: list[dict], events: list[dict] = ()) -> list[tuple[float, int, str]]:
+    """(time, step, name) of every checkpoint metrics.jsonl names: an interval's (a step record's) and a stop's (the
+    trainer's `saved` event). Both are resume points; `report` marks them, newest_checkpoint picks one."""
 
     def when(r: dict) -> float:
         t = r.get("time")
         return float(t) if isinstance(t, (int, float)) and math.isfinite(t) else 0.0
 
-    saved = [(when(r), r["step"], r["checkpoint"]) for r in records
-             if isinstance(r.get("checkpoint"), str) and r["checkpoint"] and isinstance(r.get("step"), int)]
-    saved += [(when(e), e["at_step"], e["checkpoint"]) for e in events if e.get("event") == "saved"
-              and isinstance(e.get("at_step"), int) and isinstance(e.get("checkpoint"), str) and e["checkpoint"]]
-    return max(saved, key=lambda entry: entry[:2])[2] if saved else None
+    entries = [(when(r), r["step"], r["checkpoint"]) for r in records
+               if isinstance(r.get("checkpoint"), str) and r["checkpoint"] and isinstance(r.get("step"), int)]
+    entries += [(when(e), e["at_step"], e["checkpoint"]) for e in events if e.get("event") == "saved"
+                and isinstance(e.get("at_step"), int) and isinstance(e.get("checkpoint"), str) and e["checkpoint"]]
+    return entries
+
+
+def newest_checkpoint(records: list[dict], events: list[dict] = ()) -> str | None:
+    """The checkpoint written last, by the records' time, then by step. The one rule for `status`, rl_check_status,
+    `report` and rl_get_results (status read the file's order and report the highest step, which part after a
+    resume that passed over an unusable save); a stop's save after the last interval's was missed (rl_get_results
+    said none beside step-16)."""
+    entries = checkpoint_entries(records, events)
+    return max(entries, key=lambda entry: entry[:2])[2] if entries else None
 
 
 def last_checkpoint(text: str) -> str | None:

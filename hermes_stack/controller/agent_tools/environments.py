@@ -60,8 +60,7 @@ def list_environments(root: Path) -> list[dict[str, str]]:
     for path in sorted((root / "configs").glob("*.jsonl")):
         if path.is_file():  # a folder named x.jsonl is no dataset
             entries.append(_jsonl_entry(path, {e["name"] for e in entries}))
-    listed = [{"name": e["name"], "class_name": ENV_CLASS, "file_path": ENV_FILE, "description": e["description"],
-               "dataset": e["dataset"], **({"problem": e["problem"]} if "problem" in e else {})} for e in entries]
+    listed = [{"name": e.pop("name"), "class_name": ENV_CLASS, "file_path": ENV_FILE, **e} for e in entries]
     taken = {e["name"] for e in listed}
     for env in catalog(root):
         if env.builtin or env.name in taken and any(e.get("environment_name") == env.name for e in listed):
